@@ -1,0 +1,246 @@
+//! Reading recorded runs: one file per source format, all producing the same canonical rows
+//! ([`crate::model`]). Formats are detected from content; `--format` overrides detection.
+//!
+//! An adapter reads one input file and hands the [`Sink`] whole conversations (or, for formats
+//! whose conversations span files, fragments of one: the store groups them) plus quarantine
+//! records for anything it could not use. Records are the unit counts reconcile on: every record
+//! an adapter reads is either stored or quarantined, never both, never neither.
+
+pub mod agentfootprint;
+pub mod tau2;
+pub mod tau_bench;
+pub mod trajectory;
+
+use crate::model::Conversation;
+use serde::Serialize;
+use std::path::Path;
+
+/// A source format the engine reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Format {
+    /// agentfootprint NDJSON: one event envelope per line.
+    AgentfootprintNdjson,
+    /// agentfootprint Recording document `{snapshot, events, structure}`.
+    AgentfootprintRecording,
+    /// tau-bench v1: a JSON list of `{task_id, trial, reward, info, traj}`.
+    TauBench,
+    /// tau2-bench simulations (a results document, a wrapped list, or a bare list).
+    Tau2,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [
+        Format::AgentfootprintNdjson,
+        Format::AgentfootprintRecording,
+        Format::TauBench,
+        Format::Tau2,
+    ];
+
+    /// The stable name written into the store (`runs.format`, `--format`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::AgentfootprintNdjson => "agentfootprint-ndjson",
+            Format::AgentfootprintRecording => "agentfootprint-recording",
+            Format::TauBench => "tau-bench",
+            Format::Tau2 => "tau2",
+        }
+    }
+
+    /// The family name used as `source` in the corpus (one name per framework).
+    pub fn family(self) -> &'static str {
+        match self {
+            Format::AgentfootprintNdjson | Format::AgentfootprintRecording => "agentfootprint",
+            Format::TauBench => "tau-bench",
+            Format::Tau2 => "tau2",
+        }
+    }
+
+    /// Guess the format from the first bytes of a file (at least a few KiB when available).
+    /// Returns `None` when nothing matches; the caller quarantines the file.
+    pub fn detect(head: &[u8]) -> Option<Format> {
+        let text = String::from_utf8_lossy(head);
+        let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+        if trimmed.starts_with('{') {
+            // One envelope per line: the first line is a complete object with a dotted type.
+            let first_line = trimmed.lines().next().unwrap_or("");
+            if first_line.contains("\"type\"")
+                && first_line.contains("\"agentfootprint.")
+                && first_line.contains("\"meta\"")
+            {
+                return Some(Format::AgentfootprintNdjson);
+            }
+            if trimmed.contains("\"snapshot\"") && trimmed.contains("\"sharedState\"") {
+                return Some(Format::AgentfootprintRecording);
+            }
+            if trimmed.contains("\"simulations\"") {
+                return Some(Format::Tau2);
+            }
+            if trimmed.contains("\"snapshot\"") && trimmed.contains("agentfootprint.") {
+                return Some(Format::AgentfootprintRecording);
+            }
+            return None;
+        }
+        if trimmed.starts_with('[') {
+            if trimmed.contains("\"traj\"") {
+                return Some(Format::TauBench);
+            }
+            if trimmed.contains("\"messages\"")
+                && (trimmed.contains("\"termination_reason\"") || trimmed.contains("\"task_id\""))
+            {
+                return Some(Format::Tau2);
+            }
+        }
+        None
+    }
+}
+
+/// Where in a file a record sits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Locator {
+    /// The whole file.
+    File,
+    /// 1-based line number.
+    Line(u64),
+    /// Byte offset.
+    Byte(u64),
+    /// 0-based index of the record in the file's list.
+    Record(u64),
+}
+
+/// What became of a quarantined item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// The record was not stored. Counts as quarantined.
+    Dropped,
+    /// The record was stored, but part of it could not be used (for example a tool result with
+    /// no call). Not counted as a quarantined record; listed so nothing vanishes unexplained.
+    Partial,
+}
+
+/// One entry of `quarantine.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Quarantined {
+    pub file: String,
+    pub locator: Locator,
+    pub severity: Severity,
+    pub reason: String,
+    pub format: Option<&'static str>,
+}
+
+impl Quarantined {
+    pub fn dropped(file: &str, locator: Locator, reason: impl Into<String>) -> Self {
+        Quarantined {
+            file: file.to_string(),
+            locator,
+            severity: Severity::Dropped,
+            reason: reason.into(),
+            format: None,
+        }
+    }
+
+    pub fn partial(file: &str, locator: Locator, reason: impl Into<String>) -> Self {
+        Quarantined {
+            severity: Severity::Partial,
+            ..Quarantined::dropped(file, locator, reason)
+        }
+    }
+}
+
+/// Where an adapter puts what it reads.
+pub trait Sink {
+    /// A conversation (or a fragment of one, for formats whose conversations span files).
+    /// `record` is the position of its first record in the file, for a stable order.
+    fn conversation(&mut self, conversation: Conversation, record: u64);
+    /// Something that could not be used.
+    fn quarantine(&mut self, item: Quarantined);
+    /// Count records read (stored or dropped).
+    fn records_read(&mut self, n: u64);
+}
+
+/// Everything an adapter needs to read one file.
+pub struct Input<'a> {
+    pub path: &'a Path,
+    /// The path as written into the store (`runs.source`, quarantine `file`).
+    pub display: &'a str,
+}
+
+/// Read one file in the given format.
+pub fn read_file(format: Format, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+    match format {
+        Format::AgentfootprintNdjson => agentfootprint::read_ndjson(input, sink),
+        Format::AgentfootprintRecording => agentfootprint::read_recording(input, sink),
+        Format::TauBench => tau_bench::read(input, sink),
+        Format::Tau2 => tau2::read(input, sink),
+    }
+}
+
+/// A sink that keeps everything in memory (tests, small inputs).
+#[derive(Debug, Default)]
+pub struct Collect {
+    pub conversations: Vec<(Conversation, u64)>,
+    pub quarantined: Vec<Quarantined>,
+    pub records: u64,
+}
+
+impl Sink for Collect {
+    fn conversation(&mut self, conversation: Conversation, record: u64) {
+        self.conversations.push((conversation, record));
+    }
+    fn quarantine(&mut self, item: Quarantined) {
+        self.quarantined.push(item);
+    }
+    fn records_read(&mut self, n: u64) {
+        self.records += n;
+    }
+}
+
+/// Read a small file fully, for tests: detect (unless given), read, collect.
+pub fn read_path(path: &Path, format: Option<Format>) -> std::io::Result<Collect> {
+    let display = path.display().to_string();
+    let mut sink = Collect::default();
+    let format = match format {
+        Some(f) => Some(f),
+        None => {
+            let head = read_head(path)?;
+            Format::detect(&head)
+        }
+    };
+    match format {
+        Some(f) => read_file(
+            f,
+            &Input {
+                path,
+                display: &display,
+            },
+            &mut sink,
+        )?,
+        None => {
+            sink.records_read(1);
+            sink.quarantine(Quarantined::dropped(
+                &display,
+                Locator::File,
+                "not a recognised recording format",
+            ));
+        }
+    }
+    Ok(sink)
+}
+
+/// The first 64 KiB of a file, for detection.
+pub fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0;
+    while n < buf.len() {
+        let got = f.read(&mut buf[n..])?;
+        if got == 0 {
+            break;
+        }
+        n += got;
+    }
+    buf.truncate(n);
+    Ok(buf)
+}

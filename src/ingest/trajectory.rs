@@ -1,0 +1,447 @@
+//! Turning a chat trajectory (an ordered message list, as OpenAI-style logs keep it) into runs.
+//!
+//! Shared by every format that records a conversation as messages rather than as framework
+//! events. The rules are those of `formats.md`:
+//! - every user message without tool calls starts a new run (turn += 1); work before the first
+//!   user message is turn 0 and becomes a run only when the agent did something there;
+//! - a user message that carries tool calls is the simulated user acting on its own device: it
+//!   starts no turn, and neither it nor the results of its calls are part of the agent's history;
+//! - an assistant tool call is paired with the first tool message answering the same id (else
+//!   the first pending call: ids are reused in real files); a call that never got a result is
+//!   kept as an unanswered landing; a tool result with no pending call is kept as a message and
+//!   reported as a partial quarantine entry;
+//! - the answer is the last assistant text with no tool calls before the next user message.
+
+use crate::ingest::{Locator, Quarantined, Sink};
+use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
+
+/// One tool call requested in a message.
+#[derive(Debug, Clone, Default)]
+pub struct ChatToolCall {
+    pub id: Option<String>,
+    pub name: String,
+    /// Arguments as JSON text (a JSON object for well-formed calls).
+    pub arguments: String,
+}
+
+/// One message of a trajectory, format-neutral.
+#[derive(Debug, Clone)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub text: String,
+    pub tool_calls: Vec<ChatToolCall>,
+    /// For tool messages: the call this answers.
+    pub call_id: Option<String>,
+    /// For tool messages: the tool's name when recorded.
+    pub tool_name: Option<String>,
+    pub error: bool,
+    /// The message (or tool result) belongs to the simulated user's own device, not the agent.
+    pub by_user_device: bool,
+    pub timestamp_ms: Option<i64>,
+}
+
+impl ChatMessage {
+    pub fn new(role: Role, text: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role,
+            text: text.into(),
+            tool_calls: Vec::new(),
+            call_id: None,
+            tool_name: None,
+            error: false,
+            by_user_device: false,
+            timestamp_ms: None,
+        }
+    }
+}
+
+/// What a trajectory's runs share.
+#[derive(Debug, Clone, Default)]
+pub struct RunTemplate {
+    pub format: String,
+    pub source: String,
+    pub agent: Option<String>,
+    pub model: Option<String>,
+}
+
+struct Pending {
+    run: usize,
+    event: usize,
+    id: Option<String>,
+}
+
+/// Build the conversation's runs from its messages. Partial problems (orphan results) are
+/// reported to `sink` against `locator`.
+pub fn build(
+    conversation_id: &str,
+    messages: Vec<ChatMessage>,
+    template: &RunTemplate,
+    sink: &mut dyn Sink,
+    locator: Locator,
+) -> Conversation {
+    let mut runs: Vec<Run> = Vec::new();
+    let new_run = |turn: u32| Run {
+        run_id: format!("{conversation_id}#{turn}"),
+        conversation_id: conversation_id.to_string(),
+        turn,
+        format: template.format.clone(),
+        source: template.source.clone(),
+        agent: template.agent.clone(),
+        model: template.model.clone(),
+        ..Run::default()
+    };
+    // Messages seen before the first run exists (system prompt): they join whichever run opens.
+    let mut preamble: Vec<Event> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut turn = 0u32;
+    let mut device_call_ids: Vec<String> = Vec::new();
+
+    for msg in messages {
+        // The simulated user's device: not the agent's history, no turn, no landings.
+        if msg.by_user_device || (msg.role == Role::User && !msg.tool_calls.is_empty()) {
+            for call in &msg.tool_calls {
+                if let Some(id) = &call.id {
+                    device_call_ids.push(id.clone());
+                }
+            }
+            continue;
+        }
+        if msg.role == Role::User {
+            turn += 1;
+            // Calls still pending belong to the finished run and stay unanswered.
+            pending.clear();
+            let mut run = new_run(turn);
+            run.user_message = Some(msg.text.clone());
+            run.started_ms = msg.timestamp_ms;
+            run.events.append(&mut preamble);
+            runs.push(run);
+        }
+        let needs_run = runs.is_empty() && matches!(msg.role, Role::Assistant | Role::Tool);
+        if needs_run {
+            let mut run = new_run(0);
+            run.started_ms = msg.timestamp_ms;
+            run.events.append(&mut preamble);
+            runs.push(run);
+        }
+        let mut event = Event::new(EventKind::Message);
+        event.role = Some(msg.role);
+        event.text = Some(msg.text.clone());
+        event.timestamp_ms = msg.timestamp_ms;
+        event.error = msg.error;
+        event.call_id = msg.call_id.clone();
+        event.tool_name = msg.tool_name.clone();
+        if !msg.tool_calls.is_empty() {
+            event.arguments = Some(tool_calls_json(&msg.tool_calls));
+        }
+        let Some(run_index) = runs.len().checked_sub(1) else {
+            preamble.push(event);
+            continue;
+        };
+        let run = &mut runs[run_index];
+        if let Some(ts) = msg.timestamp_ms {
+            run.ended_ms = Some(run.ended_ms.map_or(ts, |e: i64| e.max(ts)));
+        }
+        match msg.role {
+            Role::Assistant => {
+                run.events.push(event);
+                if msg.tool_calls.is_empty() {
+                    run.answer = Some(msg.text);
+                } else {
+                    for call in msg.tool_calls {
+                        let mut landing = Event::new(EventKind::Landing);
+                        landing.role = Some(Role::Assistant);
+                        landing.tool_name = Some(call.name);
+                        landing.call_id = call.id.clone();
+                        landing.arguments = Some(call.arguments);
+                        landing.flags = LandingFlags::UNANSWERED;
+                        landing.timestamp_ms = msg.timestamp_ms;
+                        run.events.push(landing);
+                        pending.push(Pending {
+                            run: run_index,
+                            event: run.events.len() - 1,
+                            id: call.id,
+                        });
+                    }
+                }
+            }
+            Role::Tool => {
+                let by_id = msg.call_id.as_ref().and_then(|id| {
+                    pending
+                        .iter()
+                        .position(|p| p.id.as_deref() == Some(id.as_str()))
+                });
+                let answers_device = msg
+                    .call_id
+                    .as_ref()
+                    .is_some_and(|id| device_call_ids.iter().any(|d| d == id));
+                let slot = match by_id {
+                    Some(i) => Some(i),
+                    None if answers_device => None,
+                    None => (!pending.is_empty()).then_some(0),
+                };
+                match slot {
+                    Some(i) => {
+                        let p = pending.remove(i);
+                        let landing = &mut runs[p.run].events[p.event];
+                        landing.text = Some(msg.text.clone());
+                        landing.error = msg.error;
+                        landing.flags &= !LandingFlags::UNANSWERED;
+                        if let (Some(done), Some(start)) = (msg.timestamp_ms, landing.timestamp_ms)
+                        {
+                            landing.duration_ms = Some((done - start) as f64);
+                        }
+                        if event.tool_name.is_none() {
+                            event.tool_name = landing.tool_name.clone();
+                        }
+                        runs[run_index].events.push(event);
+                    }
+                    None if answers_device => {
+                        // The result of a call the simulated user made on its own device.
+                        continue;
+                    }
+                    None => {
+                        sink.quarantine(Quarantined::partial(
+                            &template.source,
+                            locator.clone(),
+                            format!(
+                                "conversation {conversation_id}: tool result{} has no pending \
+                                 tool call; kept as a message, not as a landing",
+                                msg.call_id
+                                    .as_deref()
+                                    .map(|id| format!(" for call id {id:?}"))
+                                    .unwrap_or_default()
+                            ),
+                        ));
+                        runs[run_index].events.push(event);
+                    }
+                }
+            }
+            Role::System | Role::User => run.events.push(event),
+        }
+    }
+    if !preamble.is_empty() {
+        // A trajectory with no user message and no agent work: keep its messages in a turn-0 run.
+        let mut run = new_run(0);
+        run.events.append(&mut preamble);
+        runs.push(run);
+    }
+    for run in &mut runs {
+        run.renumber();
+        if let (Some(s), Some(e)) = (run.started_ms, run.ended_ms) {
+            run.duration_ms = Some((e - s) as f64);
+        }
+    }
+    Conversation {
+        id: conversation_id.to_string(),
+        runs,
+    }
+}
+
+/// An assistant message's tool calls as JSON text: `[{"id":..,"name":..,"arguments":..}]`.
+fn tool_calls_json(calls: &[ChatToolCall]) -> String {
+    let list: Vec<serde_json::Value> = calls
+        .iter()
+        .map(|c| {
+            let args = serde_json::from_str::<serde_json::Value>(&c.arguments)
+                .unwrap_or_else(|_| serde_json::Value::String(c.arguments.clone()));
+            serde_json::json!({"id": c.id, "name": c.name, "arguments": args})
+        })
+        .collect();
+    serde_json::Value::Array(list).to_string()
+}
+
+/// Parse an ISO-8601 timestamp (`2025-10-05T07:52:53.055084`, optional `Z` or offset) to
+/// milliseconds since the Unix epoch. A timestamp without a zone is read as UTC.
+pub fn parse_iso_ms(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let (date, rest) = s.split_once(['T', ' '])?;
+    let mut dp = date.split('-');
+    let y: i64 = dp.next()?.parse().ok()?;
+    let mo: i64 = dp.next()?.parse().ok()?;
+    let d: i64 = dp.next()?.parse().ok()?;
+    let (time, offset_min) = split_zone(rest)?;
+    let mut tp = time.split(':');
+    let h: i64 = tp.next()?.parse().ok()?;
+    let mi: i64 = tp.next()?.parse().ok()?;
+    let sec_text = tp.next().unwrap_or("0");
+    let (sec, frac) = sec_text.split_once('.').unwrap_or((sec_text, ""));
+    let sec: i64 = sec.parse().ok()?;
+    let ms: i64 = if frac.is_empty() {
+        0
+    } else {
+        let digits: String = frac.chars().chain("000".chars()).take(3).collect();
+        digits.parse().ok()?
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    // Days from civil (proleptic Gregorian), Howard Hinnant's algorithm.
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = if y2 >= 0 { y2 } else { y2 - 399 } / 400;
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    Some(((days * 24 + h) * 60 + mi - offset_min) * 60_000 + sec * 1000 + ms)
+}
+
+fn split_zone(rest: &str) -> Option<(&str, i64)> {
+    if let Some(t) = rest.strip_suffix('Z').or_else(|| rest.strip_suffix('z')) {
+        return Some((t, 0));
+    }
+    if let Some(pos) = rest.rfind(['+', '-']) {
+        if pos >= 5 {
+            let (t, z) = rest.split_at(pos);
+            let sign = if z.starts_with('-') { -1 } else { 1 };
+            let z = &z[1..];
+            let (zh, zm) = z
+                .split_once(':')
+                .unwrap_or((&z[..z.len().min(2)], &z[z.len().min(2)..]));
+            let zh: i64 = zh.parse().ok()?;
+            let zm: i64 = if zm.is_empty() { 0 } else { zm.parse().ok()? };
+            return Some((t, sign * (zh * 60 + zm)));
+        }
+    }
+    Some((rest, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::Collect;
+
+    fn call(id: &str, name: &str) -> ChatToolCall {
+        ChatToolCall {
+            id: Some(id.into()),
+            name: name.into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    fn tool(id: &str, text: &str) -> ChatMessage {
+        let mut m = ChatMessage::new(Role::Tool, text);
+        m.call_id = Some(id.into());
+        m
+    }
+
+    fn assistant_calls(calls: Vec<ChatToolCall>) -> ChatMessage {
+        let mut m = ChatMessage::new(Role::Assistant, "");
+        m.tool_calls = calls;
+        m
+    }
+
+    fn build_simple(msgs: Vec<ChatMessage>) -> (Conversation, Collect) {
+        let mut sink = Collect::default();
+        let c = build(
+            "c1",
+            msgs,
+            &RunTemplate::default(),
+            &mut sink,
+            Locator::Record(0),
+        );
+        (c, sink)
+    }
+
+    #[test]
+    fn splits_runs_at_user_messages_and_pairs_results() {
+        let (c, sink) = build_simple(vec![
+            ChatMessage::new(Role::System, "policy"),
+            ChatMessage::new(Role::User, "hi"),
+            assistant_calls(vec![call("a", "lookup"), call("b", "other")]),
+            tool("b", "B"),
+            tool("a", "A"),
+            ChatMessage::new(Role::Assistant, "answer 1"),
+            ChatMessage::new(Role::User, "more"),
+            ChatMessage::new(Role::Assistant, "answer 2"),
+        ]);
+        assert!(sink.quarantined.is_empty());
+        assert_eq!(c.runs.len(), 2);
+        assert_eq!(c.runs[0].turn, 1);
+        assert_eq!(c.runs[0].answer.as_deref(), Some("answer 1"));
+        let landings: Vec<_> = c.runs[0].landings().collect();
+        assert_eq!(landings.len(), 2);
+        assert_eq!(landings[0].text.as_deref(), Some("A"));
+        assert_eq!(landings[1].text.as_deref(), Some("B"));
+        // The system prompt is part of turn 1's history.
+        assert_eq!(c.history_for(0)[0].role, Role::System);
+        assert_eq!(c.history_for(1).len(), 8);
+    }
+
+    #[test]
+    fn reused_ids_pair_with_first_pending() {
+        let (c, _) = build_simple(vec![
+            ChatMessage::new(Role::User, "go"),
+            assistant_calls(vec![call("x", "t1")]),
+            tool("x", "r1"),
+            assistant_calls(vec![call("x", "t2"), call("x", "t3")]),
+            tool("x", "r2"),
+            tool("x", "r3"),
+        ]);
+        let results: Vec<_> = c.runs[0]
+            .landings()
+            .map(|l| (l.tool_name.clone().unwrap(), l.text.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            results,
+            vec![
+                ("t1".into(), "r1".into()),
+                ("t2".into(), "r2".into()),
+                ("t3".into(), "r3".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn unanswered_and_orphans_are_kept_and_reported() {
+        let (c, sink) = build_simple(vec![
+            ChatMessage::new(Role::User, "go"),
+            tool("nobody", "orphan"),
+            assistant_calls(vec![call("q", "never")]),
+            ChatMessage::new(Role::User, "next"),
+        ]);
+        let l: Vec<_> = c.runs[0].landings().collect();
+        assert_eq!(l.len(), 1);
+        assert!(l[0].has_flag(LandingFlags::UNANSWERED));
+        assert_eq!(sink.quarantined.len(), 1);
+        assert!(sink.quarantined[0].reason.contains("no pending tool call"));
+        // The orphan result is still part of the history.
+        assert!(c.history_for(0).iter().any(|m| m.text == "orphan"));
+    }
+
+    #[test]
+    fn user_device_calls_are_not_turns_or_landings() {
+        let mut device = ChatMessage::new(Role::User, "");
+        device.tool_calls = vec![call("d1", "toggle_airplane_mode")];
+        let mut device_result = tool("d1", "ok");
+        device_result.by_user_device = true;
+        let (c, sink) = build_simple(vec![
+            ChatMessage::new(Role::Assistant, "Hi! How can I help?"),
+            ChatMessage::new(Role::User, "my phone"),
+            device,
+            device_result,
+            ChatMessage::new(Role::Assistant, "done"),
+        ]);
+        assert!(sink.quarantined.is_empty());
+        assert_eq!(c.runs.len(), 2);
+        assert_eq!(c.runs[0].turn, 0);
+        assert_eq!(c.runs[1].turn, 1);
+        assert_eq!(c.runs[1].landings().count(), 0);
+        assert!(c.history_for(1).iter().all(|m| m.text != "ok"));
+    }
+
+    #[test]
+    fn iso_timestamps() {
+        assert_eq!(parse_iso_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_iso_ms("1970-01-02T00:00:01.5"), Some(86_401_500));
+        assert_eq!(
+            parse_iso_ms("2025-10-05T07:52:53.055084"),
+            Some(1_759_650_773_055)
+        );
+        assert_eq!(
+            parse_iso_ms("2025-10-05T09:52:53+02:00"),
+            Some(1_759_650_773_000)
+        );
+        assert_eq!(parse_iso_ms("nonsense"), None);
+    }
+}
