@@ -1,5 +1,16 @@
 //! traceaudit: audits recorded AI-agent runs offline, in batch.
+//!
+//! Data flows one way: `ingest` (one file per source format) produces canonical rows
+//! ([`model`]); `store` writes and reads them as Parquet; `passes` judge one conversation at a
+//! time; `corpus` writes findings, dispositions and ledgers; `report` turns them into text.
 
+pub mod audit;
+pub mod cli;
+pub mod config;
+pub mod corpus;
 pub mod ingest;
 pub mod js;
 pub mod model;
+pub mod passes;
+pub mod progress;
+pub mod store;

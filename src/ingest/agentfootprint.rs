@@ -1,9 +1,688 @@
-//! (being written)
-use crate::ingest::{Input, Sink};
+//! agentfootprint recordings: NDJSON (one event envelope per line) and Recording documents
+//! (`{snapshot, events, structure}`).
+//!
+//! Both shapes carry the same envelopes `{type, payload, meta}`; a run is `meta.runId`, a
+//! conversation `meta.sessionId` (a run without a session is its own conversation). Every
+//! envelope becomes one event row holding the original envelope as JSON text; the canonical
+//! kinds are derived as follows:
+//! - `stream.tool_start` becomes the landing row; its `stream.tool_end` (joined on `toolCallId`)
+//!   fills in the result the model read (`modelResult` over `result`, objects written as
+//!   `JSON.stringify` writes them), the error flag and the duration;
+//! - the framework's verdicts (`tools.repeated_call`, `agent.output_schema_retry`,
+//!   `agent.output_contract_unmet`, `agent.evidence_checked`, `integrity.*`) are verdict rows;
+//! - `agent.turn_start` is the user message, `agent.turn_end` the answer;
+//! - the history the model saw when it answered becomes context rows: the last
+//!   `agent.iteration_end` that carries a `history`, else the `messages`-slot
+//!   `context.injected` events of the last iteration, else the Recording's
+//!   `snapshot.sharedState.history`.
+//!
+//! The turn is the number of user messages in that history (the `[evidence check` and
+//! `[schema check` frames do not count): payload `turnIndex` fields are always 0.
 
-pub fn read_ndjson(_input: &Input<'_>, _sink: &mut dyn Sink) -> std::io::Result<()> {
+use crate::ingest::{Input, Locator, Quarantined, Sink};
+use crate::js;
+use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+
+const PREFIX: &str = "agentfootprint.";
+
+/// User messages the library writes itself that do not start a turn.
+pub const TURN_NEUTRAL_FRAMES: [&str; 2] = ["[evidence check", "[schema check"];
+
+/// The canonical name of a framework verdict (written to the row's `text`), or `None` when the
+/// event type is not one.
+pub fn verdict_name(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "tools.repeated_call" => "repeated-call",
+        "agent.output_schema_retry" => "schema-retry",
+        "agent.output_contract_unmet" => "contract-unmet",
+        "agent.evidence_checked" => "evidence-checked",
+        "integrity.context_error" => "context-error",
+        "integrity.disposition" => "disposition",
+        k if k.starts_with("integrity.") => "integrity",
+        _ => return None,
+    })
+}
+
+/// What became of one envelope.
+enum Pushed {
+    Stored,
+    /// Stored as an event, but a tool result with no call to pair it with.
+    OrphanResult,
+    /// Not usable, with the reason.
+    Dropped(String),
+}
+
+/// Builds the runs of one input file, envelope by envelope.
+#[derive(Default)]
+struct Assembler {
+    runs: Vec<RunState>,
+    by_id: HashMap<String, usize>,
+}
+
+#[derive(Default)]
+struct RunState {
+    run: Run,
+    session: Option<String>,
+    /// The first record (line or event index) of the run, for a stable order.
+    first_record: u64,
+    iteration: Option<u32>,
+    /// Open landings by call id: index into `run.events`.
+    open_calls: HashMap<String, usize>,
+    last_history: Option<Value>,
+    /// `context.injected` messages-slot events of the latest iteration: (position, role, text, call id).
+    injected: Vec<(u64, Role, String, Option<String>)>,
+    injected_iteration: Option<u32>,
+    /// `context.injected` system-prompt-slot contents of the latest iteration.
+    prompt_injections: Vec<String>,
+    prompt_iteration: Option<u32>,
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn u32_field(v: &Value, key: &str) -> Option<u32> {
+    v.get(key)
+        .and_then(Value::as_f64)
+        .filter(|n| *n >= 0.0 && n.fract() == 0.0 && *n <= u32::MAX as f64)
+        .map(|n| n as u32)
+}
+
+/// The text a model read for a recorded value: strings as they are, anything else as
+/// `JSON.stringify` writes it.
+fn model_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => js::stringify(other),
+    }
+}
+
+impl Assembler {
+    /// Take one envelope.
+    fn push(&mut self, envelope: Value, raw: Option<&str>, record: u64) -> Pushed {
+        match self.push_inner(envelope, raw, record) {
+            Ok(pushed) => pushed,
+            Err(reason) => Pushed::Dropped(reason),
+        }
+    }
+
+    fn push_inner(
+        &mut self,
+        envelope: Value,
+        raw: Option<&str>,
+        record: u64,
+    ) -> Result<Pushed, String> {
+        let Value::Object(obj) = &envelope else {
+            return Err("not an event envelope (expected a JSON object)".into());
+        };
+        let Some(kind) = obj.get("type").and_then(Value::as_str) else {
+            return Err("event envelope has no string `type`".into());
+        };
+        let Some(short) = kind.strip_prefix(PREFIX) else {
+            return Err(format!(
+                "event type {kind:?} is not an agentfootprint event"
+            ));
+        };
+        let meta = obj.get("meta").cloned().unwrap_or(Value::Null);
+        let Some(run_id) = str_field(&meta, "runId") else {
+            return Err(format!("{kind} event has no meta.runId"));
+        };
+        let payload = obj.get("payload").cloned().unwrap_or(Value::Null);
+        let index = match self.by_id.get(run_id) {
+            Some(&i) => i,
+            None => {
+                let mut state = RunState {
+                    first_record: record,
+                    ..RunState::default()
+                };
+                state.run.run_id = run_id.to_string();
+                self.runs.push(state);
+                self.by_id.insert(run_id.to_string(), self.runs.len() - 1);
+                self.runs.len() - 1
+            }
+        };
+        let state = &mut self.runs[index];
+        if state.session.is_none() {
+            state.session = str_field(&meta, "sessionId").map(str::to_string);
+        }
+        let timestamp = meta
+            .get("wallClockMs")
+            .and_then(Value::as_f64)
+            .map(|t| t as i64);
+        if let Some(ts) = timestamp {
+            let run = &mut state.run;
+            run.started_ms = Some(run.started_ms.map_or(ts, |s| s.min(ts)));
+            run.ended_ms = Some(run.ended_ms.map_or(ts, |e| e.max(ts)));
+        }
+
+        let mut event = Event::new(EventKind::Other);
+        event.source_type = Some(kind.to_string());
+        event.timestamp_ms = timestamp;
+        event.payload = Some(match raw {
+            Some(text) => text.to_string(),
+            None => js::stringify(&envelope),
+        });
+        let payload_iteration =
+            u32_field(&payload, "iteration").or(u32_field(&payload, "iterIndex"));
+        event.iteration = payload_iteration.or(state.iteration);
+
+        match short {
+            "agent.run_configured" => {
+                state.run.agent = str_field(&payload, "agentId").map(str::to_string);
+                state.run.model = payload
+                    .get("llm")
+                    .and_then(|l| str_field(l, "model"))
+                    .map(str::to_string);
+            }
+            "agent.turn_start" => {
+                event.kind = Some(EventKind::Message);
+                event.role = Some(Role::User);
+                let prompt = str_field(&payload, "userPrompt").map(str::to_string);
+                event.text = prompt.clone();
+                state.run.user_message = prompt;
+            }
+            "agent.turn_end" => {
+                event.kind = Some(EventKind::Answer);
+                event.role = Some(Role::Assistant);
+                let answer = payload.get("finalContent").map(model_text);
+                event.text = answer.clone();
+                state.run.answer = answer;
+                if let Some(d) = payload.get("durationMs").and_then(Value::as_f64) {
+                    state.run.duration_ms = Some(d);
+                }
+            }
+            "agent.iteration_start" => {
+                state.iteration = payload_iteration;
+                event.iteration = payload_iteration;
+            }
+            "agent.iteration_end" => {
+                if let Some(history) = payload.get("history").filter(|h| h.is_array()) {
+                    state.last_history = Some(history.clone());
+                }
+            }
+            "context.injected" => {
+                if str_field(&payload, "slot") == Some("system-prompt") {
+                    let iteration = u32_field(&payload, "iteration").or(state.iteration);
+                    if state.prompt_iteration != iteration {
+                        state.prompt_injections.clear();
+                        state.prompt_iteration = iteration;
+                    }
+                    if let Some(text) = payload.get("rawContent").map(model_text) {
+                        state.prompt_injections.push(text);
+                    }
+                }
+                if str_field(&payload, "slot") == Some("messages") {
+                    let iteration = u32_field(&payload, "iteration").or(state.iteration);
+                    if state.injected_iteration != iteration {
+                        state.injected.clear();
+                        state.injected_iteration = iteration;
+                    }
+                    let role = str_field(&payload, "asRole").and_then(Role::parse);
+                    if let Some(role) = role {
+                        let position = payload
+                            .get("position")
+                            .and_then(Value::as_u64)
+                            .unwrap_or(state.injected.len() as u64);
+                        let text = payload
+                            .get("rawContent")
+                            .map(model_text)
+                            .unwrap_or_default();
+                        let call = str_field(&payload, "sourceId")
+                            .filter(|_| role == Role::Tool)
+                            .map(str::to_string);
+                        state.injected.push((position, role, text, call));
+                    }
+                }
+            }
+            "stream.llm_start" | "stream.llm_end" => {
+                event.kind = Some(EventKind::ModelCall);
+                if short == "stream.llm_end" {
+                    event.text = payload.get("content").map(model_text);
+                    event.duration_ms = payload.get("durationMs").and_then(Value::as_f64);
+                }
+            }
+            "stream.tool_start" => {
+                event.kind = Some(EventKind::Landing);
+                event.role = Some(Role::Assistant);
+                event.tool_name = str_field(&payload, "toolName").map(str::to_string);
+                event.call_id = str_field(&payload, "toolCallId").map(str::to_string);
+                event.arguments = payload.get("args").map(js::stringify);
+                event.flags = LandingFlags::UNANSWERED;
+                if let Some(id) = &event.call_id {
+                    state.open_calls.insert(id.clone(), state.run.events.len());
+                }
+            }
+            "stream.tool_end" => {
+                event.call_id = str_field(&payload, "toolCallId").map(str::to_string);
+                let landing_index = event
+                    .call_id
+                    .as_ref()
+                    .and_then(|id| state.open_calls.remove(id));
+                match landing_index {
+                    Some(i) => {
+                        let landing = &mut state.run.events[i];
+                        event.tool_name = landing.tool_name.clone();
+                        landing.flags &= !LandingFlags::UNANSWERED;
+                        let (text, from_model) = match payload.get("modelResult") {
+                            Some(v) => (model_text(v), true),
+                            None => (
+                                payload.get("result").map(model_text).unwrap_or_default(),
+                                false,
+                            ),
+                        };
+                        landing.text = Some(text);
+                        if from_model {
+                            landing.flags |= LandingFlags::MODEL_RESULT;
+                        }
+                        landing.error = payload.get("error").and_then(Value::as_bool) == Some(true);
+                        landing.duration_ms = payload.get("durationMs").and_then(Value::as_f64);
+                        let rewritten = payload
+                            .get("changedArgKeys")
+                            .and_then(Value::as_array)
+                            .is_some_and(|keys| !keys.is_empty());
+                        if rewritten {
+                            landing.flags |= LandingFlags::ARGS_REWRITTEN;
+                        }
+                    }
+                    None => {
+                        // Kept as an event; reported by the caller as a partial problem.
+                        state.run.events.push(event);
+                        return Ok(Pushed::OrphanResult);
+                    }
+                }
+            }
+            _ if verdict_name(short).is_some() => {
+                event.kind = Some(EventKind::Verdict);
+                event.text = verdict_name(short).map(str::to_string);
+                event.tool_name = str_field(&payload, "toolName").map(str::to_string);
+                event.call_id = str_field(&payload, "toolCallId").map(str::to_string);
+            }
+            _ => {}
+        }
+        state.run.events.push(event);
+        Ok(Pushed::Stored)
+    }
+
+    /// Finish every run: context rows, turn, renumbering. Returns conversations grouped by
+    /// session in order of first appearance, each with the record of its first run.
+    fn finish(
+        self,
+        input: &Input<'_>,
+        format: &str,
+        snapshot_history: Option<&Value>,
+        injected_prompts: &[String],
+    ) -> Vec<(Conversation, u64)> {
+        let mut conversations: Vec<(Conversation, u64)> = Vec::new();
+        let mut by_session: HashMap<String, usize> = HashMap::new();
+        for mut state in self.runs {
+            let history: Vec<(Role, String, Option<String>, Option<String>, Option<String>)> =
+                if let Some(Value::Array(items)) = state.last_history.as_ref() {
+                    items.iter().filter_map(history_message).collect()
+                } else if !state.injected.is_empty() {
+                    state.injected.sort_by_key(|m| m.0);
+                    state
+                        .injected
+                        .drain(..)
+                        .map(|(_, role, text, call)| (role, text, None, call, None))
+                        .collect()
+                } else if let Some(Value::Array(items)) = snapshot_history {
+                    items.iter().filter_map(history_message).collect()
+                } else {
+                    Vec::new()
+                };
+            let turns = history
+                .iter()
+                .filter(|(role, text, ..)| {
+                    *role == Role::User && !TURN_NEUTRAL_FRAMES.iter().any(|f| text.starts_with(f))
+                })
+                .count() as u32;
+            // A run with no recorded history still answers the user message it started with.
+            state.run.turn = if history.is_empty() && state.run.user_message.is_some() {
+                1
+            } else {
+                turns
+            };
+            for (role, text, tool_name, call_id, arguments) in history {
+                let mut e = Event::new(EventKind::Context);
+                e.role = Some(role);
+                e.text = Some(text);
+                e.tool_name = tool_name;
+                e.call_id = call_id;
+                e.arguments = arguments;
+                state.run.events.push(e);
+            }
+            let prompts = if state.prompt_injections.is_empty() {
+                injected_prompts.to_vec()
+            } else {
+                std::mem::take(&mut state.prompt_injections)
+            };
+            for prompt in prompts {
+                let mut e = Event::new(EventKind::Context);
+                e.role = Some(Role::System);
+                e.source_type = Some("injected-prompt".into());
+                e.text = Some(prompt);
+                state.run.events.push(e);
+            }
+            state.run.renumber();
+            state.run.format = format.to_string();
+            state.run.source = input.display.to_string();
+            let conversation_id = state
+                .session
+                .clone()
+                .unwrap_or_else(|| state.run.run_id.clone());
+            state.run.conversation_id = conversation_id.clone();
+            match by_session.get(&conversation_id) {
+                Some(&i) => conversations[i].0.runs.push(state.run),
+                None => {
+                    by_session.insert(conversation_id.clone(), conversations.len());
+                    conversations.push((
+                        Conversation {
+                            id: conversation_id,
+                            runs: vec![state.run],
+                        },
+                        state.first_record,
+                    ));
+                }
+            }
+        }
+        conversations
+    }
+}
+
+type HistoryRow = (Role, String, Option<String>, Option<String>, Option<String>);
+
+/// One message of a recorded history: role, text, tool name, call id, tool calls as JSON.
+fn history_message(m: &Value) -> Option<HistoryRow> {
+    let role = str_field(m, "role").and_then(Role::parse)?;
+    let text = m.get("content").map(model_text).unwrap_or_default();
+    let tool_name = str_field(m, "toolName").map(str::to_string);
+    let call_id = str_field(m, "toolCallId").map(str::to_string);
+    let calls = m
+        .get("toolCalls")
+        .filter(|c| c.as_array().is_some_and(|a| !a.is_empty()))
+        .map(js::stringify);
+    Some((role, text, tool_name, call_id, calls))
+}
+
+fn report_push(
+    assembler: &mut Assembler,
+    envelope: Value,
+    raw: Option<&str>,
+    record: u64,
+    locator: Locator,
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+) {
+    match assembler.push(envelope, raw, record) {
+        Pushed::Stored => {}
+        Pushed::OrphanResult => sink.quarantine(Quarantined::partial(
+            input.display,
+            locator,
+            "stream.tool_end has no matching stream.tool_start in its run; kept as an event, \
+             not as a landing",
+        )),
+        Pushed::Dropped(reason) => {
+            sink.quarantine(Quarantined::dropped(input.display, locator, reason))
+        }
+    }
+}
+
+/// Read an NDJSON file: one envelope per line; each line is a record.
+pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+    let file = std::fs::File::open(input.path)?;
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut assembler = Assembler::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut line_no = 0u64;
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let complete = buf.last() == Some(&b'\n');
+        let line = trim_line(&buf);
+        if line.is_empty() {
+            continue;
+        }
+        sink.records_read(1);
+        let locator = Locator::Line(line_no);
+        let text = match std::str::from_utf8(line) {
+            Ok(t) => t,
+            Err(e) => {
+                sink.quarantine(Quarantined::dropped(
+                    input.display,
+                    locator,
+                    format!("line is not valid UTF-8 (byte {})", e.valid_up_to()),
+                ));
+                continue;
+            }
+        };
+        match js::parse_json(text) {
+            Ok(envelope) => report_push(
+                &mut assembler,
+                envelope,
+                Some(text),
+                line_no,
+                locator,
+                input,
+                sink,
+            ),
+            Err(e) => {
+                let what = if complete {
+                    "line is not valid JSON"
+                } else {
+                    "last line is truncated or not valid JSON"
+                };
+                sink.quarantine(Quarantined::dropped(
+                    input.display,
+                    locator,
+                    format!("{what}: {e}"),
+                ));
+            }
+        }
+    }
+    for (conversation, record) in assembler.finish(input, "agentfootprint-ndjson", None, &[]) {
+        sink.conversation(conversation, record);
+    }
     Ok(())
 }
-pub fn read_recording(_input: &Input<'_>, _sink: &mut dyn Sink) -> std::io::Result<()> {
+
+fn trim_line(buf: &[u8]) -> &[u8] {
+    let mut end = buf.len();
+    while end > 0 && matches!(buf[end - 1], b'\n' | b'\r' | b' ' | b'\t') {
+        end -= 1;
+    }
+    let mut start = 0;
+    while start < end && matches!(buf[start], b' ' | b'\t') {
+        start += 1;
+    }
+    &buf[start..end]
+}
+
+/// Read a Recording document. Each envelope of `events` is a record; a document that cannot
+/// be read at all is one dropped record.
+pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+    let bytes = std::fs::read(input.path)?;
+    let doc = std::str::from_utf8(&bytes)
+        .map_err(|e| format!("document is not valid UTF-8 (byte {})", e.valid_up_to()))
+        .and_then(|text| {
+            js::parse_json(text).map_err(|e| format!("document is not valid JSON: {e}"))
+        });
+    let doc = match doc {
+        Ok(Value::Object(doc)) => doc,
+        other => {
+            let reason = other
+                .err()
+                .unwrap_or_else(|| "a Recording must be a JSON object".to_string());
+            sink.records_read(1);
+            sink.quarantine(Quarantined::dropped(input.display, Locator::File, reason));
+            return Ok(());
+        }
+    };
+    let Some(Value::Array(events)) = doc.get("events") else {
+        sink.records_read(1);
+        sink.quarantine(Quarantined::dropped(
+            input.display,
+            Locator::File,
+            "Recording has no `events` list",
+        ));
+        return Ok(());
+    };
+    let shared = doc.get("snapshot").and_then(|s| s.get("sharedState"));
+    let snapshot_history = shared.and_then(|s| s.get("history"));
+    let injected: Vec<String> = shared
+        .and_then(|s| s.get("systemPromptInjections"))
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i.get("rawContent").map(model_text))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut assembler = Assembler::default();
+    for (i, envelope) in events.iter().enumerate() {
+        sink.records_read(1);
+        report_push(
+            &mut assembler,
+            envelope.clone(),
+            None,
+            i as u64,
+            Locator::Record(i as u64),
+            input,
+            sink,
+        );
+    }
+    let conversations = assembler.finish(
+        input,
+        "agentfootprint-recording",
+        snapshot_history,
+        &injected,
+    );
+    // The snapshot's ledger of schema attempts, kept as a verdict row on the run it belongs to.
+    let attempts = shared.and_then(|s| s.get("outputAttempts"));
+    for (mut conversation, record) in conversations {
+        if let (Some(attempts), Some(run)) = (attempts, conversation.runs.last_mut()) {
+            let mut e = Event::new(EventKind::Verdict);
+            e.source_type = Some("agentfootprint.snapshot.outputAttempts".into());
+            e.text = Some("output-attempts".into());
+            e.payload = Some(js::stringify(&serde_json::json!({
+                "type": "agentfootprint.snapshot.outputAttempts",
+                "payload": attempts,
+            })));
+            e.seq = run.events.len() as u32;
+            run.events.push(e);
+        }
+        sink.conversation(conversation, record);
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::Collect;
+    use std::io::Write;
+
+    fn ndjson(lines: &[&str]) -> Collect {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for l in lines {
+            f.write_all(l.as_bytes()).unwrap();
+        }
+        let mut sink = Collect::default();
+        let display = "t.ndjson";
+        read_ndjson(
+            &Input {
+                path: f.path(),
+                display,
+            },
+            &mut sink,
+        )
+        .unwrap();
+        sink
+    }
+
+    const START: &str = r#"{"type":"agentfootprint.stream.tool_start","payload":{"toolName":"t","toolCallId":"c1","args":{"b":1,"a":2}},"meta":{"runId":"r1","sessionId":"s1","wallClockMs":10}}
+"#;
+    const END: &str = r#"{"type":"agentfootprint.stream.tool_end","payload":{"toolCallId":"c1","result":{"z":1,"a":[1.0,2]},"durationMs":3},"meta":{"runId":"r1","sessionId":"s1","wallClockMs":13}}
+"#;
+
+    #[test]
+    fn landing_pairs_start_and_end() {
+        let sink = ndjson(&[START, END]);
+        assert_eq!(sink.records, 2);
+        assert!(sink.quarantined.is_empty());
+        let conv = &sink.conversations[0].0;
+        assert_eq!(conv.id, "s1");
+        let l: Vec<_> = conv.runs[0].landings().collect();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].arguments.as_deref(), Some(r#"{"b":1,"a":2}"#));
+        assert_eq!(l[0].text.as_deref(), Some(r#"{"z":1,"a":[1,2]}"#));
+        assert_eq!(l[0].duration_ms, Some(3.0));
+        assert!(!l[0].has_flag(LandingFlags::UNANSWERED));
+    }
+
+    #[test]
+    fn bad_lines_are_quarantined_and_the_rest_kept() {
+        let sink = ndjson(&[
+            START,
+            "this is not json\n",
+            "{\"type\":\"other.thing\",\"payload\":{},\"meta\":{\"runId\":\"r1\"}}\n",
+            "{\"type\":\"agentfootprint.x\",\"payload\":{},\"meta\":{}}\n",
+            "\n",
+            END,
+            "{\"type\":\"agentfootprint.agent.turn_end\",\"payl",
+        ]);
+        assert_eq!(sink.records, 6);
+        let reasons: Vec<_> = sink.quarantined.iter().map(|q| q.reason.clone()).collect();
+        assert_eq!(reasons.len(), 4, "{reasons:?}");
+        assert!(reasons[0].starts_with("line is not valid JSON"));
+        assert!(reasons[1].contains("not an agentfootprint event"));
+        assert!(reasons[2].contains("no meta.runId"));
+        assert!(reasons[3].starts_with("last line is truncated"));
+        assert_eq!(sink.quarantined[3].locator, Locator::Line(7));
+        assert_eq!(sink.conversations[0].0.runs[0].landings().count(), 1);
+    }
+
+    #[test]
+    fn invalid_utf8_and_orphan_tool_end() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"{\"type\":\"agentfootprint.a\",\"payload\":\"\xff\xfe\",\"meta\":{\"runId\":\"r\"}}\n")
+            .unwrap();
+        f.write_all(END.as_bytes()).unwrap();
+        let mut sink = Collect::default();
+        read_ndjson(
+            &Input {
+                path: f.path(),
+                display: "x",
+            },
+            &mut sink,
+        )
+        .unwrap();
+        assert_eq!(sink.records, 2);
+        assert_eq!(
+            sink.quarantined[0].severity,
+            crate::ingest::Severity::Dropped
+        );
+        assert!(sink.quarantined[0].reason.contains("UTF-8"));
+        assert_eq!(
+            sink.quarantined[1].severity,
+            crate::ingest::Severity::Partial
+        );
+        // The orphan end is still stored as an event of its run.
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(sink.conversations[0].0.runs[0].landings().count(), 0);
+    }
+
+    #[test]
+    fn unanswered_call_is_kept() {
+        let sink = ndjson(&[START]);
+        let l: Vec<_> = sink.conversations[0].0.runs[0].landings().collect();
+        assert!(l[0].has_flag(LandingFlags::UNANSWERED));
+    }
 }

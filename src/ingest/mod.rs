@@ -7,6 +7,7 @@
 //! an adapter reads is either stored or quarantined, never both, never neither.
 
 pub mod agentfootprint;
+pub mod driver;
 pub mod tau2;
 pub mod tau_bench;
 pub mod trajectory;
@@ -117,6 +118,8 @@ pub enum Severity {
     /// The record was stored, but part of it could not be used (for example a tool result with
     /// no call). Not counted as a quarantined record; listed so nothing vanishes unexplained.
     Partial,
+    /// A run whose id was already read from an earlier input: this copy was skipped.
+    Duplicate,
 }
 
 /// One entry of `quarantine.jsonl`.

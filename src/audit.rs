@@ -1,0 +1,377 @@
+//! The audit driver: every registered pass over every conversation of a store, in parallel
+//! across conversations, results merged in a fixed order so the corpus does not depend on the
+//! thread count. This is the only place that knows about threads.
+
+use crate::cli::{fail, threads, AuditArgs};
+use crate::config::Config;
+use crate::corpus::write::write_tables;
+use crate::corpus::{finding_id, AgreementRow, Disposition, DispositionRow, Finding, LedgerRow};
+use crate::ingest::driver::{ingest, IngestOptions};
+use crate::ingest::Format;
+use crate::model::Conversation;
+use crate::passes::{agreement_rows, select, Pass, PassContext};
+use crate::store::atomic::{write_file, AtomicDir};
+use crate::store::{Store, StoreManifest};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Debug, Clone, Default)]
+pub struct AuditOptions {
+    pub config: Config,
+    /// The configuration file's text, recorded in the manifest.
+    pub config_text: Option<String>,
+    pub checks: Option<Vec<String>>,
+    pub threads: usize,
+    pub format: Option<Format>,
+    pub progress: bool,
+    pub include_values: bool,
+}
+
+/// Counts per check, for the manifest and the terminal table.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct CheckCounts {
+    pub check: String,
+    pub runs: u64,
+    pub checked_pass: u64,
+    pub checked_fail: u64,
+    pub not_applicable: u64,
+    pub unreachable: u64,
+    pub findings: u64,
+    pub agreement: BTreeMap<String, u64>,
+}
+
+impl CheckCounts {
+    pub fn fail_rate(&self) -> Option<f64> {
+        let checked = self.checked_pass + self.checked_fail;
+        (checked > 0).then(|| self.checked_fail as f64 / checked as f64)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CorpusManifest {
+    pub engine: String,
+    pub engine_version: String,
+    pub checks: Vec<String>,
+    pub config: Option<String>,
+    pub config_hash: String,
+    pub store: String,
+    pub store_manifest: StoreManifest,
+    pub conversations: u64,
+    pub runs: u64,
+    pub findings: u64,
+    pub counts: Vec<CheckCounts>,
+    pub threads: usize,
+    pub seconds: f64,
+    pub ingest_seconds: Option<f64>,
+}
+
+/// Everything one conversation contributes to the corpus.
+#[derive(Default)]
+struct Contribution {
+    findings: Vec<Finding>,
+    dispositions: Vec<DispositionRow>,
+    agreement: Vec<AgreementRow>,
+}
+
+/// The source family of a run's format name (`agentfootprint-ndjson` -> `agentfootprint`).
+pub fn source_family(format: &str) -> String {
+    Format::ALL
+        .iter()
+        .find(|f| f.name() == format)
+        .map(|f| f.family().to_string())
+        .unwrap_or_else(|| format.to_string())
+}
+
+fn audit_conversation(
+    conversation: &Conversation,
+    passes: &[&'static dyn Pass],
+    ctx: &PassContext,
+) -> Contribution {
+    let mut out = Contribution::default();
+    for pass in passes {
+        let outcomes = pass.check(conversation, ctx);
+        debug_assert_eq!(outcomes.len(), conversation.runs.len());
+        for (i, (run, outcome)) in conversation.runs.iter().zip(&outcomes).enumerate() {
+            let source = source_family(&run.format);
+            out.dispositions.push(DispositionRow {
+                run_id: run.run_id.clone(),
+                conversation_id: conversation.id.clone(),
+                turn: run.turn,
+                source: source.clone(),
+                check: pass.name().to_string(),
+                disposition: outcome.disposition,
+                reason: outcome.reason.clone(),
+            });
+            for draft in &outcome.findings {
+                out.findings.push(Finding {
+                    finding_id: finding_id(pass.name(), &run.run_id, draft),
+                    check: pass.name().to_string(),
+                    kind: draft.kind.clone(),
+                    seam: draft.seam.clone(),
+                    predicate: draft.predicate.clone(),
+                    advisory: draft.advisory,
+                    source: source.clone(),
+                    conversation_id: conversation.id.clone(),
+                    run_id: run.run_id.clone(),
+                    turn: run.turn,
+                    iteration: draft.iteration,
+                    subjects: draft.subjects.clone(),
+                    witnesses: draft.witnesses.clone(),
+                    message: draft.message.clone(),
+                    columns: draft.columns.clone(),
+                });
+            }
+            out.agreement.extend(agreement_rows(
+                pass.name(),
+                conversation,
+                i,
+                &source,
+                outcome,
+            ));
+        }
+    }
+    out
+}
+
+/// Is `path` a store written by `ingest`?
+pub fn is_store(path: &Path) -> bool {
+    path.is_dir() && path.join("manifest.json").exists() && path.join("runs.parquet").exists()
+}
+
+/// The result of an audit.
+pub struct AuditSummary {
+    pub corpus: PathBuf,
+    pub manifest: CorpusManifest,
+}
+
+/// Audit `inputs` (one store, or raw inputs) into the corpus directory `out`.
+pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<AuditSummary> {
+    let started = Instant::now();
+    let passes = select(opts.checks.as_deref()).map_err(io::Error::other)?;
+    let staging = AtomicDir::create(out, "manifest.json")?;
+    let mut ingest_seconds = None;
+    let store_dir = if inputs.len() == 1 && is_store(&inputs[0]) {
+        inputs[0].clone()
+    } else {
+        let target = staging.path().join("store");
+        let summary = ingest(
+            inputs,
+            &target,
+            &IngestOptions {
+                format: opts.format,
+                threads: opts.threads,
+                progress: opts.progress,
+            },
+        )?;
+        ingest_seconds = Some(summary.manifest.seconds);
+        target
+    };
+    let store = Store::open(&store_dir)?;
+    let store_manifest = StoreManifest::read(&store_dir)?;
+    let ctx = PassContext {
+        config: opts.config.clone(),
+        include_values: opts.include_values,
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads.max(1))
+        .build()
+        .map_err(io::Error::other)?;
+    let progress = crate::progress::counter(opts.progress, store.runs.len() as u64, "audit");
+    let mut all = Contribution::default();
+    let mut conversations = 0u64;
+    for part in 0..store.parts {
+        let convs = store.read_part(part)?;
+        conversations += convs.len() as u64;
+        let results: Vec<Contribution> = pool.install(|| {
+            convs
+                .par_iter()
+                .map(|c| {
+                    let r = audit_conversation(c, &passes, &ctx);
+                    progress.inc(c.runs.len() as u64);
+                    r
+                })
+                .collect()
+        });
+        for r in results {
+            all.findings.extend(r.findings);
+            all.dispositions.extend(r.dispositions);
+            all.agreement.extend(r.agreement);
+        }
+    }
+    progress.finish_and_clear();
+
+    let counts = check_counts(&passes, &all);
+    let ledger = ledger_rows(&passes, &counts);
+    write_tables(
+        staging.path(),
+        &all.findings,
+        &all.dispositions,
+        &ledger,
+        &all.agreement,
+    )?;
+    let manifest = CorpusManifest {
+        engine: crate::store::ENGINE.into(),
+        engine_version: crate::store::ENGINE_VERSION.into(),
+        checks: passes.iter().map(|p| p.name().to_string()).collect(),
+        config: opts.config_text.clone(),
+        config_hash: opts.config.hash(),
+        store: if store_dir.starts_with(staging.path()) {
+            "store".into()
+        } else {
+            store_dir.display().to_string()
+        },
+        store_manifest,
+        conversations,
+        runs: store.runs.len() as u64,
+        findings: all.findings.len() as u64,
+        counts,
+        threads: opts.threads,
+        seconds: started.elapsed().as_secs_f64(),
+        ingest_seconds,
+    };
+    let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
+    write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
+    let corpus = staging.commit()?;
+    Ok(AuditSummary { corpus, manifest })
+}
+
+fn check_counts(passes: &[&'static dyn Pass], all: &Contribution) -> Vec<CheckCounts> {
+    passes
+        .iter()
+        .map(|p| {
+            let mut c = CheckCounts {
+                check: p.name().to_string(),
+                ..CheckCounts::default()
+            };
+            for d in all.dispositions.iter().filter(|d| d.check == p.name()) {
+                c.runs += 1;
+                match d.disposition {
+                    Disposition::CheckedPass => c.checked_pass += 1,
+                    Disposition::CheckedFail => c.checked_fail += 1,
+                    Disposition::NotApplicable => c.not_applicable += 1,
+                    Disposition::Unreachable => c.unreachable += 1,
+                }
+            }
+            c.findings = all.findings.iter().filter(|f| f.check == p.name()).count() as u64;
+            for a in all.agreement.iter().filter(|a| a.check == p.name()) {
+                *c.agreement.entry(a.status.clone()).or_default() += 1;
+            }
+            c
+        })
+        .collect()
+}
+
+fn ledger_rows(passes: &[&'static dyn Pass], counts: &[CheckCounts]) -> Vec<LedgerRow> {
+    passes
+        .iter()
+        .zip(counts)
+        .map(|(p, c)| LedgerRow {
+            check: p.name().to_string(),
+            seam: p.seam().to_string(),
+            checked: c.checked_pass + c.checked_fail,
+            findings: c.checked_fail,
+            not_applicable: c.not_applicable,
+            unreachable: c.unreachable,
+            passed: c.checked_pass,
+            finding_rows: c.findings,
+        })
+        .collect()
+}
+
+/// The check x disposition table printed at the end of an audit.
+pub fn disposition_table(counts: &[CheckCounts]) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<22} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8}\n",
+        "check", "runs", "pass", "fail", "n/a", "unreach", "findings", "fail %"
+    ));
+    for c in counts {
+        let rate = c
+            .fail_rate()
+            .map(|r| format!("{:.1}", r * 100.0))
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "{:<22} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8}\n",
+            c.check,
+            c.runs,
+            c.checked_pass,
+            c.checked_fail,
+            c.not_applicable,
+            c.unreachable,
+            c.findings,
+            rate
+        ));
+    }
+    out.push_str("fail % = checked-fail among checked runs (pass + fail)\n");
+    let agreement: Vec<String> = counts
+        .iter()
+        .filter(|c| !c.agreement.is_empty())
+        .map(|c| {
+            let parts: Vec<String> = c
+                .agreement
+                .iter()
+                .map(|(status, n)| format!("{n} {status}"))
+                .collect();
+            format!("{}: {}", c.check, parts.join(", "))
+        })
+        .collect();
+    if !agreement.is_empty() {
+        out.push_str(&format!(
+            "agreement with recorded framework verdicts: {}\n",
+            agreement.join("; ")
+        ));
+    }
+    out
+}
+
+pub fn cli_audit(args: AuditArgs) -> ExitCode {
+    let (config, config_text) = match &args.config {
+        Some(path) => match Config::load(path) {
+            Ok((c, t)) => (c, Some(t)),
+            Err(e) => return fail("audit", e),
+        },
+        None => (Config::default(), None),
+    };
+    let opts = AuditOptions {
+        config,
+        config_text,
+        checks: args.checks.clone(),
+        threads: threads(args.read.threads),
+        format: args.read.format,
+        progress: !args.read.quiet,
+        include_values: args.include_values,
+    };
+    match audit(&args.inputs, &args.out, &opts) {
+        Ok(summary) => {
+            let m = &summary.manifest;
+            let s = &m.store_manifest.counts;
+            if let Some(secs) = m.ingest_seconds {
+                print!("{}", crate::cli::ingest_summary_text(&m.store_manifest));
+                println!("ingested in {secs:.2}s");
+            }
+            print!("{}", disposition_table(&m.counts));
+            println!(
+                "{} conversations, {} runs, {} findings -> {} ({:.2}s)",
+                m.conversations,
+                m.runs,
+                m.findings,
+                summary.corpus.display(),
+                m.seconds
+            );
+            if args.read.strict && s.records_quarantined > 0 {
+                eprintln!(
+                    "traceaudit audit: {} record(s) quarantined (--strict)",
+                    s.records_quarantined
+                );
+                return ExitCode::from(1);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("audit", e),
+    }
+}

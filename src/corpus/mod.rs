@@ -1,0 +1,207 @@
+//! What an audit produces: findings, dispositions, the disposition ledger, agreement with the
+//! recording framework's own verdicts, and the writers for all of them.
+//!
+//! A corpus is a directory:
+//! - `findings.parquet` and `findings.jsonl`: the same rows;
+//! - `dispositions.parquet`: one row per run x check;
+//! - `ledger.parquet`: per check x seam, the counts summed over the corpus;
+//! - `agreement.parquet`: per run x check x key, whether the engine and the recorded framework
+//!   verdicts agree;
+//! - `manifest.json`: engine version, configuration and its hash, inputs, counts, time taken.
+
+pub mod write;
+
+use serde::{Deserialize, Serialize};
+
+/// What one check concluded for one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Disposition {
+    #[serde(rename = "checked-pass")]
+    CheckedPass,
+    #[serde(rename = "checked-fail")]
+    CheckedFail,
+    #[serde(rename = "not-applicable")]
+    NotApplicable,
+    #[serde(rename = "unreachable")]
+    Unreachable,
+}
+
+impl Disposition {
+    pub const ALL: [Disposition; 4] = [
+        Disposition::CheckedPass,
+        Disposition::CheckedFail,
+        Disposition::NotApplicable,
+        Disposition::Unreachable,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disposition::CheckedPass => "checked-pass",
+            Disposition::CheckedFail => "checked-fail",
+            Disposition::NotApplicable => "not-applicable",
+            Disposition::Unreachable => "unreachable",
+        }
+    }
+}
+
+/// What a finding is about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Subject {
+    pub kind: String,
+    pub id: String,
+}
+
+impl Subject {
+    pub fn new(kind: &str, id: impl Into<String>) -> Subject {
+        Subject {
+            kind: kind.to_string(),
+            id: id.into(),
+        }
+    }
+}
+
+/// One piece of evidence behind a finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Witness {
+    pub subject: Subject,
+    pub predicate: String,
+    /// The witnessed value as JSON text.
+    pub value: String,
+    /// `asserted` or `quoted`.
+    pub stratum: String,
+    pub provenance: String,
+}
+
+impl Witness {
+    pub fn asserted(
+        subject: Subject,
+        predicate: &str,
+        value: serde_json::Value,
+        provenance: impl Into<String>,
+    ) -> Witness {
+        Witness {
+            subject,
+            predicate: predicate.to_string(),
+            value: value.to_string(),
+            stratum: "asserted".into(),
+            provenance: provenance.into(),
+        }
+    }
+}
+
+/// The typed columns each check owns (null for the others).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FindingColumns {
+    // repeated-call
+    pub tool_name: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub key: Option<String>,
+    pub args_fingerprint: Option<String>,
+    pub result_fingerprint: Option<String>,
+    pub mode: Option<String>,
+    pub occurrences: Option<u32>,
+    pub wasted_landings: Option<u32>,
+    pub wasted_ms: Option<f64>,
+}
+
+/// One filed observation, as the corpus stores it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub finding_id: String,
+    pub check: String,
+    pub kind: String,
+    pub seam: String,
+    pub predicate: String,
+    pub advisory: bool,
+    pub source: String,
+    pub conversation_id: String,
+    pub run_id: String,
+    pub turn: u32,
+    pub iteration: Option<u32>,
+    pub subjects: Vec<Subject>,
+    pub witnesses: Vec<Witness>,
+    pub message: String,
+    #[serde(flatten)]
+    pub columns: FindingColumns,
+}
+
+/// The part of a finding a check decides; the framework adds where it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Draft {
+    pub kind: String,
+    pub seam: String,
+    pub predicate: String,
+    pub advisory: bool,
+    pub iteration: Option<u32>,
+    pub subjects: Vec<Subject>,
+    pub witnesses: Vec<Witness>,
+    pub message: String,
+    pub columns: FindingColumns,
+}
+
+/// The stable identity of a finding: check, run, kind, seam, the sorted subjects, predicate and
+/// epoch (iteration), hashed. The same finding in two corpora has the same id.
+pub fn finding_id(check: &str, run_id: &str, draft: &Draft) -> String {
+    use sha2::{Digest, Sha256};
+    let mut subjects: Vec<String> = draft
+        .subjects
+        .iter()
+        .map(|s| format!("{} {}", s.kind, s.id))
+        .collect();
+    subjects.sort();
+    let identity = [
+        check,
+        run_id,
+        &draft.kind,
+        &draft.seam,
+        &subjects.join("\u{1e}"),
+        &draft.predicate,
+        &draft.iteration.map(|i| i.to_string()).unwrap_or_default(),
+    ]
+    .join("\u{1f}");
+    let digest = Sha256::digest(identity.as_bytes());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether the engine and the recording framework agree about one key of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgreementRow {
+    pub check: String,
+    pub conversation_id: String,
+    pub run_id: String,
+    pub source: String,
+    /// What is compared, for example a repeated-call key `tool:argsFp:resultFp`.
+    pub key: String,
+    /// `agrees`, `engine-only`, `recorded-only` or `differs`.
+    pub status: String,
+    /// What differs, in words, when `differs`.
+    pub detail: Option<String>,
+}
+
+/// One run's disposition under one check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DispositionRow {
+    pub run_id: String,
+    pub conversation_id: String,
+    pub turn: u32,
+    pub source: String,
+    pub check: String,
+    pub disposition: Disposition,
+    pub reason: String,
+}
+
+/// The disposition ledger row of one check x seam.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LedgerRow {
+    pub check: String,
+    pub seam: String,
+    /// checked-pass + checked-fail.
+    pub checked: u64,
+    /// checked-fail.
+    pub findings: u64,
+    pub not_applicable: u64,
+    pub unreachable: u64,
+    pub passed: u64,
+    /// Findings filed (a failed run may file several).
+    pub finding_rows: u64,
+}

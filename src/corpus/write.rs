@@ -1,0 +1,185 @@
+//! Writing corpus tables. Rows are serialised with serde into Arrow through arrow-json's
+//! decoder against the explicit schemas below, so nested columns (subjects, witnesses) and
+//! nulls come out typed; `schemas/corpus.md` documents every column and a test keeps the two
+//! in step.
+
+use crate::corpus::{AgreementRow, DispositionRow, Finding, LedgerRow};
+use crate::store::write::{to_io, writer_properties};
+use arrow::datatypes::{DataType, Field, Fields, Schema};
+use parquet::arrow::ArrowWriter;
+use serde::Serialize;
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+fn utf8(name: &str, nullable: bool) -> Field {
+    Field::new(name, DataType::Utf8, nullable)
+}
+
+fn subject_fields() -> Fields {
+    Fields::from(vec![utf8("kind", false), utf8("id", false)])
+}
+
+pub fn findings_schema() -> Arc<Schema> {
+    let subject = DataType::Struct(subject_fields());
+    let witness = DataType::Struct(Fields::from(vec![
+        Field::new("subject", subject.clone(), false),
+        utf8("predicate", false),
+        utf8("value", false),
+        utf8("stratum", false),
+        utf8("provenance", false),
+    ]));
+    Arc::new(Schema::new(vec![
+        utf8("finding_id", false),
+        utf8("check", false),
+        utf8("kind", false),
+        utf8("seam", false),
+        utf8("predicate", false),
+        Field::new("advisory", DataType::Boolean, false),
+        utf8("source", false),
+        utf8("conversation_id", false),
+        utf8("run_id", false),
+        Field::new("turn", DataType::UInt32, false),
+        Field::new("iteration", DataType::UInt32, true),
+        Field::new(
+            "subjects",
+            DataType::List(Arc::new(Field::new("item", subject, false))),
+            false,
+        ),
+        Field::new(
+            "witnesses",
+            DataType::List(Arc::new(Field::new("item", witness, false))),
+            false,
+        ),
+        utf8("message", false),
+        // repeated-call
+        utf8("tool_name", true),
+        utf8("tool_call_id", true),
+        utf8("key", true),
+        utf8("args_fingerprint", true),
+        utf8("result_fingerprint", true),
+        utf8("mode", true),
+        Field::new("occurrences", DataType::UInt32, true),
+        Field::new("wasted_landings", DataType::UInt32, true),
+        Field::new("wasted_ms", DataType::Float64, true),
+    ]))
+}
+
+pub fn dispositions_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        utf8("run_id", false),
+        utf8("conversation_id", false),
+        Field::new("turn", DataType::UInt32, false),
+        utf8("source", false),
+        utf8("check", false),
+        utf8("disposition", false),
+        utf8("reason", false),
+    ]))
+}
+
+pub fn ledger_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        utf8("check", false),
+        utf8("seam", false),
+        Field::new("checked", DataType::UInt64, false),
+        Field::new("findings", DataType::UInt64, false),
+        Field::new("not_applicable", DataType::UInt64, false),
+        Field::new("unreachable", DataType::UInt64, false),
+        Field::new("passed", DataType::UInt64, false),
+        Field::new("finding_rows", DataType::UInt64, false),
+    ]))
+}
+
+pub fn agreement_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        utf8("check", false),
+        utf8("conversation_id", false),
+        utf8("run_id", false),
+        utf8("source", false),
+        utf8("key", false),
+        utf8("status", false),
+        utf8("detail", true),
+    ]))
+}
+
+/// Write `rows` as one Parquet file with `schema`.
+pub fn write_parquet<T: Serialize>(path: &Path, schema: Arc<Schema>, rows: &[T]) -> io::Result<()> {
+    let tmp = path.with_extension("partial");
+    let file = std::fs::File::create(&tmp)?;
+    let mut writer =
+        ArrowWriter::try_new(file, schema.clone(), Some(writer_properties())).map_err(to_io)?;
+    let mut decoder = arrow::json::ReaderBuilder::new(schema)
+        .with_batch_size(4096)
+        .build_decoder()
+        .map_err(to_io)?;
+    for chunk in rows.chunks(4096) {
+        decoder.serialize(chunk).map_err(to_io)?;
+        if let Some(batch) = decoder.flush().map_err(to_io)? {
+            writer.write(&batch).map_err(to_io)?;
+        }
+    }
+    writer.close().map_err(to_io)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Write `rows` as JSON lines.
+pub fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> io::Result<()> {
+    let tmp = path.with_extension("partial");
+    let mut out = io::BufWriter::new(std::fs::File::create(&tmp)?);
+    for row in rows {
+        serde_json::to_writer(&mut out, row).map_err(to_io)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    drop(out);
+    std::fs::rename(&tmp, path)
+}
+
+/// Every corpus table into `dir`.
+pub fn write_tables(
+    dir: &Path,
+    findings: &[Finding],
+    dispositions: &[DispositionRow],
+    ledger: &[LedgerRow],
+    agreement: &[AgreementRow],
+) -> io::Result<()> {
+    write_parquet(&dir.join("findings.parquet"), findings_schema(), findings)?;
+    write_jsonl(&dir.join("findings.jsonl"), findings)?;
+    write_parquet(
+        &dir.join("dispositions.parquet"),
+        dispositions_schema(),
+        dispositions,
+    )?;
+    write_parquet(&dir.join("ledger.parquet"), ledger_schema(), ledger)?;
+    write_parquet(
+        &dir.join("agreement.parquet"),
+        agreement_schema(),
+        agreement,
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::schema::{doc_drift, parse_schema_doc};
+
+    #[test]
+    fn schema_document_matches_code() {
+        let doc = include_str!("../../schemas/corpus.md");
+        let tables = parse_schema_doc(doc);
+        for (name, schema) in [
+            ("findings", findings_schema()),
+            ("dispositions", dispositions_schema()),
+            ("ledger", ledger_schema()),
+            ("agreement", agreement_schema()),
+        ] {
+            let documented = tables
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("schemas/corpus.md has no `## {name}` table"));
+            let drift = doc_drift(&schema, &documented.1);
+            assert!(drift.is_empty(), "table {name}: {drift:#?}");
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The ingest job: find input files, detect their formats, read them in parallel, write the
+//! store in a deterministic order, and account for every record.
+//!
+//! Files are read by worker threads (up to `threads` at once); each file has its own bounded
+//! channel, and one writer drains the channels in input order. So memory is bounded (a worker
+//! waits when its file's channel is full) and the store's content does not depend on the thread
+//! count.
+
+use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Sink};
+use crate::model::Conversation;
+use crate::store::atomic::{write_file, AtomicDir};
+use crate::store::{Counts, InputEntry, Origin, StoreManifest, StoreWriter};
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::time::Instant;
+
+/// Input bytes per events part (the reader holds one part in memory at a time).
+const PART_INPUT_BYTES: u64 = 256 << 20;
+/// Conversations a file may have in flight before its reader waits for the writer.
+const CHANNEL_DEPTH: usize = 64;
+
+#[derive(Debug, Clone, Default)]
+pub struct IngestOptions {
+    /// Read every file as this format instead of detecting it.
+    pub format: Option<Format>,
+    pub threads: usize,
+    /// Show a progress bar (only drawn when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// What an ingest did.
+#[derive(Debug, Clone)]
+pub struct IngestSummary {
+    pub store: PathBuf,
+    pub manifest: StoreManifest,
+}
+
+enum Message {
+    Conversation(Conversation, u64),
+    Quarantine(Quarantined),
+    Records(u64),
+    Done {
+        format: Option<Format>,
+        sha256: String,
+        error: Option<String>,
+    },
+}
+
+struct ChannelSink<'a> {
+    tx: &'a SyncSender<Message>,
+}
+
+impl Sink for ChannelSink<'_> {
+    fn conversation(&mut self, conversation: Conversation, record: u64) {
+        let _ = self.tx.send(Message::Conversation(conversation, record));
+    }
+    fn quarantine(&mut self, item: Quarantined) {
+        let _ = self.tx.send(Message::Quarantine(item));
+    }
+    fn records_read(&mut self, n: u64) {
+        let _ = self.tx.send(Message::Records(n));
+    }
+}
+
+/// Every file under the given paths (directories recursively), sorted, de-duplicated.
+pub fn expand_inputs(inputs: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for input in inputs {
+        let meta = std::fs::metadata(input).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot read input {}: {e}", input.display()),
+            )
+        })?;
+        if meta.is_dir() {
+            walk(input, &mut files)?;
+        } else {
+            files.push(input.clone());
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let ty = entry.file_type()?;
+        if ty.is_dir() {
+            walk(&path, out)?;
+        } else if ty.is_file() || (ty.is_symlink() && path.is_file()) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn sha256_of(path: &Path) -> io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Read one file into its channel.
+fn read_one(path: &Path, display: &str, forced: Option<Format>, tx: &SyncSender<Message>) {
+    let mut sink = ChannelSink { tx };
+    let sha256 = sha256_of(path).unwrap_or_default();
+    let detected = match forced {
+        Some(f) => Ok(Some(f)),
+        None => crate::ingest::read_head(path).map(|head| {
+            if head.is_empty() {
+                None
+            } else {
+                Format::detect(&head)
+            }
+        }),
+    };
+    let (format, error) = match detected {
+        Err(e) => (None, Some(format!("cannot read {display}: {e}"))),
+        Ok(None) => {
+            let empty = std::fs::metadata(path)
+                .map(|m| m.len() == 0)
+                .unwrap_or(false);
+            sink.records_read(1);
+            sink.quarantine(Quarantined::dropped(
+                display,
+                Locator::File,
+                if empty {
+                    "empty file".to_string()
+                } else {
+                    "not a recognised recording format (no known format matched its content)"
+                        .to_string()
+                },
+            ));
+            (None, None)
+        }
+        Ok(Some(format)) => {
+            let input = Input { path, display };
+            match read_file(format, &input, &mut sink) {
+                Ok(()) => (Some(format), None),
+                Err(e) => (Some(format), Some(format!("cannot read {display}: {e}"))),
+            }
+        }
+    };
+    let _ = tx.send(Message::Done {
+        format,
+        sha256,
+        error,
+    });
+}
+
+/// Run an ingest of `inputs` into the store directory `out`.
+pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<IngestSummary> {
+    let started = Instant::now();
+    let files = expand_inputs(inputs)?;
+    if files.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no input files found",
+        ));
+    }
+    let sizes: Vec<u64> = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .collect();
+    let total_bytes: u64 = sizes.iter().sum();
+    let parts = total_bytes.div_ceil(PART_INPUT_BYTES).max(1) as u32;
+    let staging = AtomicDir::create(out, "manifest.json")?;
+    let mut writer = StoreWriter::create(staging.path(), parts)?;
+    let mut quarantine = io::BufWriter::new(std::fs::File::create(
+        staging.path().join("quarantine.jsonl"),
+    )?);
+
+    let displays: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let mut senders: Vec<Option<SyncSender<Message>>> = Vec::with_capacity(files.len());
+    let mut receivers: Vec<Receiver<Message>> = Vec::with_capacity(files.len());
+    for _ in &files {
+        let (tx, rx) = sync_channel(CHANNEL_DEPTH);
+        senders.push(Some(tx));
+        receivers.push(rx);
+    }
+    let senders: Vec<std::sync::Mutex<Option<SyncSender<Message>>>> =
+        senders.into_iter().map(std::sync::Mutex::new).collect();
+    let next = AtomicUsize::new(0);
+    let threads = opts.threads.max(1).min(files.len());
+    let progress = crate::progress::bar(opts.progress, total_bytes, "ingest");
+
+    let mut counts = Counts {
+        files: files.len() as u64,
+        bytes: total_bytes,
+        ..Counts::default()
+    };
+    let mut entries: Vec<InputEntry> = Vec::with_capacity(files.len());
+    let mut seen_runs: HashSet<String> = HashSet::new();
+    let mut seen_conversations: HashSet<String> = HashSet::new();
+    let mut fatal: Option<io::Error> = None;
+
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= files.len() {
+                    break;
+                }
+                let tx = senders[i].lock().expect("sender lock").take();
+                if let Some(tx) = tx {
+                    read_one(&files[i], &displays[i], opts.format, &tx);
+                }
+            });
+        }
+        // The writer: drain each file's channel in input order.
+        for (i, rx) in receivers.into_iter().enumerate() {
+            let mut entry = InputEntry {
+                path: displays[i].clone(),
+                size: sizes[i],
+                ..InputEntry::default()
+            };
+            for message in rx {
+                if fatal.is_some() {
+                    continue;
+                }
+                let result = match message {
+                    Message::Records(n) => {
+                        entry.records += n;
+                        Ok(())
+                    }
+                    Message::Quarantine(q) => {
+                        match q.severity {
+                            Severity::Dropped => entry.quarantined += 1,
+                            Severity::Partial => counts.partial_notes += 1,
+                            Severity::Duplicate => {}
+                        }
+                        write_quarantine(&mut quarantine, &q)
+                    }
+                    Message::Conversation(mut conversation, record) => {
+                        let mut skipped = Vec::new();
+                        conversation.runs.retain(|r| {
+                            let fresh = seen_runs.insert(r.run_id.clone());
+                            if !fresh {
+                                skipped.push(r.run_id.clone());
+                            }
+                            fresh
+                        });
+                        let mut result = Ok(());
+                        for run_id in skipped {
+                            counts.duplicate_runs += 1;
+                            let q = Quarantined {
+                                file: displays[i].clone(),
+                                locator: Locator::Record(record),
+                                severity: Severity::Duplicate,
+                                reason: format!(
+                                    "run {run_id:?} was already read from an earlier input; \
+                                     this copy is skipped"
+                                ),
+                                format: None,
+                            };
+                            result = result.and(write_quarantine(&mut quarantine, &q));
+                        }
+                        if conversation.runs.is_empty() {
+                            result
+                        } else {
+                            if !seen_conversations.contains(&conversation.id) {
+                                seen_conversations.insert(conversation.id.clone());
+                            }
+                            counts.user_turn_runs +=
+                                conversation.runs.iter().filter(|r| r.turn >= 1).count() as u64;
+                            result.and(writer.write(
+                                &conversation,
+                                Origin {
+                                    input_index: i as u32,
+                                    record_index: record,
+                                },
+                            ))
+                        }
+                    }
+                    Message::Done {
+                        format,
+                        sha256,
+                        error,
+                    } => {
+                        entry.format = format.map(|f| f.name().to_string());
+                        entry.sha256 = sha256;
+                        progress.inc(sizes[i]);
+                        match error {
+                            Some(e) => Err(io::Error::other(e)),
+                            None => Ok(()),
+                        }
+                    }
+                };
+                if let Err(e) = result {
+                    fatal = Some(e);
+                }
+            }
+            counts.records_read += entry.records;
+            counts.records_quarantined += entry.quarantined;
+            entries.push(entry);
+        }
+    });
+    progress.finish_and_clear();
+    if let Some(e) = fatal {
+        return Err(e);
+    }
+    quarantine.flush()?;
+    drop(quarantine);
+    counts.conversations = seen_conversations.len() as u64;
+    counts.runs = writer.runs_written;
+    counts.events = writer.events_written;
+    counts.landings = writer.landings_written;
+    counts.records_stored = counts.records_read - counts.records_quarantined;
+    let part_names = writer.finish()?;
+    let manifest = StoreManifest {
+        engine: crate::store::ENGINE.into(),
+        engine_version: crate::store::ENGINE_VERSION.into(),
+        store_schema_version: crate::store::schema::STORE_SCHEMA_VERSION,
+        parts: part_names,
+        inputs: entries,
+        counts,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
+    write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
+    let store = staging.commit()?;
+    Ok(IngestSummary { store, manifest })
+}
+
+fn write_quarantine(out: &mut impl Write, q: &Quarantined) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, q).map_err(io::Error::other)?;
+    out.write_all(b"\n")
+}

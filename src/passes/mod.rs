@@ -1,0 +1,105 @@
+//! The checks. A pass is a pure function of one conversation's runs and the configuration: it
+//! returns one outcome per run (a disposition with a short reason, findings, and agreement rows
+//! where the recording carries the framework's own verdicts). Passes never do I/O and never
+//! think about threads; the audit driver runs them.
+//!
+//! Adding a check = adding a file here and a line in [`registry`]. Names are stable: they are
+//! written into every corpus and compared across corpora.
+
+pub mod repeated_call;
+
+use crate::config::Config;
+use crate::corpus::{AgreementRow, Disposition, Draft};
+use crate::model::Conversation;
+
+/// Options every pass may read.
+#[derive(Debug, Clone, Default)]
+pub struct PassContext {
+    pub config: Config,
+    /// List data values (for example grounded values) in findings. Off by default: they are
+    /// data from tool results.
+    pub include_values: bool,
+}
+
+/// What a pass concluded for one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    pub disposition: Disposition,
+    pub reason: String,
+    pub findings: Vec<Draft>,
+    /// (key, status, detail) rows comparing the engine with recorded framework verdicts.
+    pub agreement: Vec<(String, &'static str, Option<String>)>,
+}
+
+impl RunOutcome {
+    pub fn new(disposition: Disposition, reason: impl Into<String>) -> RunOutcome {
+        RunOutcome {
+            disposition,
+            reason: reason.into(),
+            findings: Vec::new(),
+            agreement: Vec::new(),
+        }
+    }
+}
+
+pub trait Pass: Sync + Send {
+    /// The stable name (`repeated-call`).
+    fn name(&self) -> &'static str;
+    /// The seam the check watches, for the ledger.
+    fn seam(&self) -> &'static str;
+    /// One outcome per run of the conversation, in the same order.
+    fn check(&self, conversation: &Conversation, ctx: &PassContext) -> Vec<RunOutcome>;
+}
+
+/// Every registered pass, in the order they run and report.
+pub fn registry() -> Vec<&'static dyn Pass> {
+    vec![&repeated_call::RepeatedCall]
+}
+
+/// The registered passes named in `names` (all when `None`); an unknown name is an error.
+pub fn select(names: Option<&[String]>) -> Result<Vec<&'static dyn Pass>, String> {
+    let all = registry();
+    let Some(names) = names else {
+        return Ok(all);
+    };
+    let mut chosen = Vec::new();
+    for name in names {
+        match all.iter().find(|p| p.name() == name.trim()) {
+            Some(p) => chosen.push(*p),
+            None => {
+                return Err(format!(
+                    "unknown check {name:?}; known: {}",
+                    all.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+                ))
+            }
+        }
+    }
+    // Keep registry order whatever order they were named in.
+    chosen.sort_by_key(|p| all.iter().position(|q| q.name() == p.name()));
+    chosen.dedup_by_key(|p| p.name());
+    Ok(chosen)
+}
+
+/// Turn agreement tuples into corpus rows.
+pub fn agreement_rows(
+    check: &str,
+    conversation: &Conversation,
+    run_index: usize,
+    source: &str,
+    outcome: &RunOutcome,
+) -> Vec<AgreementRow> {
+    let run = &conversation.runs[run_index];
+    outcome
+        .agreement
+        .iter()
+        .map(|(key, status, detail)| AgreementRow {
+            check: check.to_string(),
+            conversation_id: conversation.id.clone(),
+            run_id: run.run_id.clone(),
+            source: source.to_string(),
+            key: key.clone(),
+            status: status.to_string(),
+            detail: detail.clone(),
+        })
+        .collect()
+}

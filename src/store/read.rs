@@ -1,0 +1,222 @@
+//! Reading the store back: one part at a time, handed out as whole conversations in a stable
+//! order (first input file and record of the conversation; runs by turn, then start time).
+
+use crate::model::{Conversation, Event, EventKind, Role, Run};
+use crate::store::write::{part_file_name, to_io, Origin};
+use arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, LargeStringArray, StringArray,
+    TimestampMillisecondArray, UInt32Array, UInt64Array,
+};
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A run as `runs.parquet` describes it (events not loaded).
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub run: Run,
+    pub part: u32,
+    pub origin: Origin,
+    pub landings: u32,
+    pub events: u32,
+}
+
+fn col<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> io::Result<&'a T> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| io::Error::other(format!("store column {name} is missing or mistyped")))
+}
+
+fn opt_str(a: &StringArray, i: usize) -> Option<String> {
+    (!a.is_null(i)).then(|| a.value(i).to_string())
+}
+
+fn opt_large(a: &LargeStringArray, i: usize) -> Option<String> {
+    (!a.is_null(i)).then(|| a.value(i).to_string())
+}
+
+fn read_batches(path: &Path) -> io::Result<Vec<RecordBatch>> {
+    let file = File::open(path)?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(to_io)?
+        .with_batch_size(8192)
+        .build()
+        .map_err(to_io)?;
+    reader.map(|b| b.map_err(to_io)).collect()
+}
+
+/// Read every row of `runs.parquet`.
+pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
+    let mut rows = Vec::new();
+    for batch in read_batches(&store.join("runs.parquet"))? {
+        let run_id = col::<StringArray>(&batch, "run_id")?;
+        let conversation_id = col::<StringArray>(&batch, "conversation_id")?;
+        let turn = col::<UInt32Array>(&batch, "turn")?;
+        let format = col::<StringArray>(&batch, "format")?;
+        let source = col::<StringArray>(&batch, "source")?;
+        let agent = col::<StringArray>(&batch, "agent")?;
+        let model = col::<StringArray>(&batch, "model")?;
+        let started = col::<TimestampMillisecondArray>(&batch, "started_at")?;
+        let ended = col::<TimestampMillisecondArray>(&batch, "ended_at")?;
+        let duration = col::<Float64Array>(&batch, "duration_ms")?;
+        let user_message = col::<LargeStringArray>(&batch, "user_message")?;
+        let answer = col::<LargeStringArray>(&batch, "answer")?;
+        let landings = col::<UInt32Array>(&batch, "landings")?;
+        let events = col::<UInt32Array>(&batch, "events")?;
+        let part = col::<UInt32Array>(&batch, "part")?;
+        let input_index = col::<UInt32Array>(&batch, "input_index")?;
+        let record_index = col::<UInt64Array>(&batch, "record_index")?;
+        for i in 0..batch.num_rows() {
+            rows.push(RunRow {
+                run: Run {
+                    run_id: run_id.value(i).to_string(),
+                    conversation_id: conversation_id.value(i).to_string(),
+                    turn: turn.value(i),
+                    format: format.value(i).to_string(),
+                    source: source.value(i).to_string(),
+                    agent: opt_str(agent, i),
+                    model: opt_str(model, i),
+                    started_ms: (!started.is_null(i)).then(|| started.value(i)),
+                    ended_ms: (!ended.is_null(i)).then(|| ended.value(i)),
+                    duration_ms: (!duration.is_null(i)).then(|| duration.value(i)),
+                    user_message: opt_large(user_message, i),
+                    answer: opt_large(answer, i),
+                    events: Vec::new(),
+                },
+                part: part.value(i),
+                origin: Origin {
+                    input_index: input_index.value(i),
+                    record_index: record_index.value(i),
+                },
+                landings: landings.value(i),
+                events: events.value(i),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// An opened store.
+pub struct Store {
+    pub dir: PathBuf,
+    pub runs: Vec<RunRow>,
+    pub parts: u32,
+}
+
+impl Store {
+    pub fn open(dir: &Path) -> io::Result<Store> {
+        if !dir.join("manifest.json").exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} is not a complete traceaudit store (no manifest.json)",
+                    dir.display()
+                ),
+            ));
+        }
+        let runs = read_runs(dir)?;
+        let mut parts = 0u32;
+        while dir.join("events").join(part_file_name(parts)).exists() {
+            parts += 1;
+        }
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            runs,
+            parts,
+        })
+    }
+
+    /// The conversations of one part, in stable order, with every event loaded.
+    pub fn read_part(&self, part: u32) -> io::Result<Vec<Conversation>> {
+        let path = self.dir.join("events").join(part_file_name(part));
+        let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
+        for batch in read_batches(&path)? {
+            append_events(&batch, &mut events_by_run)?;
+        }
+        let mut conversations: HashMap<&str, (Origin, Vec<(&RunRow, Run)>)> = HashMap::new();
+        for row in self.runs.iter().filter(|r| r.part == part) {
+            let mut run = row.run.clone();
+            run.events = events_by_run.remove(&run.run_id).unwrap_or_default();
+            run.events.sort_by_key(|e| e.seq);
+            let entry = conversations
+                .entry(row.run.conversation_id.as_str())
+                .or_insert((row.origin, Vec::new()));
+            entry.0 = entry.0.min(row.origin);
+            entry.1.push((row, run));
+        }
+        let mut list: Vec<(Origin, String, Vec<(&RunRow, Run)>)> = conversations
+            .into_iter()
+            .map(|(id, (origin, runs))| (origin, id.to_string(), runs))
+            .collect();
+        list.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        Ok(list
+            .into_iter()
+            .map(|(_, id, mut runs)| {
+                runs.sort_by(|(ra, a), (rb, b)| {
+                    (a.turn, a.started_ms, ra.origin, &a.run_id).cmp(&(
+                        b.turn,
+                        b.started_ms,
+                        rb.origin,
+                        &b.run_id,
+                    ))
+                });
+                Conversation {
+                    id,
+                    runs: runs.into_iter().map(|(_, r)| r).collect(),
+                }
+            })
+            .collect())
+    }
+}
+
+fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> io::Result<()> {
+    let run_id = col::<StringArray>(batch, "run_id")?;
+    let seq = col::<UInt32Array>(batch, "seq")?;
+    let kind = col::<StringArray>(batch, "kind")?;
+    let source_type = col::<StringArray>(batch, "source_type")?;
+    let role = col::<StringArray>(batch, "role")?;
+    let tool_name = col::<StringArray>(batch, "tool_name")?;
+    let call_id = col::<StringArray>(batch, "call_id")?;
+    let arguments = col::<LargeStringArray>(batch, "arguments")?;
+    let text = col::<LargeStringArray>(batch, "text")?;
+    let error = col::<BooleanArray>(batch, "error")?;
+    let flags = col::<UInt32Array>(batch, "flags")?;
+    let iteration = col::<UInt32Array>(batch, "iteration")?;
+    let timestamp = batch
+        .column_by_name("timestamp")
+        .ok_or_else(|| io::Error::other("store column timestamp is missing"))?
+        .as_primitive::<arrow::datatypes::TimestampMillisecondType>();
+    let duration = col::<Float64Array>(batch, "duration_ms")?;
+    let payload = col::<LargeStringArray>(batch, "payload")?;
+    for i in 0..batch.num_rows() {
+        let e = Event {
+            seq: seq.value(i),
+            kind: Some(EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other)),
+            source_type: opt_str(source_type, i),
+            role: (!role.is_null(i))
+                .then(|| Role::parse(role.value(i)))
+                .flatten(),
+            tool_name: opt_str(tool_name, i),
+            call_id: opt_str(call_id, i),
+            arguments: opt_large(arguments, i),
+            text: opt_large(text, i),
+            error: error.value(i),
+            flags: flags.value(i),
+            iteration: (!iteration.is_null(i)).then(|| iteration.value(i)),
+            timestamp_ms: (!timestamp.is_null(i)).then(|| timestamp.value(i)),
+            duration_ms: (!duration.is_null(i)).then(|| duration.value(i)),
+            payload: opt_large(payload, i),
+        };
+        match out.get_mut(run_id.value(i)) {
+            Some(list) => list.push(e),
+            None => {
+                out.insert(run_id.value(i).to_string(), vec![e]);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! The Arrow schemas of the store, in one place. `schemas/store.md` documents every column; a
+//! test compares the two so that code and document cannot drift apart.
+
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use std::sync::Arc;
+
+/// Bumped when a column is added, removed or changes type.
+pub const STORE_SCHEMA_VERSION: u32 = 1;
+
+pub fn timestamp_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+}
+
+/// One row per recorded event, in the store's `events/part-NNNNN.parquet` files.
+pub fn events_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("conversation_id", DataType::Utf8, false),
+        Field::new("run_id", DataType::Utf8, false),
+        Field::new("seq", DataType::UInt32, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("source_type", DataType::Utf8, true),
+        Field::new("role", DataType::Utf8, true),
+        Field::new("tool_name", DataType::Utf8, true),
+        Field::new("call_id", DataType::Utf8, true),
+        Field::new("arguments", DataType::LargeUtf8, true),
+        Field::new("text", DataType::LargeUtf8, true),
+        Field::new("error", DataType::Boolean, false),
+        Field::new("flags", DataType::UInt32, false),
+        Field::new("iteration", DataType::UInt32, true),
+        Field::new("timestamp", timestamp_type(), true),
+        Field::new("duration_ms", DataType::Float64, true),
+        Field::new("payload", DataType::LargeUtf8, true),
+    ]))
+}
+
+/// One row per run, in the store's `runs.parquet`.
+pub fn runs_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("run_id", DataType::Utf8, false),
+        Field::new("conversation_id", DataType::Utf8, false),
+        Field::new("turn", DataType::UInt32, false),
+        Field::new("format", DataType::Utf8, false),
+        Field::new("source", DataType::Utf8, false),
+        Field::new("agent", DataType::Utf8, true),
+        Field::new("model", DataType::Utf8, true),
+        Field::new("started_at", timestamp_type(), true),
+        Field::new("ended_at", timestamp_type(), true),
+        Field::new("duration_ms", DataType::Float64, true),
+        Field::new("user_message", DataType::LargeUtf8, true),
+        Field::new("answer", DataType::LargeUtf8, true),
+        Field::new("landings", DataType::UInt32, false),
+        Field::new("events", DataType::UInt32, false),
+        Field::new("part", DataType::UInt32, false),
+        Field::new("input_index", DataType::UInt32, false),
+        Field::new("record_index", DataType::UInt64, false),
+    ]))
+}
+
+/// The type name as `schemas/*.md` writes it.
+pub fn type_name(t: &DataType) -> String {
+    match t {
+        DataType::Utf8 => "utf8".into(),
+        DataType::LargeUtf8 => "large_utf8".into(),
+        DataType::Boolean => "bool".into(),
+        DataType::UInt32 => "uint32".into(),
+        DataType::UInt64 => "uint64".into(),
+        DataType::Int64 => "int64".into(),
+        DataType::Float64 => "float64".into(),
+        DataType::Timestamp(TimeUnit::Millisecond, Some(tz)) => format!("timestamp[ms, {tz}]"),
+        DataType::List(f) | DataType::LargeList(f) => format!("list<{}>", type_name(f.data_type())),
+        DataType::Struct(fields) => format!(
+            "struct<{}>",
+            fields
+                .iter()
+                .map(|f| format!("{}: {}", f.name(), type_name(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Parse the column tables of a schema document: for each `## table` heading, the rows
+/// `| column | type | nullable | meaning |` that follow it.
+pub fn parse_schema_doc(doc: &str) -> Vec<(String, Vec<(String, String, bool)>)> {
+    let mut tables: Vec<(String, Vec<(String, String, bool)>)> = Vec::new();
+    for line in doc.lines() {
+        if let Some(name) = line.strip_prefix("## ") {
+            let name = name.trim().trim_matches('`').to_string();
+            tables.push((name, Vec::new()));
+            continue;
+        }
+        let Some((_, rows)) = tables.last_mut() else {
+            continue;
+        };
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 5 || !cells[1].starts_with('`') {
+            continue;
+        }
+        let column = cells[1].trim_matches('`').to_string();
+        let ty = cells[2].trim_matches('`').to_string();
+        let nullable = cells[3] == "yes";
+        rows.push((column, ty, nullable));
+    }
+    tables
+}
+
+/// Compare a schema with its documented table; returns the differences in words.
+pub fn doc_drift(schema: &Schema, documented: &[(String, String, bool)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let code: Vec<(String, String, bool)> = schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), type_name(f.data_type()), f.is_nullable()))
+        .collect();
+    for (i, c) in code.iter().enumerate() {
+        match documented.get(i) {
+            Some(d) if d == c => {}
+            Some(d) => problems.push(format!("column {i}: code has {c:?}, document has {d:?}")),
+            None => problems.push(format!("column {i}: code has {c:?}, document has nothing")),
+        }
+    }
+    for d in documented.iter().skip(code.len()) {
+        problems.push(format!("document lists {d:?}, code has no such column"));
+    }
+    problems
+}

@@ -1,0 +1,380 @@
+//! Writing the store: events in Parquet parts (a conversation never spans two parts), one row
+//! per run in `runs.parquet`. Conversations are assigned to a part by a hash of their id, so the
+//! fragments of one conversation that arrive from different files land in the same part.
+
+use crate::model::{Conversation, Event, EventKind, Run};
+use crate::store::schema::{events_schema, runs_schema};
+use arrow::array::{
+    ArrayRef, BooleanBuilder, Float64Builder, LargeStringBuilder, StringBuilder,
+    TimestampMillisecondBuilder, UInt32Builder, UInt64Builder,
+};
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Rows buffered before a batch is handed to the Parquet writer.
+const BATCH_ROWS: usize = 8192;
+/// Bytes of text buffered before a batch is handed over, whatever the row count.
+const BATCH_BYTES: usize = 32 << 20;
+/// Bytes a row group may hold in memory before it is closed.
+const ROW_GROUP_BYTES: usize = 64 << 20;
+
+pub fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(3).expect("valid level"),
+        ))
+        .set_max_row_group_row_count(Some(256 * 1024))
+        .build()
+}
+
+pub fn to_io(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Column builders for the events table.
+pub struct EventsBuilder {
+    conversation_id: StringBuilder,
+    run_id: StringBuilder,
+    seq: UInt32Builder,
+    kind: StringBuilder,
+    source_type: StringBuilder,
+    role: StringBuilder,
+    tool_name: StringBuilder,
+    call_id: StringBuilder,
+    arguments: LargeStringBuilder,
+    text: LargeStringBuilder,
+    error: BooleanBuilder,
+    flags: UInt32Builder,
+    iteration: UInt32Builder,
+    timestamp: TimestampMillisecondBuilder,
+    duration_ms: Float64Builder,
+    payload: LargeStringBuilder,
+    rows: usize,
+    bytes: usize,
+}
+
+impl Default for EventsBuilder {
+    fn default() -> Self {
+        EventsBuilder {
+            conversation_id: StringBuilder::new(),
+            run_id: StringBuilder::new(),
+            seq: UInt32Builder::new(),
+            kind: StringBuilder::new(),
+            source_type: StringBuilder::new(),
+            role: StringBuilder::new(),
+            tool_name: StringBuilder::new(),
+            call_id: StringBuilder::new(),
+            arguments: LargeStringBuilder::new(),
+            text: LargeStringBuilder::new(),
+            error: BooleanBuilder::new(),
+            flags: UInt32Builder::new(),
+            iteration: UInt32Builder::new(),
+            timestamp: TimestampMillisecondBuilder::new().with_timezone("UTC"),
+            duration_ms: Float64Builder::new(),
+            payload: LargeStringBuilder::new(),
+            rows: 0,
+            bytes: 0,
+        }
+    }
+}
+
+impl EventsBuilder {
+    pub fn push(&mut self, run: &Run, e: &Event) {
+        self.conversation_id.append_value(&run.conversation_id);
+        self.run_id.append_value(&run.run_id);
+        self.seq.append_value(e.seq);
+        self.kind.append_value(e.kind().as_str());
+        self.source_type.append_option(e.source_type.as_deref());
+        self.role.append_option(e.role.map(|r| r.as_str()));
+        self.tool_name.append_option(e.tool_name.as_deref());
+        self.call_id.append_option(e.call_id.as_deref());
+        self.arguments.append_option(e.arguments.as_deref());
+        self.text.append_option(e.text.as_deref());
+        self.error.append_value(e.error);
+        self.flags.append_value(e.flags);
+        self.iteration.append_option(e.iteration);
+        self.timestamp.append_option(e.timestamp_ms);
+        self.duration_ms.append_option(e.duration_ms);
+        self.payload.append_option(e.payload.as_deref());
+        self.rows += 1;
+        self.bytes += e.text.as_ref().map_or(0, String::len)
+            + e.arguments.as_ref().map_or(0, String::len)
+            + e.payload.as_ref().map_or(0, String::len)
+            + 64;
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.rows >= BATCH_ROWS || self.bytes >= BATCH_BYTES
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    pub fn finish(&mut self) -> io::Result<RecordBatch> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.conversation_id.finish()),
+            Arc::new(self.run_id.finish()),
+            Arc::new(self.seq.finish()),
+            Arc::new(self.kind.finish()),
+            Arc::new(self.source_type.finish()),
+            Arc::new(self.role.finish()),
+            Arc::new(self.tool_name.finish()),
+            Arc::new(self.call_id.finish()),
+            Arc::new(self.arguments.finish()),
+            Arc::new(self.text.finish()),
+            Arc::new(self.error.finish()),
+            Arc::new(self.flags.finish()),
+            Arc::new(self.iteration.finish()),
+            Arc::new(self.timestamp.finish()),
+            Arc::new(self.duration_ms.finish()),
+            Arc::new(self.payload.finish()),
+        ];
+        self.rows = 0;
+        self.bytes = 0;
+        RecordBatch::try_new(events_schema(), columns).map_err(to_io)
+    }
+}
+
+/// Where a run came from, for a stable order whatever the thread count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Origin {
+    pub input_index: u32,
+    pub record_index: u64,
+}
+
+/// Column builders for the runs table.
+pub struct RunsBuilder {
+    run_id: StringBuilder,
+    conversation_id: StringBuilder,
+    turn: UInt32Builder,
+    format: StringBuilder,
+    source: StringBuilder,
+    agent: StringBuilder,
+    model: StringBuilder,
+    started_at: TimestampMillisecondBuilder,
+    ended_at: TimestampMillisecondBuilder,
+    duration_ms: Float64Builder,
+    user_message: LargeStringBuilder,
+    answer: LargeStringBuilder,
+    landings: UInt32Builder,
+    events: UInt32Builder,
+    part: UInt32Builder,
+    input_index: UInt32Builder,
+    record_index: UInt64Builder,
+    rows: usize,
+}
+
+impl Default for RunsBuilder {
+    fn default() -> Self {
+        RunsBuilder {
+            run_id: StringBuilder::new(),
+            conversation_id: StringBuilder::new(),
+            turn: UInt32Builder::new(),
+            format: StringBuilder::new(),
+            source: StringBuilder::new(),
+            agent: StringBuilder::new(),
+            model: StringBuilder::new(),
+            started_at: TimestampMillisecondBuilder::new().with_timezone("UTC"),
+            ended_at: TimestampMillisecondBuilder::new().with_timezone("UTC"),
+            duration_ms: Float64Builder::new(),
+            user_message: LargeStringBuilder::new(),
+            answer: LargeStringBuilder::new(),
+            landings: UInt32Builder::new(),
+            events: UInt32Builder::new(),
+            part: UInt32Builder::new(),
+            input_index: UInt32Builder::new(),
+            record_index: UInt64Builder::new(),
+            rows: 0,
+        }
+    }
+}
+
+impl RunsBuilder {
+    pub fn push(&mut self, run: &Run, part: u32, origin: Origin) {
+        self.run_id.append_value(&run.run_id);
+        self.conversation_id.append_value(&run.conversation_id);
+        self.turn.append_value(run.turn);
+        self.format.append_value(&run.format);
+        self.source.append_value(&run.source);
+        self.agent.append_option(run.agent.as_deref());
+        self.model.append_option(run.model.as_deref());
+        self.started_at.append_option(run.started_ms);
+        self.ended_at.append_option(run.ended_ms);
+        self.duration_ms.append_option(run.duration_ms);
+        self.user_message.append_option(run.user_message.as_deref());
+        self.answer.append_option(run.answer.as_deref());
+        self.landings.append_value(
+            run.events
+                .iter()
+                .filter(|e| e.kind() == EventKind::Landing)
+                .count() as u32,
+        );
+        self.events.append_value(run.events.len() as u32);
+        self.part.append_value(part);
+        self.input_index.append_value(origin.input_index);
+        self.record_index.append_value(origin.record_index);
+        self.rows += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    pub fn finish(&mut self) -> io::Result<RecordBatch> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.run_id.finish()),
+            Arc::new(self.conversation_id.finish()),
+            Arc::new(self.turn.finish()),
+            Arc::new(self.format.finish()),
+            Arc::new(self.source.finish()),
+            Arc::new(self.agent.finish()),
+            Arc::new(self.model.finish()),
+            Arc::new(self.started_at.finish()),
+            Arc::new(self.ended_at.finish()),
+            Arc::new(self.duration_ms.finish()),
+            Arc::new(self.user_message.finish()),
+            Arc::new(self.answer.finish()),
+            Arc::new(self.landings.finish()),
+            Arc::new(self.events.finish()),
+            Arc::new(self.part.finish()),
+            Arc::new(self.input_index.finish()),
+            Arc::new(self.record_index.finish()),
+        ];
+        self.rows = 0;
+        RecordBatch::try_new(runs_schema(), columns).map_err(to_io)
+    }
+}
+
+struct Part {
+    writer: ArrowWriter<File>,
+    builder: EventsBuilder,
+}
+
+impl Part {
+    fn flush_batch(&mut self) -> io::Result<()> {
+        if self.builder.is_empty() {
+            return Ok(());
+        }
+        let batch = self.builder.finish()?;
+        self.writer.write(&batch).map_err(to_io)?;
+        if self.writer.in_progress_size() >= ROW_GROUP_BYTES {
+            self.writer.flush().map_err(to_io)?;
+        }
+        Ok(())
+    }
+}
+
+/// The part a conversation belongs to.
+pub fn part_of(conversation_id: &str, parts: u32) -> u32 {
+    if parts <= 1 {
+        0
+    } else {
+        crate::js::fnv1a(conversation_id) % parts
+    }
+}
+
+/// Streams conversations into a store directory (the caller owns atomicity).
+pub struct StoreWriter {
+    dir: PathBuf,
+    parts: Vec<Part>,
+    runs_writer: ArrowWriter<File>,
+    runs: RunsBuilder,
+    pub conversations: u64,
+    pub runs_written: u64,
+    pub events_written: u64,
+    pub landings_written: u64,
+}
+
+pub fn part_file_name(part: u32) -> String {
+    format!("part-{part:05}.parquet")
+}
+
+impl StoreWriter {
+    pub fn create(dir: &Path, parts: u32) -> io::Result<StoreWriter> {
+        let parts = parts.max(1);
+        std::fs::create_dir_all(dir.join("events"))?;
+        let mut list = Vec::with_capacity(parts as usize);
+        for p in 0..parts {
+            let file = File::create(dir.join("events").join(part_file_name(p)))?;
+            let writer = ArrowWriter::try_new(file, events_schema(), Some(writer_properties()))
+                .map_err(to_io)?;
+            list.push(Part {
+                writer,
+                builder: EventsBuilder::default(),
+            });
+        }
+        let runs_file = File::create(dir.join("runs.parquet"))?;
+        let runs_writer = ArrowWriter::try_new(runs_file, runs_schema(), Some(writer_properties()))
+            .map_err(to_io)?;
+        Ok(StoreWriter {
+            dir: dir.to_path_buf(),
+            parts: list,
+            runs_writer,
+            runs: RunsBuilder::default(),
+            conversations: 0,
+            runs_written: 0,
+            events_written: 0,
+            landings_written: 0,
+        })
+    }
+
+    pub fn part_count(&self) -> u32 {
+        self.parts.len() as u32
+    }
+
+    /// Write one conversation (or a fragment of one).
+    pub fn write(&mut self, conversation: &Conversation, origin: Origin) -> io::Result<()> {
+        let p = part_of(&conversation.id, self.part_count());
+        self.conversations += 1;
+        for run in &conversation.runs {
+            let part = &mut self.parts[p as usize];
+            for e in &run.events {
+                part.builder.push(run, e);
+                if part.builder.is_full() {
+                    part.flush_batch()?;
+                }
+            }
+            self.runs.push(run, p, origin);
+            self.runs_written += 1;
+            self.events_written += run.events.len() as u64;
+            self.landings_written += run.landings().count() as u64;
+            if self.runs.len() >= BATCH_ROWS {
+                let batch = self.runs.finish()?;
+                self.runs_writer.write(&batch).map_err(to_io)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flush everything and close the files. Returns the part file names.
+    pub fn finish(mut self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for (i, mut part) in self.parts.into_iter().enumerate() {
+            part.flush_batch()?;
+            part.writer.close().map_err(to_io)?;
+            names.push(format!("events/{}", part_file_name(i as u32)));
+        }
+        if !self.runs.is_empty() {
+            let batch = self.runs.finish()?;
+            self.runs_writer.write(&batch).map_err(to_io)?;
+        }
+        self.runs_writer.close().map_err(to_io)?;
+        let _ = &self.dir;
+        Ok(names)
+    }
+}
