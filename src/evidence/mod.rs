@@ -1,9 +1,12 @@
 //! The evidence gate's machinery, re-implemented from agentfootprint's behaviour (spec section
-//! 4). Work in progress: so far the token normaliser and tokeniser ([`normalize`]).
+//! 4). Work in progress: so far the token normaliser and tokeniser ([`normalize`]) and the
+//! extractor of answer values ([`values`]).
 
 pub mod normalize;
+pub mod values;
 
 pub use normalize::{lookup_forms, normalize_token, tokenize};
+pub use values::{answer_values, classify_token, Candidate};
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
