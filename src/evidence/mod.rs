@@ -1,10 +1,12 @@
 //! The evidence gate's machinery, re-implemented from agentfootprint's behaviour (spec section
-//! 4). Work in progress: so far the token normaliser and tokeniser ([`normalize`]) and the
-//! extractor of answer values ([`values`]).
+//! 4). Work in progress: so far the token normaliser and tokeniser ([`normalize`]), the
+//! extractor of answer values ([`values`]) and the turn-stamped evidence index ([`index`]).
 
+pub mod index;
 pub mod normalize;
 pub mod values;
 
+pub use index::{build_index, is_framework_frame, EvidenceIndex};
 pub use normalize::{lookup_forms, normalize_token, tokenize};
 pub use values::{answer_values, classify_token, Candidate};
 
