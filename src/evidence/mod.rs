@@ -1,13 +1,46 @@
 //! The evidence gate's machinery, re-implemented from agentfootprint's behaviour (spec section
-//! 4). Work in progress: so far the token normaliser and tokeniser ([`normalize`]), the
-//! extractor of answer values ([`values`]) and the turn-stamped evidence index ([`index`]).
+//! 4): the token normaliser and tokeniser ([`normalize`]), the rule that picks the values out
+//! of an answer ([`values`]), the turn-stamped index of what tool results served ([`index`]),
+//! and the reading of an answer against that index with the prior-turn-evidence disposition
+//! ([`reading`]).
+//!
+//! Typical use, once per judged answer:
+//!
+//! ```
+//! use traceaudit::evidence::{build_index, disposition, read_answer, EvidenceConfig};
+//! use traceaudit::model::{HistoryMessage, Role};
+//!
+//! let cfg = EvidenceConfig::default().compile().unwrap();
+//! let msg = |role, text| HistoryMessage { role, text, tool_name: None, call_id: None };
+//! let history = [
+//!     msg(Role::User, "What arrays are there?"),
+//!     msg(Role::Tool, r#"{"arrays":[{"name":"SHPMAXDLVAP001","capacity_gb":41200}]}"#),
+//!     msg(Role::User, "How full is it?"),
+//! ];
+//! let index = build_index(&history, &[], &cfg);
+//! let reading = read_answer("SHPMAXDLVAP001 is at 41200 GB", &index, &cfg);
+//! assert_eq!(disposition(&reading).0, "checked-fail");
+//! ```
+//!
+//! Decisions taken where the spec leaves room (each is pinned by a test in `tests.rs`):
+//! - The index stores both spellings of a `0x` value, and a lookup tries both.
+//! - Re-serving a form already indexed re-stamps it without spending budget, but only until the
+//!   budget is spent; from then on no further text is read.
+//! - The framework's `candidates` count is taken before run-supplied values are set aside and
+//!   after declared exemptions are: see [`Reading::candidates`].
+//! - Declared exempt values act in the extractor only (spec 4.2), not in the index's exempt set.
 
 pub mod index;
 pub mod normalize;
+pub mod reading;
 pub mod values;
+
+#[cfg(test)]
+mod tests;
 
 pub use index::{build_index, is_framework_frame, EvidenceIndex};
 pub use normalize::{lookup_forms, normalize_token, tokenize};
+pub use reading::{disposition, read_answer, reported_value, GroundedValue, Reading};
 pub use values::{answer_values, classify_token, Candidate};
 
 use regex::Regex;
