@@ -2,12 +2,14 @@
 //!
 //! Data flows one way: `ingest` (one file per source format) produces canonical rows
 //! ([`model`]); `store` writes and reads them as Parquet; `passes` judge one conversation at a
-//! time; `corpus` writes findings, dispositions and ledgers; `report` turns them into text.
+//! time (the `evidence` module is the evidence gate's machinery they use); `corpus` writes
+//! findings, dispositions and ledgers.
 
 pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod corpus;
+pub mod evidence;
 pub mod ingest;
 pub mod js;
 pub mod model;

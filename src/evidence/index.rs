@@ -1,0 +1,250 @@
+//! Section 4.3: the evidence index. Every form a tool result served, stamped with the latest
+//! turn that served it, plus the run's exempt forms (what the user, the system prompt and other
+//! injected material supplied).
+
+use super::normalize::{for_each_token, js_trim, lookup_forms, normalize_token};
+use super::CompiledEvidence;
+use crate::js;
+use crate::model::{HistoryMessage, Role};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+
+/// Opening of the correction the gate itself appends as a `role: user` message.
+pub const EVIDENCE_FRAME_PREFIX: &str = "[evidence check";
+/// Opening of the output-schema re-ask, also a `role: user` message the framework writes.
+pub const SCHEMA_FRAME_PREFIX: &str = "[schema check";
+
+/// Did the framework, not a person, write this `role: user` (or `role: system`) text? Such a
+/// message neither starts a turn nor exempts anything. The test is a plain, case-sensitive
+/// prefix test on the untrimmed text.
+pub fn is_framework_frame(text: &str) -> bool {
+    text.starts_with(EVIDENCE_FRAME_PREFIX) || text.starts_with(SCHEMA_FRAME_PREFIX)
+}
+
+/// The index one answer is judged against. Built by [`build_index`].
+#[derive(Debug, Clone, Default)]
+pub struct EvidenceIndex {
+    /// Form -> the latest turn whose tool result carried it.
+    forms: HashMap<String, u32>,
+    /// Forms the run supplied itself; never counted either way.
+    exempt: HashSet<String>,
+    current_turn: u32,
+    tool_results_this_turn: u32,
+    truncated: bool,
+    exempt_truncated: bool,
+}
+
+impl EvidenceIndex {
+    /// The turn that last served exactly this form.
+    pub fn turn_of(&self, form: &str) -> Option<u32> {
+        self.forms.get(form).copied()
+    }
+
+    /// The newest turn that served any spelling of a normalised value (see
+    /// [`lookup_forms`](super::normalize::lookup_forms)).
+    pub fn lookup(&self, value: &str) -> Option<u32> {
+        lookup_forms(value).filter_map(|f| self.turn_of(f)).max()
+    }
+
+    /// Is any spelling of a normalised value in the run's exempt set?
+    pub fn is_exempt(&self, value: &str) -> bool {
+        lookup_forms(value).any(|f| self.exempt.contains(f))
+    }
+
+    /// The turn being answered: how many person-written `role: user` messages the history
+    /// holds; 0 when it holds none.
+    pub fn current_turn(&self) -> u32 {
+        self.current_turn
+    }
+
+    /// Tool messages seen since the last turn boundary.
+    pub fn tool_results_this_turn(&self) -> u32 {
+        self.tool_results_this_turn
+    }
+
+    /// True when the form budget was used up: the index may be missing forms (and fresher
+    /// stamps), so nothing may be concluded from an absence.
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+
+    /// True when the exempt set hit the same ceiling (the framework does not report this; it is
+    /// kept for diagnostics only).
+    pub fn exempt_truncated(&self) -> bool {
+        self.exempt_truncated
+    }
+
+    /// Number of distinct indexed forms.
+    pub fn len(&self) -> usize {
+        self.forms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.forms.is_empty()
+    }
+
+    /// Number of distinct exempt forms.
+    pub fn exempt_len(&self) -> usize {
+        self.exempt.len()
+    }
+
+    /// Every indexed form with its turn, in no particular order.
+    pub fn forms(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.forms.iter().map(|(k, &t)| (k.as_str(), t))
+    }
+}
+
+/// A set of forms filling up against a budget of distinct entries.
+struct Collector {
+    forms: HashMap<String, u32>,
+    budget: usize,
+    turn: u32,
+}
+
+impl Collector {
+    fn new(budget: usize) -> Collector {
+        Collector {
+            forms: HashMap::new(),
+            budget,
+            turn: 0,
+        }
+    }
+
+    /// Normalise `raw` and record it (both spellings of a `0x` value).
+    fn add(&mut self, raw: &str) {
+        let norm = normalize_token(raw);
+        self.add_normalized(&norm);
+    }
+
+    /// Record an already normalised form. A form already present is re-stamped with the current
+    /// turn whatever the budget says (that costs no entry); a new form takes one unit of budget,
+    /// and once the budget is spent new forms are dropped.
+    fn add_normalized(&mut self, norm: &str) {
+        if norm.is_empty() {
+            return;
+        }
+        for form in lookup_forms(norm) {
+            if let Some(turn) = self.forms.get_mut(form) {
+                *turn = self.turn;
+                continue;
+            }
+            if self.budget == 0 {
+                return;
+            }
+            self.forms.insert(form.to_string(), self.turn);
+            self.budget -= 1;
+        }
+    }
+
+    /// Record every token of `text`; stops reading as soon as the budget is spent, so later
+    /// tokens (even ones already present) are not re-stamped.
+    fn add_text(&mut self, text: &str) {
+        for_each_token(text, |token| {
+            if self.budget == 0 {
+                return false;
+            }
+            // Tokens come out normalised, and normalising is idempotent on them.
+            self.add_normalized(&token);
+            true
+        });
+    }
+
+    /// Walk a parsed JSON result: keys and leaves, never `null`.
+    fn walk(&mut self, node: &Value) {
+        if self.budget == 0 {
+            return;
+        }
+        match node {
+            Value::Null => {}
+            Value::String(s) => {
+                // The whole leaf (it may hold spaces and still be one value), then its tokens.
+                self.add(s);
+                self.add_text(s);
+            }
+            Value::Number(n) => self.add(&js::number_to_string(js::number_value(n))),
+            Value::Bool(b) => self.add(if *b { "true" } else { "false" }),
+            Value::Array(items) => {
+                for item in items {
+                    self.walk(item);
+                }
+            }
+            Value::Object(map) => {
+                // No budget test between entries: a key already present is still re-stamped
+                // after the budget runs out, while the walk into its value stops at once.
+                for (key, value) in js::js_property_order(map) {
+                    self.add(key);
+                    self.walk(value);
+                }
+            }
+        }
+    }
+
+    /// Index one tool result: walked when its trimmed text opens with `{` or `[` and parses,
+    /// tokenised as text otherwise.
+    fn add_result(&mut self, content: &str) {
+        let trimmed = js_trim(content);
+        if trimmed.starts_with('{') || trimmed.starts_with('[') {
+            if let Ok(parsed) = js::parse_json(trimmed) {
+                self.walk(&parsed);
+                return;
+            }
+        }
+        self.add_text(content);
+    }
+}
+
+/// Build the index for one judgement from the history the run saw (spec 4.3).
+///
+/// - Turns: each `role: user` message that is not a framework frame ([`is_framework_frame`])
+///   adds one to the turn and resets the tool-result count; each `role: tool` message adds one
+///   to the count and is indexed. Before the first user message the turn is 0.
+/// - Only tool messages are evidence: not tool-call arguments, not assistant text.
+/// - Both spellings of a `0x` value are stored, as the framework does, so a result's
+///   `0x5f2a91` grounds an answer's `5f2a91` and the other way round.
+/// - Ceiling: at most `cfg.max_forms` distinct forms. Re-serving a form already held is free
+///   and re-stamps it, but only while the index is still being read: when the budget reaches
+///   zero the index is marked truncated and the walk stops taking text, so later results
+///   re-stamp nothing. (One exception follows the framework's walk: the remaining keys of the
+///   JSON objects being walked at that moment are still offered, which can re-stamp them.) An
+///   index holding exactly `max_forms` forms counts as truncated.
+/// - Exempt set: the tokens of `role: user` and `role: system` messages (frames excluded), then
+///   of each of `extra_exempt_texts` (the run's own user message and injected prompt material:
+///   system prompt, facts, recalled passages). It has its own budget of `cfg.max_forms`,
+///   filled in that order. Declared exempt values are not stored here: the extractor already
+///   refuses them (spec 4.2), which is where the framework applies them.
+pub fn build_index(
+    history: &[HistoryMessage<'_>],
+    extra_exempt_texts: &[&str],
+    cfg: &CompiledEvidence,
+) -> EvidenceIndex {
+    let mut evidence = Collector::new(cfg.max_forms);
+    let mut exempt = Collector::new(cfg.max_forms);
+    let mut tool_results = 0u32;
+    for msg in history {
+        match msg.role {
+            Role::User | Role::System if is_framework_frame(msg.text) => {}
+            Role::User => {
+                evidence.turn += 1;
+                tool_results = 0;
+                exempt.add_text(msg.text);
+            }
+            Role::System => exempt.add_text(msg.text),
+            Role::Tool => {
+                tool_results += 1;
+                evidence.add_result(msg.text);
+            }
+            Role::Assistant => {}
+        }
+    }
+    for text in extra_exempt_texts {
+        exempt.add_text(text);
+    }
+    EvidenceIndex {
+        truncated: evidence.budget == 0,
+        exempt_truncated: exempt.budget == 0,
+        current_turn: evidence.turn,
+        tool_results_this_turn: tool_results,
+        forms: evidence.forms,
+        exempt: exempt.forms.into_keys().collect(),
+    }
+}
