@@ -76,6 +76,7 @@ struct Contribution {
     findings: Vec<Finding>,
     dispositions: Vec<DispositionRow>,
     agreement: Vec<AgreementRow>,
+    rows: Vec<(&'static str, serde_json::Value)>,
 }
 
 /// The source family of a run's format name (`agentfootprint-ndjson` -> `agentfootprint`).
@@ -201,6 +202,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
             all.findings.extend(r.findings);
             all.dispositions.extend(r.dispositions);
             all.agreement.extend(r.agreement);
+            all.rows.extend(r.rows);
         }
     }
     progress.finish_and_clear();
@@ -214,6 +216,21 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         &ledger,
         &all.agreement,
     )?;
+    for pass in &passes {
+        for (table, schema) in pass.tables() {
+            let rows: Vec<&serde_json::Value> = all
+                .rows
+                .iter()
+                .filter(|(t, _)| *t == table)
+                .map(|(_, row)| row)
+                .collect();
+            crate::corpus::write::write_parquet(
+                &staging.path().join(format!("{table}.parquet")),
+                schema,
+                &rows,
+            )?;
+        }
+    }
     let manifest = CorpusManifest {
         engine: crate::store::ENGINE.into(),
         engine_version: crate::store::ENGINE_VERSION.into(),

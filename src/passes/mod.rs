@@ -29,6 +29,8 @@ pub struct RunOutcome {
     pub findings: Vec<Draft>,
     /// (key, status, detail) rows comparing the engine with recorded framework verdicts.
     pub agreement: Vec<(String, &'static str, Option<String>)>,
+    /// Rows of the pass's own corpus tables (see [`Pass::tables`]): (table name, row).
+    pub rows: Vec<(&'static str, serde_json::Value)>,
 }
 
 impl RunOutcome {
@@ -38,6 +40,7 @@ impl RunOutcome {
             reason: reason.into(),
             findings: Vec::new(),
             agreement: Vec::new(),
+            rows: Vec::new(),
         }
     }
 }
@@ -49,6 +52,11 @@ pub trait Pass: Sync + Send {
     fn seam(&self) -> &'static str;
     /// One outcome per run of the conversation, in the same order.
     fn check(&self, conversation: &Conversation, ctx: &PassContext) -> Vec<RunOutcome>;
+    /// Corpus tables of the pass's own (`NAME.parquet`), with their schemas. The rows come
+    /// from [`RunOutcome::rows`], in corpus order.
+    fn tables(&self) -> Vec<(&'static str, std::sync::Arc<arrow::datatypes::Schema>)> {
+        Vec::new()
+    }
 }
 
 /// Every registered pass, in the order they run and report.
