@@ -175,6 +175,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     let store = Store::open(&store_dir)?;
     let store_manifest = StoreManifest::read(&store_dir)?;
     let ctx = PassContext {
+        evidence: opts.config.evidence.compile().map_err(io::Error::other)?,
         config: opts.config.clone(),
         include_values: opts.include_values,
     };

@@ -4,6 +4,14 @@
 //! # A tool whose result stamps a fresh value each time: repeats are judged on arguments alone.
 //! [tools.render_screen]
 //! repeated_when = "arguments"
+//!
+//! # How the evidence gate reads answers (defaults shown).
+//! [evidence]
+//! min_digits = 4
+//! exempt_values = []
+//! exempt_patterns = []
+//! shapes = []            # [{ name = "ticket", pattern = "tkt-[0-9]+" }]
+//! max_forms = 200000
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +24,9 @@ pub struct Config {
     /// Per-tool declarations, by tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// The evidence gate's reading (prior-turn-evidence): value shapes, exemptions, ceilings.
+    #[serde(default)]
+    pub evidence: crate::evidence::EvidenceConfig,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -45,6 +56,10 @@ impl Config {
             .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
         let config =
             Config::from_toml(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
+        config
+            .evidence
+            .compile()
+            .map_err(|e| format!("config {}: {e}", path.display()))?;
         Ok((config, text))
     }
 

@@ -102,6 +102,13 @@ pub struct FindingColumns {
     pub occurrences: Option<u32>,
     pub wasted_landings: Option<u32>,
     pub wasted_ms: Option<f64>,
+    // prior-turn-evidence
+    pub grounded_count: Option<u32>,
+    pub grounded_values: Option<Vec<String>>,
+    pub latest_prior_turn: Option<u32>,
+    pub current_turn: Option<u32>,
+    pub turns_back: Option<u32>,
+    pub tool_results_this_turn: Option<u32>,
 }
 
 /// One filed observation, as the corpus stores it.

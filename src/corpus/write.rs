@@ -62,6 +62,17 @@ pub fn findings_schema() -> Arc<Schema> {
         Field::new("occurrences", DataType::UInt32, true),
         Field::new("wasted_landings", DataType::UInt32, true),
         Field::new("wasted_ms", DataType::Float64, true),
+        // prior-turn-evidence
+        Field::new("grounded_count", DataType::UInt32, true),
+        Field::new(
+            "grounded_values",
+            DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))),
+            true,
+        ),
+        Field::new("latest_prior_turn", DataType::UInt32, true),
+        Field::new("current_turn", DataType::UInt32, true),
+        Field::new("turns_back", DataType::UInt32, true),
+        Field::new("tool_results_this_turn", DataType::UInt32, true),
     ]))
 }
 

@@ -6,6 +6,7 @@
 //! Adding a check = adding a file here and a line in [`registry`]. Names are stable: they are
 //! written into every corpus and compared across corpora.
 
+pub mod prior_turn_evidence;
 pub mod repeated_call;
 
 use crate::config::Config;
@@ -16,6 +17,8 @@ use crate::model::Conversation;
 #[derive(Debug, Clone, Default)]
 pub struct PassContext {
     pub config: Config,
+    /// The `[evidence]` table, compiled once.
+    pub evidence: crate::evidence::CompiledEvidence,
     /// List data values (for example grounded values) in findings. Off by default: they are
     /// data from tool results.
     pub include_values: bool,
@@ -61,7 +64,10 @@ pub trait Pass: Sync + Send {
 
 /// Every registered pass, in the order they run and report.
 pub fn registry() -> Vec<&'static dyn Pass> {
-    vec![&repeated_call::RepeatedCall]
+    vec![
+        &repeated_call::RepeatedCall,
+        &prior_turn_evidence::PriorTurnEvidence,
+    ]
 }
 
 /// The registered passes named in `names` (all when `None`); an unknown name is an error.

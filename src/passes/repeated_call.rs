@@ -307,6 +307,7 @@ fn draft(state: &KeyState<'_>) -> Draft {
             occurrences: Some(state.count),
             wasted_landings: Some(wasted),
             wasted_ms,
+            ..FindingColumns::default()
         },
     }
 }
@@ -397,7 +398,7 @@ mod tests {
             conv,
             &PassContext {
                 config,
-                include_values: false,
+                ..PassContext::default()
             },
         )
     }

@@ -1,0 +1,378 @@
+//! `prior-turn-evidence`: the answer is grounded, and every value in it was served before the
+//! turn being answered.
+//!
+//! The run is judged against the message list the model saw when it wrote the answer
+//! ([`Conversation::history_for`]): the evidence index is built from its tool results, each
+//! form stamped with the latest turn that served it (`crate::evidence`), and the answer's values
+//! are looked up in it. One value from this turn is enough to pass. When every grounded value
+//! is older, one advisory finding is filed at the claim seam: referring back can be a
+//! legitimate follow-up, and nothing here can tell the two apart.
+//!
+//! The grounded values are data from tool results: a finding lists them only when the audit
+//! was asked to (`--include-values`); otherwise it says how many there were.
+
+use crate::corpus::{Disposition, Draft, FindingColumns, Subject, Witness};
+use crate::evidence::{build_index, disposition, read_answer, Reading};
+use crate::js;
+use crate::model::{Conversation, EventKind, Run};
+use crate::passes::{Pass, PassContext, RunOutcome};
+use serde_json::{json, Value};
+
+pub struct PriorTurnEvidence;
+
+impl Pass for PriorTurnEvidence {
+    fn name(&self) -> &'static str {
+        "prior-turn-evidence"
+    }
+
+    fn seam(&self) -> &'static str {
+        "claim"
+    }
+
+    fn check(&self, conversation: &Conversation, ctx: &PassContext) -> Vec<RunOutcome> {
+        (0..conversation.runs.len())
+            .map(|i| check_run(conversation, i, ctx))
+            .collect()
+    }
+}
+
+fn parse_disposition(s: &str) -> Disposition {
+    match s {
+        "checked-pass" => Disposition::CheckedPass,
+        "checked-fail" => Disposition::CheckedFail,
+        "not-applicable" => Disposition::NotApplicable,
+        _ => Disposition::Unreachable,
+    }
+}
+
+fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -> RunOutcome {
+    let run = &conversation.runs[index];
+    let answer = run.answer.as_deref().unwrap_or("");
+    if answer.trim().is_empty() {
+        return RunOutcome::new(Disposition::Unreachable, "the run gave no answer to judge");
+    }
+    let history = conversation.history_for(index);
+    let evidence_index = build_index(&history, &[], &ctx.evidence);
+    let reading = read_answer(answer, &evidence_index, &ctx.evidence);
+    let (name, reason) = disposition(&reading);
+    let mut outcome = RunOutcome::new(parse_disposition(name), reason);
+    if outcome.disposition == Disposition::CheckedFail {
+        outcome
+            .findings
+            .push(finding(run, &reading, ctx.include_values));
+    }
+    if run.events_of(EventKind::Verdict).next().is_some() {
+        outcome.agreement = agreement(run, &reading, outcome.disposition);
+    }
+    outcome
+}
+
+fn finding(run: &Run, reading: &Reading, include_values: bool) -> Draft {
+    let answer = Subject::new("answer", "final");
+    let total = reading.from_prior_turns;
+    let from = reading.latest_prior_turn;
+    let back = reading.turns_back();
+    let from_text = from.map_or("an earlier turn".to_string(), |t| format!("turn {t}"));
+    let back_text = back.map_or(String::new(), |b| format!(", at least {b} turn(s) back"));
+    let fetched_nothing = reading.tool_results_this_turn == 0;
+    let epoch = run
+        .events_of(EventKind::Answer)
+        .last()
+        .and_then(|e| e.iteration);
+    let message = format!(
+        "All {total} value(s) in the answer that a tool result grounds were last served in \
+         {from_text}{back_text}; turn {current}, the one being answered, supplied none of them. \
+         {this_turn} An answer that deliberately refers back looks exactly like a stale one from \
+         the evidence alone, and the distance counts only the turns still in the history the \
+         model saw, so it is a lower bound. A place to look, not a verdict.",
+        current = reading.current_turn,
+        this_turn = if fetched_nothing {
+            "No tool result arrived in this turn, so the answer was put together from the \
+             conversation."
+                .to_string()
+        } else {
+            format!(
+                "This turn's {} tool result(s) carried none of the values the answer states.",
+                reading.tool_results_this_turn
+            )
+        },
+    );
+    Draft {
+        kind: "prior-turn-evidence".into(),
+        seam: "claim".into(),
+        predicate: "grounding".into(),
+        advisory: true,
+        iteration: epoch,
+        subjects: vec![answer.clone()],
+        witnesses: vec![
+            Witness::asserted(
+                answer.clone(),
+                "grounding",
+                json!(format!(
+                    "{total} grounded value(s), none served in this turn"
+                )),
+                "the evidence index of the history's tool results, each form stamped with the \
+                 latest turn that served it",
+            ),
+            Witness::asserted(
+                Subject::new(
+                    "turn",
+                    from.map_or("unknown".to_string(), |t| t.to_string()),
+                ),
+                "grounding",
+                json!("served the newest result the answer drew on"),
+                format!(
+                    "{from_text} of the turns still in the history{back_text} before the one \
+                     being answered"
+                ),
+            ),
+            Witness::asserted(
+                answer,
+                "tool-results-this-turn",
+                json!(reading.tool_results_this_turn),
+                if fetched_nothing {
+                    "no tool result arrived in this turn: every value came from history"
+                } else {
+                    "tool results arrived in this turn, none carrying a value the answer states"
+                },
+            ),
+        ],
+        message,
+        columns: FindingColumns {
+            grounded_count: Some(total as u32),
+            grounded_values: include_values
+                .then(|| reading.grounded.iter().map(|g| g.value.clone()).collect()),
+            latest_prior_turn: from,
+            current_turn: Some(reading.current_turn),
+            turns_back: back,
+            tool_results_this_turn: Some(reading.tool_results_this_turn),
+            ..FindingColumns::default()
+        },
+    }
+}
+
+/// The recorded verdict payloads of one canonical name, in order.
+fn recorded(run: &Run, name: &str) -> Vec<Value> {
+    run.events_of(EventKind::Verdict)
+        .filter(|e| e.text.as_deref() == Some(name))
+        .filter_map(|e| js::parse_json(e.payload.as_deref()?).ok())
+        .filter_map(|mut envelope| envelope.get_mut("payload").map(Value::take))
+        .collect()
+}
+
+/// Compare with what the framework recorded: the evidence gate's last judgement of the answer
+/// (candidate count and unsupported values), its prior-turn-evidence findings and its
+/// disposition row, when present.
+fn agreement(
+    run: &Run,
+    reading: &Reading,
+    disposition: Disposition,
+) -> Vec<(String, &'static str, Option<String>)> {
+    let mut rows = Vec::new();
+    if let Some(gate) = recorded(run, "evidence-checked").last() {
+        let candidates = gate.get("candidates").and_then(Value::as_u64);
+        let mut recorded_unsupported: Vec<String> = gate
+            .get("unsupported")
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|u| u.get("value").and_then(Value::as_str).map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut ours: Vec<String> = reading
+            .unsupported
+            .iter()
+            .map(|c| crate::evidence::reported_value(&c.value))
+            .collect();
+        recorded_unsupported.sort();
+        ours.sort();
+        let mut differences = Vec::new();
+        if candidates != Some(reading.candidates() as u64) {
+            differences.push(format!(
+                "candidates recorded {}, engine {}",
+                candidates.map_or("none".to_string(), |c| c.to_string()),
+                reading.candidates()
+            ));
+        }
+        if recorded_unsupported != ours {
+            differences.push(format!(
+                "unsupported values recorded {}, engine {}",
+                recorded_unsupported.len(),
+                ours.len()
+            ));
+        }
+        rows.push(if differences.is_empty() {
+            ("evidence-checked".to_string(), "agrees", None)
+        } else {
+            (
+                "evidence-checked".to_string(),
+                "differs",
+                Some(differences.join("; ")),
+            )
+        });
+    }
+    let recorded_finding = recorded(run, "context-error")
+        .iter()
+        .any(|f| f.get("kind").and_then(Value::as_str) == Some("prior-turn-evidence"));
+    let recorded_row = recorded(run, "disposition").iter().find_map(|d| {
+        d.get("rows")?.as_array()?.iter().find_map(|row| {
+            (row.get("check").and_then(Value::as_str) == Some("prior-turn-evidence"))
+                .then(|| row_disposition(row))
+                .flatten()
+        })
+    });
+    if let Some(recorded) = recorded_row {
+        rows.push(if recorded == disposition {
+            ("disposition".to_string(), "agrees", None)
+        } else {
+            (
+                "disposition".to_string(),
+                "differs",
+                Some(format!(
+                    "recorded {}, engine {}",
+                    recorded.as_str(),
+                    disposition.as_str()
+                )),
+            )
+        });
+    }
+    let ours = disposition == Disposition::CheckedFail;
+    match (recorded_finding, ours) {
+        (true, true) => rows.push(("finding".to_string(), "agrees", None)),
+        (true, false) => rows.push(("finding".to_string(), "recorded-only", None)),
+        (false, true) if recorded_row.is_some() => {
+            rows.push(("finding".to_string(), "engine-only", None))
+        }
+        _ => {}
+    }
+    rows
+}
+
+/// The disposition a recorded ledger row stands for.
+fn row_disposition(row: &Value) -> Option<Disposition> {
+    let n = |k: &str| row.get(k).and_then(Value::as_u64).unwrap_or(0);
+    if n("findings") > 0 {
+        Some(Disposition::CheckedFail)
+    } else if n("checked") > 0 {
+        Some(Disposition::CheckedPass)
+    } else if n("notApplicable") > 0 {
+        Some(Disposition::NotApplicable)
+    } else if n("unreachable") > 0 {
+        Some(Disposition::Unreachable)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Event, Role};
+
+    fn msg(role: Role, text: &str) -> Event {
+        let mut e = Event::new(EventKind::Message);
+        e.role = Some(role);
+        e.text = Some(text.into());
+        e
+    }
+
+    fn conversation(messages: Vec<Event>, answer: &str) -> Conversation {
+        let mut run = Run {
+            run_id: "r".into(),
+            conversation_id: "c".into(),
+            turn: 2,
+            answer: Some(answer.into()),
+            events: messages,
+            ..Run::default()
+        };
+        run.renumber();
+        Conversation {
+            id: "c".into(),
+            runs: vec![run],
+        }
+    }
+
+    fn judge(conv: &Conversation, include_values: bool) -> RunOutcome {
+        let ctx = PassContext {
+            include_values,
+            ..PassContext::default()
+        };
+        PriorTurnEvidence.check(conv, &ctx).remove(0)
+    }
+
+    #[test]
+    fn answer_from_an_earlier_turn_fails_with_one_finding() {
+        let conv = conversation(
+            vec![
+                msg(Role::User, "What arrays do we have?"),
+                msg(
+                    Role::Tool,
+                    r#"{"arrays":[{"name":"SHPMAXDLVAP001","capacity_gb":41200}]}"#,
+                ),
+                msg(Role::Assistant, "One array."),
+                msg(Role::User, "How full is it?"),
+            ],
+            "SHPMAXDLVAP001 is at 41200 GB",
+        );
+        let out = judge(&conv, false);
+        assert_eq!(out.disposition, Disposition::CheckedFail);
+        assert_eq!(out.findings.len(), 1);
+        let f = &out.findings[0];
+        assert_eq!(
+            (f.kind.as_str(), f.seam.as_str(), f.predicate.as_str()),
+            ("prior-turn-evidence", "claim", "grounding")
+        );
+        assert!(f.advisory);
+        assert_eq!(f.witnesses.len(), 3);
+        assert_eq!(f.columns.grounded_count, Some(2));
+        assert_eq!(f.columns.latest_prior_turn, Some(1));
+        assert_eq!(f.columns.current_turn, Some(2));
+        assert_eq!(f.columns.turns_back, Some(1));
+        assert_eq!(f.columns.tool_results_this_turn, Some(0));
+        // Values stay out unless asked for.
+        assert_eq!(f.columns.grounded_values, None);
+        assert!(!f.message.contains("41200"));
+        let with_values = judge(&conv, true);
+        assert_eq!(
+            with_values.findings[0].columns.grounded_values,
+            Some(vec!["shpmaxdlvap001".to_string(), "41200".to_string()])
+        );
+    }
+
+    #[test]
+    fn a_value_from_this_turn_passes_and_empty_answers_are_unreachable() {
+        let conv = conversation(
+            vec![
+                msg(Role::User, "arrays?"),
+                msg(Role::Tool, r#"{"name":"SHPMAXDLVAP001"}"#),
+                msg(Role::User, "performance?"),
+                msg(Role::Tool, r#"{"iops":98765}"#),
+            ],
+            "SHPMAXDLVAP001 runs 98765 IOPS",
+        );
+        assert_eq!(judge(&conv, false).disposition, Disposition::CheckedPass);
+        let empty = conversation(vec![msg(Role::User, "hi")], "  ");
+        assert_eq!(judge(&empty, false).disposition, Disposition::Unreachable);
+        let no_user = conversation(vec![msg(Role::Tool, r#"{"iops":98765}"#)], "98765 IOPS");
+        assert_eq!(judge(&no_user, false).disposition, Disposition::Unreachable);
+    }
+
+    #[test]
+    fn a_truncated_index_is_not_applicable() {
+        let mut big = String::from("[");
+        for i in 0..200_001 {
+            if i > 0 {
+                big.push(',');
+            }
+            big.push_str(&format!("\"v{i}\""));
+        }
+        big.push(']');
+        let conv = conversation(
+            vec![msg(Role::User, "list"), msg(Role::Tool, &big)],
+            "value v5 is there",
+        );
+        assert_eq!(judge(&conv, false).disposition, Disposition::NotApplicable);
+    }
+}
