@@ -121,10 +121,13 @@ fn finding(run: &Run, reading: &Reading, include_values: bool) -> Draft {
                 ),
                 "grounding",
                 json!("served the newest result the answer drew on"),
-                format!(
-                    "{from_text} of the turns still in the history{back_text} before the one \
-                     being answered"
-                ),
+                match back {
+                    Some(b) => format!(
+                        "{from_text} of the turns still in the history, at least {b} turn(s) \
+                         before the one being answered"
+                    ),
+                    None => "no earlier turn could be named".to_string(),
+                },
             ),
             Witness::asserted(
                 answer,
