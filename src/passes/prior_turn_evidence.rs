@@ -51,6 +51,15 @@ fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -> Ru
     if answer.trim().is_empty() {
         return RunOutcome::new(Disposition::Unreachable, "the run gave no answer to judge");
     }
+    if run
+        .landings()
+        .any(|l| l.has_flag(crate::model::LandingFlags::CONTENT_OMITTED))
+    {
+        return RunOutcome::new(
+            Disposition::NotApplicable,
+            "the recording omitted tool results, so grounding cannot be judged",
+        );
+    }
     let history = conversation.history_for(index);
     let evidence_index = build_index(&history, &[], &ctx.evidence);
     let reading = read_answer(answer, &evidence_index, &ctx.evidence);
