@@ -705,3 +705,260 @@ pub(crate) fn value_kind(value: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{Collect, Severity};
+    use crate::model::{EventKind, LandingFlags};
+    use std::io::Write;
+
+    /// Run the adapter over `text` written to a temporary file.
+    fn read_text(text: &[u8]) -> Collect {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text).unwrap();
+        let mut sink = Collect::default();
+        read(
+            &Input {
+                path: file.path(),
+                display: "fixture.json",
+            },
+            &mut sink,
+        )
+        .unwrap();
+        sink
+    }
+
+    /// A small well-formed record.
+    fn record(task: u32, trial: u32) -> String {
+        format!(
+            r#"{{"task_id": {task}, "trial": {trial}, "reward": 1.0, "info": {{"source": "user"}},
+            "traj": [
+              {{"role": "system", "content": "policy"}},
+              {{"role": "user", "content": "hello"}},
+              {{"content": null, "role": "assistant", "tool_calls": [{{"id": "c1", "type": "function",
+                 "function": {{"name": "get_user", "arguments": "{{\"user_id\": \"u1\"}}"}}}}]}},
+              {{"role": "tool", "tool_call_id": "c1", "name": "get_user", "content": "{{\"name\": \"U\"}}"}},
+              {{"content": "Found you.", "role": "assistant"}},
+              {{"role": "user", "content": "thanks ###STOP###"}}
+            ]}}"#
+        )
+    }
+
+    fn dropped_at(sink: &Collect) -> Vec<Locator> {
+        sink.quarantined
+            .iter()
+            .filter(|q| q.severity == Severity::Dropped)
+            .map(|q| q.locator.clone())
+            .collect()
+    }
+
+    #[test]
+    fn maps_records_to_conversations() {
+        let sink = read_text(format!("[{}, {}]", record(7, 2), record(8, 0)).as_bytes());
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.records, 2);
+        assert_eq!(sink.conversations.len(), 2);
+        let (conv, at) = &sink.conversations[0];
+        assert_eq!((conv.id.as_str(), *at), ("7-2", 0));
+        assert_eq!(sink.conversations[1].0.id, "8-0");
+        assert_eq!(conv.runs.len(), 2);
+        let run = &conv.runs[0];
+        assert_eq!(run.turn, 1);
+        assert_eq!(run.format, "tau-bench");
+        assert_eq!(run.source, "fixture.json");
+        assert_eq!(run.model, None);
+        assert_eq!(run.user_message.as_deref(), Some("hello"));
+        assert_eq!(run.answer.as_deref(), Some("Found you."));
+        let landings: Vec<_> = run.landings().collect();
+        assert_eq!(landings.len(), 1);
+        assert_eq!(landings[0].tool_name.as_deref(), Some("get_user"));
+        assert_eq!(landings[0].call_id.as_deref(), Some("c1"));
+        // The recorded JSON string is kept byte for byte.
+        assert_eq!(
+            landings[0].arguments.as_deref(),
+            Some(r#"{"user_id": "u1"}"#)
+        );
+        assert_eq!(landings[0].text.as_deref(), Some(r#"{"name": "U"}"#));
+        assert!(!landings[0].has_flag(LandingFlags::UNANSWERED));
+        // The system prompt opens turn 1's history.
+        assert_eq!(conv.history_for(0)[0].role, Role::System);
+        assert_eq!(conv.runs[1].turn, 2);
+    }
+
+    #[test]
+    fn model_comes_from_info_when_recorded() {
+        let text = record(1, 0).replace(r#""source": "user""#, r#""model": "gpt-4o""#);
+        let sink = read_text(format!("[{text}]").as_bytes());
+        assert_eq!(
+            sink.conversations[0].0.runs[0].model.as_deref(),
+            Some("gpt-4o")
+        );
+    }
+
+    #[test]
+    fn arguments_that_are_not_json_are_kept_as_recorded() {
+        let text = r#"[{"task_id": 1, "trial": 0, "traj": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": null, "tool_calls": [
+              {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{user: 1"}},
+              {"id": "b", "type": "function", "function": {"name": "u", "arguments": {"k": 2, "a": 1}}},
+              {"id": "c", "type": "function", "function": {"name": "v"}}]}]}]"#;
+        let sink = read_text(text.as_bytes());
+        let args: Vec<_> = sink.conversations[0].0.runs[0]
+            .landings()
+            .map(|l| l.arguments.clone().unwrap())
+            .collect();
+        assert_eq!(args, vec!["{user: 1", r#"{"k":2,"a":1}"#, "{}"]);
+        // Never answered: kept, flagged.
+        assert!(sink.conversations[0].0.runs[0]
+            .landings()
+            .all(|l| l.has_flag(LandingFlags::UNANSWERED)));
+    }
+
+    #[test]
+    fn malformed_records_are_dropped_and_the_batch_goes_on() {
+        let text = format!(
+            r#"[{},
+            42,
+            "text",
+            [1, 2, {{"nested": true}}],
+            {{"task_id": 5, "trial": 0}},
+            {{"task_id": 6, "trial": 0, "traj": [{{"content": "no role"}}]}},
+            {{"task_id": 7, "trial": 0, "traj": "not a list"}},
+            {{"trial": 0, "traj": []}},
+            {{"task_id": 9, "trial": 0, "traj": [{{"role": "narrator", "content": "?"}}]}},
+            {{"task_id": 10, "trial": 0, "traj": [{{"role": "assistant", "tool_calls": [{{"id": "x"}}]}}]}},
+            {{"task_id": 11, "trial": 0, "traj": [7]}},
+            {}]"#,
+            record(1, 0),
+            record(2, 0)
+        );
+        let sink = read_text(text.as_bytes());
+        assert_eq!(sink.records, 12);
+        let ids: Vec<_> = sink
+            .conversations
+            .iter()
+            .map(|(c, at)| (c.id.as_str(), *at))
+            .collect();
+        assert_eq!(ids, vec![("1-0", 0), ("2-0", 11)]);
+        assert_eq!(
+            dropped_at(&sink),
+            (1..=10).map(Locator::Record).collect::<Vec<_>>()
+        );
+        let reasons: Vec<&str> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+        assert!(reasons[0].contains("is a number, not an object"));
+        assert!(reasons[1].contains("is a string"));
+        assert!(reasons[2].contains("is a list"));
+        assert!(reasons[3].contains("(5-0) has no traj list"));
+        assert!(reasons[4].contains("message 0: no role"));
+        assert!(reasons[5].contains("traj is a string"));
+        assert!(reasons[6].contains("has no task_id"));
+        assert!(reasons[7].contains("unknown role \"narrator\""));
+        assert!(reasons[8].contains("tool call 0 has no name"));
+        assert!(reasons[9].contains("message 0 is a number"));
+        assert!(sink
+            .quarantined
+            .iter()
+            .all(|q| q.format == Some("tau-bench")));
+    }
+
+    #[test]
+    fn repeated_conversation_id_keeps_the_first() {
+        let later = record(1, 0).replace("Found you.", "Second copy.");
+        let sink = read_text(format!("[{}, {later}]", record(1, 0)).as_bytes());
+        assert_eq!(sink.records, 2);
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(
+            sink.conversations[0].0.runs[0].answer.as_deref(),
+            Some("Found you.")
+        );
+        assert_eq!(dropped_at(&sink), vec![Locator::Record(1)]);
+        assert!(sink.quarantined[0].reason.contains("1-0"));
+    }
+
+    #[test]
+    fn truncated_inside_a_record_keeps_what_came_before() {
+        let text = format!(
+            r#"[{}, {}, {{"task_id": 3, "trial": 0, "traj": [{{"role": "user", "cont"#,
+            record(1, 0),
+            record(2, 0)
+        );
+        let sink = read_text(text.as_bytes());
+        assert_eq!(sink.conversations.len(), 2);
+        assert_eq!(sink.records, 3);
+        assert_eq!(dropped_at(&sink), vec![Locator::Record(2)]);
+        assert!(
+            sink.quarantined[0].reason.contains("EOF"),
+            "{:?}",
+            sink.quarantined
+        );
+    }
+
+    #[test]
+    fn syntax_error_between_records_names_a_byte() {
+        // A missing comma: the parser fails looking for the next element, not inside one.
+        let good = format!("[{} ", record(1, 0));
+        let text = format!("{good}}} ]");
+        let sink = read_text(text.as_bytes());
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(sink.records, 2);
+        let Locator::Byte(at) = dropped_at(&sink)[0] else {
+            panic!("{:?}", sink.quarantined)
+        };
+        // Within the parser's one byte of look-ahead of the stray brace.
+        assert!((good.len() as u64..=good.len() as u64 + 1).contains(&at));
+        assert!(sink.quarantined[0].reason.contains("expected `,` or `]`"));
+    }
+
+    #[test]
+    fn trailing_garbage_after_the_list_is_reported() {
+        let sink = read_text(format!("[{}]\n#trailer", record(1, 0)).as_bytes());
+        assert_eq!(sink.conversations.len(), 1);
+        assert!(matches!(dropped_at(&sink)[..], [Locator::Byte(_)]));
+        assert!(sink.quarantined[0].reason.contains("trailing"));
+    }
+
+    #[test]
+    fn empty_and_non_json_files_are_one_dropped_record() {
+        for (text, expect) in [
+            (&b""[..], "empty"),
+            (&b"  \n\t "[..], "only whitespace"),
+            (&b"hello, world"[..], "not a JSON list or object"),
+            (&b"\"a string\""[..], "not a JSON list or object"),
+            (&b"{\"task_id\": 1, \"traj\": []}"[..], "is a JSON object"),
+        ] {
+            let sink = read_text(text);
+            assert!(sink.conversations.is_empty());
+            assert_eq!(sink.records, 1);
+            assert_eq!(dropped_at(&sink), vec![Locator::File]);
+            assert!(
+                sink.quarantined[0].reason.contains(expect),
+                "{:?}",
+                sink.quarantined
+            );
+        }
+    }
+
+    #[test]
+    fn byte_order_mark_and_empty_list() {
+        let sink = read_text(format!("\u{feff}\n[{}]", record(4, 1)).as_bytes());
+        assert_eq!(sink.conversations[0].0.id, "4-1");
+        assert!(sink.quarantined.is_empty());
+        let sink = read_text(b"[]");
+        assert_eq!((sink.records, sink.conversations.len()), (0, 0));
+        assert!(sink.quarantined.is_empty());
+    }
+
+    #[test]
+    fn content_parts_and_string_ids() {
+        let text = r#"[{"task_id": "t-9", "trial": "0", "traj": [
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}, "b"]},
+            {"role": "assistant", "content": "ok"}]}]"#;
+        let sink = read_text(text.as_bytes());
+        let conv = &sink.conversations[0].0;
+        assert_eq!(conv.id, "t-9-0");
+        assert_eq!(conv.runs[0].user_message.as_deref(), Some("a\nb"));
+        assert_eq!(conv.runs[0].events_of(EventKind::Message).count(), 2);
+    }
+}
