@@ -407,3 +407,122 @@ fn real_tau2_leaderboard_folder() {
     println!("  distinct simulation ids: {}", ids.len());
     assert_eq!(total - ids.len(), 65);
 }
+
+/// A sink that only counts, so that memory use reflects the reader alone.
+#[derive(Default)]
+struct CountingSink {
+    conversations: u64,
+    landings: u64,
+    quarantined: u64,
+    records: u64,
+}
+
+impl traceaudit::ingest::Sink for CountingSink {
+    fn conversation(&mut self, conversation: traceaudit::model::Conversation, _record: u64) {
+        self.conversations += 1;
+        self.landings += conversation
+            .runs
+            .iter()
+            .map(|r| r.landings().count() as u64)
+            .sum::<u64>();
+    }
+    fn quarantine(&mut self, _item: traceaudit::ingest::Quarantined) {
+        self.quarantined += 1;
+    }
+    fn records_read(&mut self, n: u64) {
+        self.records += n;
+    }
+}
+
+/// Peak and current resident memory of this process in KiB (Linux only).
+fn memory_kib() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+    };
+    Some((field("VmHWM:")?, field("VmRSS:")?))
+}
+
+/// Upstream tau2 files reach hundreds of MB: reading one must not hold it in memory. Writes a
+/// ~200 MB results document (a 40 MB `tasks` list, then 5,000 copies of the telecom excerpt's
+/// simulation under new ids) and checks that the reader's peak memory stays far below the file
+/// size. Run alone (`--ignored --exact`), since the peak is per process.
+#[test]
+#[ignore = "writes a 200 MB temporary file; run alone to measure peak memory"]
+fn large_tau2_document_is_streamed() {
+    use std::io::Write;
+    let excerpt: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(testdata(
+            "tau2/grok/2025-10-05T07-52-52_telecom_grok-3.excerpt.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let sim = excerpt["simulations"][0].to_string();
+    let old_id = excerpt["simulations"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.json");
+    {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        write!(
+            w,
+            r#"{{"timestamp": "2025-10-05T07:52:52", "info": {}, "tasks": ["#,
+            excerpt["info"]
+        )
+        .unwrap();
+        let task = excerpt["tasks"][0].to_string();
+        let copies = 40_000_000 / task.len();
+        for i in 0..copies {
+            w.write_all(if i == 0 { b"" } else { b"," }).unwrap();
+            w.write_all(task.as_bytes()).unwrap();
+        }
+        w.write_all(br#"], "simulations": ["#).unwrap();
+        for i in 0..5000 {
+            w.write_all(if i == 0 { b"" } else { b"," }).unwrap();
+            w.write_all(sim.replace(&old_id, &format!("sim-{i}")).as_bytes())
+                .unwrap();
+        }
+        w.write_all(b"]}").unwrap();
+    }
+    let size = std::fs::metadata(&path).unwrap().len();
+    let before = memory_kib();
+    let mut sink = CountingSink::default();
+    let display = path.display().to_string();
+    let start = Instant::now();
+    traceaudit::ingest::tau2::read(
+        &traceaudit::ingest::Input {
+            path: &path,
+            display: &display,
+        },
+        &mut sink,
+    )
+    .unwrap();
+    let elapsed = start.elapsed();
+    assert_eq!(
+        (sink.records, sink.conversations, sink.quarantined),
+        (5000, 5000, 0)
+    );
+    assert_eq!(sink.landings, 5000 * 7);
+    println!(
+        "read {} MB in {elapsed:?} ({:.0} MB/s)",
+        size / 1_000_000,
+        size as f64 / 1e6 / elapsed.as_secs_f64()
+    );
+    if let (Some((_, rss_before)), Some((peak_after, _))) = (before, memory_kib()) {
+        let grown = peak_after.saturating_sub(rss_before);
+        println!("resident memory before {rss_before} KiB, peak grew by at most {grown} KiB");
+        assert!(
+            grown * 1024 < size / 10,
+            "peak memory grew by {grown} KiB reading a {size}-byte file"
+        );
+    }
+}
