@@ -1,6 +1,964 @@
-//! (being written)
-use crate::ingest::{Input, Sink};
+//! tau-bench v1 results: one JSON list of `{task_id, trial, reward, info, traj}` records, where
+//! `traj` is an OpenAI chat-completions message list (assistant `tool_calls` nest the name and the
+//! arguments, a JSON string, under `function`; tool messages answer with `tool_call_id`).
+//!
+//! The list is read as a stream, one record at a time: a record is parsed, turned into
+//! [`ChatMessage`]s, built into a conversation by [`trajectory::build`] and handed to the sink
+//! before the next one is read. Only the keys a record needs are kept; the rest is skipped by the
+//! parser without being built.
+//!
+//! The second half of this file is the streaming plumbing shared with the tau2 adapter
+//! ([`super::tau2`]), whose simulations carry the same kind of message list: opening a document,
+//! picking keys out of objects, mapping a recorded message, and reporting a document that breaks.
 
-pub fn read(_input: &Input<'_>, _sink: &mut dyn Sink) -> std::io::Result<()> {
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+use serde::de::{
+    self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
+use serde_json::Value;
+
+use crate::ingest::trajectory::{self, ChatMessage, ChatToolCall, RunTemplate};
+use crate::ingest::{Input, Locator, Quarantined, Sink};
+use crate::model::Role;
+
+const FORMAT: &str = "tau-bench";
+
+/// Read one tau-bench results file.
+pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+    let mut doc = match open(input)? {
+        Opened::Doc(doc) => doc,
+        Opened::Unreadable(reason) => {
+            whole_file(input, sink, FORMAT, reason);
+            return Ok(());
+        }
+    };
+    let mut state = State {
+        input,
+        sink,
+        current: Cell::new(None),
+        next: 0,
+        seen: HashMap::new(),
+        top_is_object: false,
+    };
+    let outcome = (&mut doc.de)
+        .deserialize_any(Top(&mut state))
+        .and_then(|()| doc.de.end());
+    if let Err(err) = outcome {
+        return broken(
+            input,
+            state.sink,
+            FORMAT,
+            err,
+            state.current.get(),
+            doc.offset(),
+        );
+    }
+    if state.top_is_object {
+        whole_file(
+            input,
+            state.sink,
+            FORMAT,
+            "the document is a JSON object; tau-bench results are a list of \
+             {task_id, trial, info, traj} records"
+                .into(),
+        );
+    }
     Ok(())
+}
+
+/// One record, reduced to the keys the adapter uses.
+#[derive(Default)]
+struct RawRecord {
+    task_id: Option<Value>,
+    trial: Option<Value>,
+    info: Option<Shape<ModelInfo>>,
+    traj: Option<Shape<Vec<Shape<RawMessage>>>>,
+}
+
+impl Pick for RawRecord {
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "task_id" => self.task_id = Some(map.next_value()?),
+            "trial" => self.trial = Some(map.next_value()?),
+            "info" => self.info = Some(map.next_value_seed(ObjectSeed::new())?),
+            "traj" => self.traj = Some(map.next_value_seed(ListSeed::new())?),
+            _ => {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The part of a record's `info` that names the model, when a writer recorded it there.
+#[derive(Default)]
+struct ModelInfo {
+    model: Option<Value>,
+}
+
+impl Pick for ModelInfo {
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "model" => self.model = Some(map.next_value()?),
+            _ => {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct State<'a, 'b> {
+    input: &'a Input<'b>,
+    sink: &'a mut dyn Sink,
+    /// The record being parsed, while it is parsed.
+    current: Cell<Option<u64>>,
+    next: u64,
+    /// Conversation ids already stored, with the record that stored them.
+    seen: HashMap<String, u64>,
+    top_is_object: bool,
+}
+
+impl State<'_, '_> {
+    fn record(&mut self, index: u64, record: Shape<RawRecord>) {
+        self.sink.records_read(1);
+        match self.prepare(index, record) {
+            Ok((id, messages, model)) => {
+                let template = RunTemplate {
+                    format: FORMAT.to_string(),
+                    source: self.input.display.to_string(),
+                    agent: None,
+                    model,
+                };
+                let conversation = trajectory::build(
+                    &id,
+                    messages,
+                    &template,
+                    &mut *self.sink,
+                    Locator::Record(index),
+                );
+                self.seen.insert(id, index);
+                self.sink.conversation(conversation, index);
+            }
+            Err(reason) => {
+                self.sink
+                    .quarantine(dropped(self.input, FORMAT, Locator::Record(index), reason))
+            }
+        }
+    }
+
+    /// Check a record and map its messages; `Err` is the reason it is dropped.
+    fn prepare(
+        &self,
+        index: u64,
+        record: Shape<RawRecord>,
+    ) -> Result<(String, Vec<ChatMessage>, Option<String>), String> {
+        let record = record.map_err(|what| format!("record {index} is {what}, not an object"))?;
+        let task_id = record
+            .task_id
+            .as_ref()
+            .and_then(scalar_text)
+            .ok_or_else(|| format!("record {index} has no task_id"))?;
+        let trial = record
+            .trial
+            .as_ref()
+            .and_then(scalar_text)
+            .ok_or_else(|| format!("record {index} (task {task_id}) has no trial"))?;
+        let id = format!("{task_id}-{trial}");
+        if let Some(first) = self.seen.get(&id) {
+            return Err(format!(
+                "conversation {id} (task_id {task_id}, trial {trial}) repeats record {first} of \
+                 this file; the first copy is kept"
+            ));
+        }
+        let traj = match record.traj {
+            None => return Err(format!("record {index} ({id}) has no traj list")),
+            Some(Err(what)) => {
+                return Err(format!(
+                    "record {index} ({id}): traj is {what}, not a message list"
+                ))
+            }
+            Some(Ok(list)) => list,
+        };
+        let messages = chat_messages(traj).map_err(|e| format!("record {index} ({id}): {e}"))?;
+        let model = match record.info {
+            Some(Ok(info)) => info.model.as_ref().and_then(non_empty_str),
+            _ => None,
+        };
+        Ok((id, messages, model))
+    }
+}
+
+/// The document's top level: a list of records (anything else is reported by [`read`]).
+struct Top<'s, 'a, 'b>(&'s mut State<'a, 'b>);
+
+impl<'de> Visitor<'de> for Top<'_, '_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of tau-bench records")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let state = self.0;
+        loop {
+            let index = state.next;
+            let item = seq.next_element_seed(Tracked {
+                current: &state.current,
+                index,
+                inner: ObjectSeed::<RawRecord>::new(),
+            })?;
+            let Some(item) = item else { break };
+            state.next += 1;
+            state.record(index, item);
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        drain_map(map)?;
+        self.0.top_is_object = true;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared with the tau2 adapter.
+// ---------------------------------------------------------------------------------------------
+
+/// A value that should have been an object (or a list): `Err` names what it was instead
+/// ("a string", "null", ...), for quarantine reasons.
+pub(crate) type Shape<T> = Result<T, &'static str>;
+
+/// A reader that counts the bytes the JSON parser has taken, so that an error can say where the
+/// document broke. It sits on top of the buffer, so the count is exact to the parser's one byte
+/// of look-ahead.
+pub(crate) struct Counting<R> {
+    inner: R,
+    taken: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.taken.set(self.taken.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// A streaming JSON parser over one input file.
+pub(crate) struct Doc {
+    pub(crate) de: serde_json::Deserializer<serde_json::de::IoRead<Counting<BufReader<File>>>>,
+    taken: Rc<Cell<u64>>,
+}
+
+impl Doc {
+    /// Bytes of the file consumed so far (including a skipped byte-order mark).
+    pub(crate) fn offset(&self) -> u64 {
+        self.taken.get()
+    }
+}
+
+/// What opening a file gave.
+pub(crate) enum Opened {
+    /// The file starts a JSON list or object.
+    Doc(Doc),
+    /// The file is empty or does not start a JSON list or object: the reason.
+    Unreadable(String),
+}
+
+/// Open a file for streaming: skip a UTF-8 byte-order mark and leading whitespace, and check that
+/// a JSON list or object starts there.
+pub(crate) fn open(input: &Input<'_>) -> io::Result<Opened> {
+    let file = File::open(input.path)?;
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut skipped = 0u64;
+    if reader.fill_buf()?.starts_with(b"\xEF\xBB\xBF") {
+        reader.consume(3);
+        skipped += 3;
+    }
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(Opened::Unreadable(if skipped == 0 {
+                "the file is empty".to_string()
+            } else {
+                "the file holds only whitespace".to_string()
+            }));
+        }
+        let blank = buf
+            .iter()
+            .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .count();
+        if blank == 0 {
+            if !matches!(buf[0], b'[' | b'{') {
+                let start = String::from_utf8_lossy(&buf[..buf.len().min(24)]).into_owned();
+                return Ok(Opened::Unreadable(format!(
+                    "not a JSON list or object (the file starts with {start:?})"
+                )));
+            }
+            break;
+        }
+        reader.consume(blank);
+        skipped += blank as u64;
+    }
+    let taken = Rc::new(Cell::new(skipped));
+    let counting = Counting {
+        inner: reader,
+        taken: Rc::clone(&taken),
+    };
+    Ok(Opened::Doc(Doc {
+        de: serde_json::Deserializer::from_reader(counting),
+        taken,
+    }))
+}
+
+/// A dropped quarantine entry tagged with the adapter's format.
+pub(crate) fn dropped(
+    input: &Input<'_>,
+    format: &'static str,
+    locator: Locator,
+    reason: impl Into<String>,
+) -> Quarantined {
+    Quarantined {
+        format: Some(format),
+        ..Quarantined::dropped(input.display, locator, reason)
+    }
+}
+
+/// A partial quarantine entry tagged with the adapter's format.
+pub(crate) fn partial(
+    input: &Input<'_>,
+    format: &'static str,
+    locator: Locator,
+    reason: impl Into<String>,
+) -> Quarantined {
+    Quarantined {
+        format: Some(format),
+        ..Quarantined::partial(input.display, locator, reason)
+    }
+}
+
+/// The whole file could not be used: it counts as one record, dropped.
+pub(crate) fn whole_file(
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+    format: &'static str,
+    reason: String,
+) {
+    sink.records_read(1);
+    sink.quarantine(dropped(input, format, Locator::File, reason));
+}
+
+/// The parser stopped on an error. Everything emitted so far stays; what could not be read is one
+/// dropped entry: the record being parsed when it broke, or (between records, or outside the
+/// record list) the byte where it broke. Read failures of the file itself are returned.
+pub(crate) fn broken(
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+    format: &'static str,
+    err: serde_json::Error,
+    current: Option<u64>,
+    offset: u64,
+) -> io::Result<()> {
+    if err.is_io() {
+        return Err(err.into());
+    }
+    sink.records_read(1);
+    let (locator, reason) = match current {
+        Some(index) => (
+            Locator::Record(index),
+            format!(
+                "record {index} could not be read: {err} (near byte {offset}); nothing after it \
+                 was read"
+            ),
+        ),
+        None => (
+            Locator::Byte(offset),
+            format!("the document breaks near byte {offset}: {err}; nothing after it was read"),
+        ),
+    };
+    sink.quarantine(dropped(input, format, locator, reason));
+    Ok(())
+}
+
+/// A JSON object of which only some keys are wanted. Unwanted values are skipped by the parser
+/// without being built.
+pub(crate) trait Pick: Default {
+    /// Read (or skip) the value of `key`.
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
+}
+
+/// Parse one value as a [`Pick`] object. Any other JSON value is consumed whole and reported as
+/// `Err(what it was)`, so that the stream stays in step and the caller can quarantine just it.
+pub(crate) struct ObjectSeed<T>(PhantomData<T>);
+
+impl<T> ObjectSeed<T> {
+    pub(crate) fn new() -> Self {
+        ObjectSeed(PhantomData)
+    }
+}
+
+impl<'de, T: Pick> DeserializeSeed<'de> for ObjectSeed<T> {
+    type Value = Shape<T>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Shape<T>, D::Error> {
+        d.deserialize_any(ObjectVisitor::<T>(PhantomData))
+    }
+}
+
+/// Parse one value as a list of [`Pick`] objects, each element checked on its own.
+pub(crate) struct ListSeed<T>(PhantomData<T>);
+
+impl<T> ListSeed<T> {
+    pub(crate) fn new() -> Self {
+        ListSeed(PhantomData)
+    }
+}
+
+impl<'de, T: Pick> DeserializeSeed<'de> for ListSeed<T> {
+    type Value = Shape<Vec<Shape<T>>>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(ListVisitor::<T>(PhantomData))
+    }
+}
+
+/// Visitor methods for the JSON values a container visitor does not want: each is consumed and
+/// reported as `Ok(Err(what it was))`.
+macro_rules! other_values {
+    () => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Err("a boolean"))
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Err("a number"))
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Err("a number"))
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Err("a number"))
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Err("a string"))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Err("null"))
+        }
+    };
+}
+pub(crate) use other_values;
+
+struct ObjectVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Pick> Visitor<'de> for ObjectVisitor<T> {
+    type Value = Shape<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut picked = T::default();
+        while let Some(key) = map.next_key::<String>()? {
+            picked.pick(&key, &mut map)?;
+        }
+        Ok(Ok(picked))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        drain_seq(seq)?;
+        Ok(Err("a list"))
+    }
+
+    other_values!();
+}
+
+struct ListVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Pick> Visitor<'de> for ListVisitor<T> {
+    type Value = Shape<Vec<Shape<T>>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(ObjectSeed::<T>::new())? {
+            items.push(item);
+        }
+        Ok(Ok(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        drain_map(map)?;
+        Ok(Err("an object"))
+    }
+
+    other_values!();
+}
+
+/// Skip the rest of a list.
+pub(crate) fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// Skip the rest of an object.
+pub(crate) fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    while map.next_key::<IgnoredAny>()?.is_some() {
+        map.next_value::<IgnoredAny>()?;
+    }
+    Ok(())
+}
+
+/// Marks which record is being parsed while it is parsed, so that a syntax error can name it.
+/// The mark is cleared once the record is complete: an error between records names a byte.
+pub(crate) struct Tracked<'c, S> {
+    pub(crate) current: &'c Cell<Option<u64>>,
+    pub(crate) index: u64,
+    pub(crate) inner: S,
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Tracked<'_, S> {
+    type Value = S::Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
+        self.current.set(Some(self.index));
+        let value = self.inner.deserialize(d)?;
+        self.current.set(None);
+        Ok(value)
+    }
+}
+
+/// One recorded chat message, reduced to the keys either tau format uses.
+#[derive(Default)]
+pub(crate) struct RawMessage {
+    role: Option<Value>,
+    content: Option<Value>,
+    tool_calls: Option<Value>,
+    /// tau-bench (OpenAI) tool messages: the call answered.
+    tool_call_id: Option<Value>,
+    /// tau2 tool messages: the call answered.
+    id: Option<Value>,
+    name: Option<Value>,
+    /// tau2: who asked for the call a tool message answers (`assistant` or `user`).
+    requestor: Option<Value>,
+    error: Option<Value>,
+    timestamp: Option<Value>,
+}
+
+impl Pick for RawMessage {
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        let slot = match key {
+            "role" => &mut self.role,
+            "content" => &mut self.content,
+            "tool_calls" => &mut self.tool_calls,
+            "tool_call_id" => &mut self.tool_call_id,
+            "id" => &mut self.id,
+            "name" => &mut self.name,
+            "requestor" => &mut self.requestor,
+            "error" => &mut self.error,
+            "timestamp" => &mut self.timestamp,
+            _ => {
+                map.next_value::<IgnoredAny>()?;
+                return Ok(());
+            }
+        };
+        *slot = Some(map.next_value()?);
+        Ok(())
+    }
+}
+
+/// Map a recorded message list. `Err` names the first message that makes the record unusable.
+pub(crate) fn chat_messages(list: Vec<Shape<RawMessage>>) -> Result<Vec<ChatMessage>, String> {
+    list.into_iter()
+        .enumerate()
+        .map(|(k, raw)| {
+            raw.map_err(|what| format!("message {k} is {what}, not an object"))
+                .and_then(chat_message)
+                .map_err(|e| format!("message {k}: {e}"))
+        })
+        .collect()
+}
+
+/// Map one recorded message (either tau format) onto the builder's message.
+pub(crate) fn chat_message(raw: RawMessage) -> Result<ChatMessage, String> {
+    let role = match &raw.role {
+        Some(Value::String(s)) => Role::parse(s).ok_or_else(|| format!("unknown role {s:?}"))?,
+        None | Some(Value::Null) => return Err("no role".to_string()),
+        Some(other) => return Err(format!("role is {}", value_kind(other))),
+    };
+    let mut message = ChatMessage::new(role, content_text(raw.content));
+    message.tool_calls = tool_calls(raw.tool_calls)?;
+    if role == Role::Tool {
+        message.call_id = raw
+            .tool_call_id
+            .as_ref()
+            .and_then(scalar_text)
+            .or_else(|| raw.id.as_ref().and_then(scalar_text));
+        message.tool_name = raw.name.as_ref().and_then(non_empty_str);
+        // tau2 files the simulated user's own calls (telecom) as tool messages it requested.
+        message.by_user_device = matches!(&raw.requestor, Some(Value::String(r)) if r == "user");
+    }
+    message.error = matches!(raw.error, Some(Value::Bool(true)));
+    message.timestamp_ms = match &raw.timestamp {
+        Some(Value::String(s)) => trajectory::parse_iso_ms(s),
+        _ => None,
+    };
+    Ok(message)
+}
+
+/// A message's text. Missing or null content is empty; a list of content parts is joined (text
+/// parts only, one per line); any other value is kept as its JSON text.
+fn content_text(content: Option<Value>) -> String {
+    match content {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s,
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|part| match part {
+                Value::String(s) => Some(s.as_str()),
+                Value::Object(o) => o.get("text").and_then(Value::as_str),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A message's tool calls: null or missing is none, otherwise a list of calls.
+fn tool_calls(value: Option<Value>) -> Result<Vec<ChatToolCall>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(list)) => list
+            .into_iter()
+            .enumerate()
+            .map(|(k, call)| tool_call(call).map_err(|e| format!("tool call {k} {e}")))
+            .collect(),
+        Some(other) => Err(format!("tool_calls is {}, not a list", value_kind(&other))),
+    }
+}
+
+/// One tool call. OpenAI nests `name` and `arguments` under `function`; tau2 keeps them on the
+/// call itself. Arguments recorded as a string are kept verbatim (valid JSON or not: the checks
+/// judge them); arguments recorded as JSON values become their JSON text, key order kept; missing
+/// arguments are an empty object.
+fn tool_call(call: Value) -> Result<ChatToolCall, String> {
+    let Value::Object(mut call) = call else {
+        return Err(format!("is {}, not an object", value_kind(&call)));
+    };
+    let (name, arguments) = match call.remove("function") {
+        Some(Value::Object(mut function)) => {
+            (function.remove("name"), function.remove("arguments"))
+        }
+        _ => (call.remove("name"), call.remove("arguments")),
+    };
+    let name = match name {
+        Some(Value::String(s)) => s,
+        _ => return Err("has no name".to_string()),
+    };
+    let arguments = match arguments {
+        Some(Value::String(s)) => s,
+        None | Some(Value::Null) => "{}".to_string(),
+        Some(other) => other.to_string(),
+    };
+    Ok(ChatToolCall {
+        id: call.get("id").and_then(scalar_text),
+        name,
+        arguments,
+    })
+}
+
+/// A string, or a number written out; `None` for anything else.
+pub(crate) fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A non-empty string value.
+pub(crate) fn non_empty_str(value: &Value) -> Option<String> {
+    value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+/// What kind of JSON value this is, for reasons.
+pub(crate) fn value_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{Collect, Severity};
+    use crate::model::{EventKind, LandingFlags};
+    use std::io::Write;
+
+    /// Run the adapter over `text` written to a temporary file.
+    fn read_text(text: &[u8]) -> Collect {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text).unwrap();
+        let mut sink = Collect::default();
+        read(
+            &Input {
+                path: file.path(),
+                display: "fixture.json",
+            },
+            &mut sink,
+        )
+        .unwrap();
+        sink
+    }
+
+    /// A small well-formed record.
+    fn record(task: u32, trial: u32) -> String {
+        format!(
+            r#"{{"task_id": {task}, "trial": {trial}, "reward": 1.0, "info": {{"source": "user"}},
+            "traj": [
+              {{"role": "system", "content": "policy"}},
+              {{"role": "user", "content": "hello"}},
+              {{"content": null, "role": "assistant", "tool_calls": [{{"id": "c1", "type": "function",
+                 "function": {{"name": "get_user", "arguments": "{{\"user_id\": \"u1\"}}"}}}}]}},
+              {{"role": "tool", "tool_call_id": "c1", "name": "get_user", "content": "{{\"name\": \"U\"}}"}},
+              {{"content": "Found you.", "role": "assistant"}},
+              {{"role": "user", "content": "thanks ###STOP###"}}
+            ]}}"#
+        )
+    }
+
+    fn dropped_at(sink: &Collect) -> Vec<Locator> {
+        sink.quarantined
+            .iter()
+            .filter(|q| q.severity == Severity::Dropped)
+            .map(|q| q.locator.clone())
+            .collect()
+    }
+
+    #[test]
+    fn maps_records_to_conversations() {
+        let sink = read_text(format!("[{}, {}]", record(7, 2), record(8, 0)).as_bytes());
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.records, 2);
+        assert_eq!(sink.conversations.len(), 2);
+        let (conv, at) = &sink.conversations[0];
+        assert_eq!((conv.id.as_str(), *at), ("7-2", 0));
+        assert_eq!(sink.conversations[1].0.id, "8-0");
+        assert_eq!(conv.runs.len(), 2);
+        let run = &conv.runs[0];
+        assert_eq!(run.turn, 1);
+        assert_eq!(run.format, "tau-bench");
+        assert_eq!(run.source, "fixture.json");
+        assert_eq!(run.model, None);
+        assert_eq!(run.user_message.as_deref(), Some("hello"));
+        assert_eq!(run.answer.as_deref(), Some("Found you."));
+        let landings: Vec<_> = run.landings().collect();
+        assert_eq!(landings.len(), 1);
+        assert_eq!(landings[0].tool_name.as_deref(), Some("get_user"));
+        assert_eq!(landings[0].call_id.as_deref(), Some("c1"));
+        // The recorded JSON string is kept byte for byte.
+        assert_eq!(
+            landings[0].arguments.as_deref(),
+            Some(r#"{"user_id": "u1"}"#)
+        );
+        assert_eq!(landings[0].text.as_deref(), Some(r#"{"name": "U"}"#));
+        assert!(!landings[0].has_flag(LandingFlags::UNANSWERED));
+        // The system prompt opens turn 1's history.
+        assert_eq!(conv.history_for(0)[0].role, Role::System);
+        assert_eq!(conv.runs[1].turn, 2);
+    }
+
+    #[test]
+    fn model_comes_from_info_when_recorded() {
+        let text = record(1, 0).replace(r#""source": "user""#, r#""model": "gpt-4o""#);
+        let sink = read_text(format!("[{text}]").as_bytes());
+        assert_eq!(
+            sink.conversations[0].0.runs[0].model.as_deref(),
+            Some("gpt-4o")
+        );
+    }
+
+    #[test]
+    fn arguments_that_are_not_json_are_kept_as_recorded() {
+        let text = r#"[{"task_id": 1, "trial": 0, "traj": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": null, "tool_calls": [
+              {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{user: 1"}},
+              {"id": "b", "type": "function", "function": {"name": "u", "arguments": {"k": 2, "a": 1}}},
+              {"id": "c", "type": "function", "function": {"name": "v"}}]}]}]"#;
+        let sink = read_text(text.as_bytes());
+        let args: Vec<_> = sink.conversations[0].0.runs[0]
+            .landings()
+            .map(|l| l.arguments.clone().unwrap())
+            .collect();
+        assert_eq!(args, vec!["{user: 1", r#"{"k":2,"a":1}"#, "{}"]);
+        // Never answered: kept, flagged.
+        assert!(sink.conversations[0].0.runs[0]
+            .landings()
+            .all(|l| l.has_flag(LandingFlags::UNANSWERED)));
+    }
+
+    #[test]
+    fn malformed_records_are_dropped_and_the_batch_goes_on() {
+        let text = format!(
+            r#"[{},
+            42,
+            "text",
+            [1, 2, {{"nested": true}}],
+            {{"task_id": 5, "trial": 0}},
+            {{"task_id": 6, "trial": 0, "traj": [{{"content": "no role"}}]}},
+            {{"task_id": 7, "trial": 0, "traj": "not a list"}},
+            {{"trial": 0, "traj": []}},
+            {{"task_id": 9, "trial": 0, "traj": [{{"role": "narrator", "content": "?"}}]}},
+            {{"task_id": 10, "trial": 0, "traj": [{{"role": "assistant", "tool_calls": [{{"id": "x"}}]}}]}},
+            {{"task_id": 11, "trial": 0, "traj": [7]}},
+            {}]"#,
+            record(1, 0),
+            record(2, 0)
+        );
+        let sink = read_text(text.as_bytes());
+        assert_eq!(sink.records, 12);
+        let ids: Vec<_> = sink
+            .conversations
+            .iter()
+            .map(|(c, at)| (c.id.as_str(), *at))
+            .collect();
+        assert_eq!(ids, vec![("1-0", 0), ("2-0", 11)]);
+        assert_eq!(
+            dropped_at(&sink),
+            (1..=10).map(Locator::Record).collect::<Vec<_>>()
+        );
+        let reasons: Vec<&str> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+        assert!(reasons[0].contains("is a number, not an object"));
+        assert!(reasons[1].contains("is a string"));
+        assert!(reasons[2].contains("is a list"));
+        assert!(reasons[3].contains("(5-0) has no traj list"));
+        assert!(reasons[4].contains("message 0: no role"));
+        assert!(reasons[5].contains("traj is a string"));
+        assert!(reasons[6].contains("has no task_id"));
+        assert!(reasons[7].contains("unknown role \"narrator\""));
+        assert!(reasons[8].contains("tool call 0 has no name"));
+        assert!(reasons[9].contains("message 0 is a number"));
+        assert!(sink
+            .quarantined
+            .iter()
+            .all(|q| q.format == Some("tau-bench")));
+    }
+
+    #[test]
+    fn repeated_conversation_id_keeps_the_first() {
+        let later = record(1, 0).replace("Found you.", "Second copy.");
+        let sink = read_text(format!("[{}, {later}]", record(1, 0)).as_bytes());
+        assert_eq!(sink.records, 2);
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(
+            sink.conversations[0].0.runs[0].answer.as_deref(),
+            Some("Found you.")
+        );
+        assert_eq!(dropped_at(&sink), vec![Locator::Record(1)]);
+        assert!(sink.quarantined[0].reason.contains("1-0"));
+    }
+
+    #[test]
+    fn truncated_inside_a_record_keeps_what_came_before() {
+        let text = format!(
+            r#"[{}, {}, {{"task_id": 3, "trial": 0, "traj": [{{"role": "user", "cont"#,
+            record(1, 0),
+            record(2, 0)
+        );
+        let sink = read_text(text.as_bytes());
+        assert_eq!(sink.conversations.len(), 2);
+        assert_eq!(sink.records, 3);
+        assert_eq!(dropped_at(&sink), vec![Locator::Record(2)]);
+        assert!(
+            sink.quarantined[0].reason.contains("EOF"),
+            "{:?}",
+            sink.quarantined
+        );
+    }
+
+    #[test]
+    fn syntax_error_between_records_names_a_byte() {
+        // A missing comma: the parser fails looking for the next element, not inside one.
+        let good = format!("[{} ", record(1, 0));
+        let text = format!("{good}}} ]");
+        let sink = read_text(text.as_bytes());
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(sink.records, 2);
+        let Locator::Byte(at) = dropped_at(&sink)[0] else {
+            panic!("{:?}", sink.quarantined)
+        };
+        // Within the parser's one byte of look-ahead of the stray brace.
+        assert!((good.len() as u64..=good.len() as u64 + 1).contains(&at));
+        assert!(sink.quarantined[0].reason.contains("expected `,` or `]`"));
+    }
+
+    #[test]
+    fn trailing_garbage_after_the_list_is_reported() {
+        let sink = read_text(format!("[{}]\n#trailer", record(1, 0)).as_bytes());
+        assert_eq!(sink.conversations.len(), 1);
+        assert!(matches!(dropped_at(&sink)[..], [Locator::Byte(_)]));
+        assert!(sink.quarantined[0].reason.contains("trailing"));
+    }
+
+    #[test]
+    fn empty_and_non_json_files_are_one_dropped_record() {
+        for (text, expect) in [
+            (&b""[..], "empty"),
+            (&b"  \n\t "[..], "only whitespace"),
+            (&b"hello, world"[..], "not a JSON list or object"),
+            (&b"\"a string\""[..], "not a JSON list or object"),
+            (&b"{\"task_id\": 1, \"traj\": []}"[..], "is a JSON object"),
+        ] {
+            let sink = read_text(text);
+            assert!(sink.conversations.is_empty());
+            assert_eq!(sink.records, 1);
+            assert_eq!(dropped_at(&sink), vec![Locator::File]);
+            assert!(
+                sink.quarantined[0].reason.contains(expect),
+                "{:?}",
+                sink.quarantined
+            );
+        }
+    }
+
+    #[test]
+    fn byte_order_mark_and_empty_list() {
+        let sink = read_text(format!("\u{feff}\n[{}]", record(4, 1)).as_bytes());
+        assert_eq!(sink.conversations[0].0.id, "4-1");
+        assert!(sink.quarantined.is_empty());
+        let sink = read_text(b"[]");
+        assert_eq!((sink.records, sink.conversations.len()), (0, 0));
+        assert!(sink.quarantined.is_empty());
+    }
+
+    #[test]
+    fn content_parts_and_string_ids() {
+        let text = r#"[{"task_id": "t-9", "trial": "0", "traj": [
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}, "b"]},
+            {"role": "assistant", "content": "ok"}]}]"#;
+        let sink = read_text(text.as_bytes());
+        let conv = &sink.conversations[0].0;
+        assert_eq!(conv.id, "t-9-0");
+        assert_eq!(conv.runs[0].user_message.as_deref(), Some("a\nb"));
+        assert_eq!(conv.runs[0].events_of(EventKind::Message).count(), 2);
+    }
 }
