@@ -290,11 +290,9 @@ fn tau2_leaderboard_excerpts_in_each_shape() {
         .all(|r| r.events_of(EventKind::Message).next().is_some()));
 }
 
-/// `Format::detect` on the first 64 KiB of every real file. It misses the tau2 results
-/// documents whose `tasks` list pushes `"simulations"` past 64 KiB (see the branch report for
-/// the proposed change to `detect`); un-ignore once `detect` recognises them.
+/// `Format::detect` on the first 64 KiB of every real file, including tau2 results documents
+/// whose `tasks` list pushes `"simulations"` past 64 KiB.
 #[test]
-#[ignore = "Format::detect misses tau2 results documents whose tasks list exceeds 64 KiB"]
 fn detection_on_every_real_file() {
     let Some(data) = shared_data() else { return };
     let mut misses = Vec::new();
@@ -342,7 +340,7 @@ fn real_tau2_grok_folder() {
     let Some(data) = shared_data() else { return };
     let files = json_files(&data.join("tau2-grok"));
     let start = Instant::now();
-    let (counts, _) = count_files(&files, Some(Format::Tau2));
+    let (counts, _) = count_files(&files, None);
     println!(
         "tau2-grok ({} files): {counts:?} in {:?}",
         files.len(),
@@ -360,7 +358,7 @@ fn real_tau2_leaderboard_folder() {
     let Some(data) = shared_data() else { return };
     let files = json_files(&data.join("tau2-leaderboard"));
     let start = Instant::now();
-    let (counts, all) = count_files(&files, Some(Format::Tau2));
+    let (counts, all) = count_files(&files, None);
     println!(
         "tau2-leaderboard ({} files): {counts:?} in {:?}",
         files.len(),

@@ -76,6 +76,13 @@ impl Format {
             if trimmed.contains("\"simulations\"") {
                 return Some(Format::Tau2);
             }
+            // A tau2 results document whose task list pushes `simulations` past the head.
+            if trimmed.contains("\"agent_info\"")
+                && trimmed.contains("\"user_info\"")
+                && trimmed.contains("\"environment_info\"")
+            {
+                return Some(Format::Tau2);
+            }
             if trimmed.contains("\"snapshot\"") && trimmed.contains("agentfootprint.") {
                 return Some(Format::AgentfootprintRecording);
             }
