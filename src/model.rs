@@ -159,6 +159,16 @@ impl Event {
     pub fn text_or_empty(&self) -> &str {
         self.text.as_deref().unwrap_or("")
     }
+
+    /// The event as a message of a history, when it has a role.
+    pub fn as_history_message(&self) -> Option<HistoryMessage<'_>> {
+        self.role.map(|role| HistoryMessage {
+            role,
+            text: self.text.as_deref().unwrap_or(""),
+            tool_name: self.tool_name.as_deref(),
+            call_id: self.call_id.as_deref(),
+        })
+    }
 }
 
 /// The agent's work answering one user message.
@@ -225,24 +235,16 @@ impl Conversation {
     /// runs up to and including this one.
     pub fn history_for(&self, index: usize) -> Vec<HistoryMessage<'_>> {
         let run = &self.runs[index];
-        fn as_message(e: &Event) -> Option<HistoryMessage<'_>> {
-            e.role.map(|role| HistoryMessage {
-                role,
-                text: e.text.as_deref().unwrap_or(""),
-                tool_name: e.tool_name.as_deref(),
-                call_id: e.call_id.as_deref(),
-            })
-        }
         if run.events_of(EventKind::Context).next().is_some() {
             return run
                 .events_of(EventKind::Context)
-                .filter_map(as_message)
+                .filter_map(Event::as_history_message)
                 .collect();
         }
         self.runs[..=index]
             .iter()
             .flat_map(|r| r.events_of(EventKind::Message))
-            .filter_map(as_message)
+            .filter_map(Event::as_history_message)
             .collect()
     }
 }

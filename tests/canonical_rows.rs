@@ -39,7 +39,10 @@ fn render(run: &Run) -> String {
             e.seq,
             e.kind().as_str(),
             e.role.map(|r| r.as_str()).unwrap_or("-"),
-            e.source_type.as_deref().unwrap_or("-").trim_start_matches("agentfootprint."),
+            e.source_type
+                .as_deref()
+                .unwrap_or("-")
+                .trim_start_matches("agentfootprint."),
             e.tool_name.as_deref().unwrap_or("-"),
             e.call_id.as_deref().unwrap_or("-"),
             cut(&e.arguments),
@@ -54,7 +57,11 @@ fn render(run: &Run) -> String {
 
 #[test]
 fn agentfootprint_run_rows() {
-    let read = read_path(&testdata("agentfootprint/ndjson/a_repeated_identical_call.ndjson"), None).unwrap();
+    let read = read_path(
+        &testdata("agentfootprint/ndjson/a_repeated_identical_call.ndjson"),
+        None,
+    )
+    .unwrap();
     let run = &read.conversations[0].0.runs[0];
     // Tokens and context bookkeeping make the run long; keep the rows the checks read.
     let mut kept = run.clone();

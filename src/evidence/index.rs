@@ -7,7 +7,7 @@ use super::CompiledEvidence;
 use crate::js;
 use crate::model::{HistoryMessage, Role};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Opening of the correction the gate itself appends as a `role: user` message.
 pub const EVIDENCE_FRAME_PREFIX: &str = "[evidence check";
@@ -21,23 +21,54 @@ pub fn is_framework_frame(text: &str) -> bool {
     text.starts_with(EVIDENCE_FRAME_PREFIX) || text.starts_with(SCHEMA_FRAME_PREFIX)
 }
 
-/// The index one answer is judged against. Built by [`build_index`].
-#[derive(Debug, Clone, Default)]
+/// The index one answer is judged against. Built by [`build_index`], or message by message
+/// with [`EvidenceIndex::new`] and [`EvidenceIndex::push`] when consecutive runs judge
+/// histories that extend one another (a trajectory's turns), so a conversation is walked once.
+#[derive(Debug)]
 pub struct EvidenceIndex {
     /// Form -> the latest turn whose tool result carried it.
-    forms: HashMap<String, u32>,
+    evidence: Collector,
     /// Forms the run supplied itself; never counted either way.
-    exempt: HashSet<String>,
-    current_turn: u32,
+    exempt: Collector,
     tool_results_this_turn: u32,
-    truncated: bool,
-    exempt_truncated: bool,
 }
 
 impl EvidenceIndex {
+    /// An empty index with the configuration's ceiling.
+    pub fn new(cfg: &CompiledEvidence) -> EvidenceIndex {
+        EvidenceIndex {
+            evidence: Collector::new(cfg.max_forms),
+            exempt: Collector::new(cfg.max_forms),
+            tool_results_this_turn: 0,
+        }
+    }
+
+    /// Walk one more message of the history (the rules of [`build_index`]).
+    pub fn push(&mut self, msg: &HistoryMessage<'_>) {
+        match msg.role {
+            Role::User | Role::System if is_framework_frame(msg.text) => {}
+            Role::User => {
+                self.evidence.turn += 1;
+                self.tool_results_this_turn = 0;
+                self.exempt.add_text(msg.text);
+            }
+            Role::System => self.exempt.add_text(msg.text),
+            Role::Tool => {
+                self.tool_results_this_turn += 1;
+                self.evidence.add_result(msg.text);
+            }
+            Role::Assistant => {}
+        }
+    }
+
+    /// Add injected material (system prompt, facts, recalled passages) to the exempt set.
+    pub fn add_exempt_text(&mut self, text: &str) {
+        self.exempt.add_text(text);
+    }
+
     /// The turn that last served exactly this form.
     pub fn turn_of(&self, form: &str) -> Option<u32> {
-        self.forms.get(form).copied()
+        self.evidence.forms.get(form).copied()
     }
 
     /// The newest turn that served any spelling of a normalised value (see
@@ -48,13 +79,13 @@ impl EvidenceIndex {
 
     /// Is any spelling of a normalised value in the run's exempt set?
     pub fn is_exempt(&self, value: &str) -> bool {
-        lookup_forms(value).any(|f| self.exempt.contains(f))
+        lookup_forms(value).any(|f| self.exempt.forms.contains_key(f))
     }
 
     /// The turn being answered: how many person-written `role: user` messages the history
     /// holds; 0 when it holds none.
     pub fn current_turn(&self) -> u32 {
-        self.current_turn
+        self.evidence.turn
     }
 
     /// Tool messages seen since the last turn boundary.
@@ -65,36 +96,37 @@ impl EvidenceIndex {
     /// True when the form budget was used up: the index may be missing forms (and fresher
     /// stamps), so nothing may be concluded from an absence.
     pub fn truncated(&self) -> bool {
-        self.truncated
+        self.evidence.budget == 0
     }
 
     /// True when the exempt set hit the same ceiling (the framework does not report this; it is
     /// kept for diagnostics only).
     pub fn exempt_truncated(&self) -> bool {
-        self.exempt_truncated
+        self.exempt.budget == 0
     }
 
     /// Number of distinct indexed forms.
     pub fn len(&self) -> usize {
-        self.forms.len()
+        self.evidence.forms.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.forms.is_empty()
+        self.evidence.forms.is_empty()
     }
 
     /// Number of distinct exempt forms.
     pub fn exempt_len(&self) -> usize {
-        self.exempt.len()
+        self.exempt.forms.len()
     }
 
     /// Every indexed form with its turn, in no particular order.
     pub fn forms(&self) -> impl Iterator<Item = (&str, u32)> {
-        self.forms.iter().map(|(k, &t)| (k.as_str(), t))
+        self.evidence.forms.iter().map(|(k, &t)| (k.as_str(), t))
     }
 }
 
 /// A set of forms filling up against a budget of distinct entries.
+#[derive(Debug)]
 struct Collector {
     forms: HashMap<String, u32>,
     budget: usize,
@@ -217,34 +249,12 @@ pub fn build_index(
     extra_exempt_texts: &[&str],
     cfg: &CompiledEvidence,
 ) -> EvidenceIndex {
-    let mut evidence = Collector::new(cfg.max_forms);
-    let mut exempt = Collector::new(cfg.max_forms);
-    let mut tool_results = 0u32;
+    let mut index = EvidenceIndex::new(cfg);
     for msg in history {
-        match msg.role {
-            Role::User | Role::System if is_framework_frame(msg.text) => {}
-            Role::User => {
-                evidence.turn += 1;
-                tool_results = 0;
-                exempt.add_text(msg.text);
-            }
-            Role::System => exempt.add_text(msg.text),
-            Role::Tool => {
-                tool_results += 1;
-                evidence.add_result(msg.text);
-            }
-            Role::Assistant => {}
-        }
+        index.push(msg);
     }
     for text in extra_exempt_texts {
-        exempt.add_text(text);
+        index.add_exempt_text(text);
     }
-    EvidenceIndex {
-        truncated: evidence.budget == 0,
-        exempt_truncated: exempt.budget == 0,
-        current_turn: evidence.turn,
-        tool_results_this_turn: tool_results,
-        forms: evidence.forms,
-        exempt: exempt.forms.into_keys().collect(),
-    }
+    index
 }

@@ -12,7 +12,7 @@
 //! was asked to (`--include-values`); otherwise it says how many there were.
 
 use crate::corpus::{Disposition, Draft, FindingColumns, Subject, Witness};
-use crate::evidence::{build_index, disposition, read_answer, Reading};
+use crate::evidence::{build_index, disposition, read_answer, EvidenceIndex, Reading};
 use crate::js;
 use crate::model::{Conversation, EventKind, Run};
 use crate::passes::{Pass, PassContext, RunOutcome};
@@ -30,8 +30,28 @@ impl Pass for PriorTurnEvidence {
     }
 
     fn check(&self, conversation: &Conversation, ctx: &PassContext) -> Vec<RunOutcome> {
-        (0..conversation.runs.len())
-            .map(|i| check_run(conversation, i, ctx))
+        // Runs without recorded context judge the conversation's messages so far: each run's
+        // history extends the previous one, so one index is grown run by run instead of being
+        // rebuilt from the start for every turn.
+        let mut shared = EvidenceIndex::new(&ctx.evidence);
+        conversation
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, run)| {
+                if run.events_of(EventKind::Context).next().is_some() {
+                    let history = conversation.history_for(i);
+                    let own = build_index(&history, &[], &ctx.evidence);
+                    check_run(run, &own, ctx)
+                } else {
+                    for e in run.events_of(EventKind::Message) {
+                        if let Some(msg) = e.as_history_message() {
+                            shared.push(&msg);
+                        }
+                    }
+                    check_run(run, &shared, ctx)
+                }
+            })
             .collect()
     }
 }
@@ -45,8 +65,7 @@ fn parse_disposition(s: &str) -> Disposition {
     }
 }
 
-fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -> RunOutcome {
-    let run = &conversation.runs[index];
+fn check_run(run: &Run, evidence_index: &EvidenceIndex, ctx: &PassContext) -> RunOutcome {
     let answer = run.answer.as_deref().unwrap_or("");
     if answer.trim().is_empty() {
         return RunOutcome::new(Disposition::Unreachable, "the run gave no answer to judge");
@@ -60,9 +79,7 @@ fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -> Ru
             "the recording omitted tool results, so grounding cannot be judged",
         );
     }
-    let history = conversation.history_for(index);
-    let evidence_index = build_index(&history, &[], &ctx.evidence);
-    let reading = read_answer(answer, &evidence_index, &ctx.evidence);
+    let reading = read_answer(answer, evidence_index, &ctx.evidence);
     let (name, reason) = disposition(&reading);
     let mut outcome = RunOutcome::new(parse_disposition(name), reason);
     if outcome.disposition == Disposition::CheckedFail {
