@@ -10,6 +10,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
+use std::marker::PhantomData;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -102,6 +103,46 @@ impl<'de, T: Pick> Visitor<'de> for ObjectVisitor<T> {
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape<T>, A::Error> {
         drain_seq(seq)?;
         Ok(Err("a list"))
+    }
+
+    scalars_are_wrong!();
+}
+
+/// Read a list of objects, each into a fresh `T`.
+pub(crate) struct ListOf<T>(PhantomData<T>);
+
+impl<T> ListOf<T> {
+    pub(crate) fn new() -> Self {
+        ListOf(PhantomData)
+    }
+}
+
+impl<'de, T: Pick + Default> DeserializeSeed<'de> for ListOf<T> {
+    type Value = Shape<Vec<Shape<T>>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de, T: Pick + Default> Visitor<'de> for ListOf<T> {
+    type Value = Shape<Vec<Shape<T>>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Picked(T::default()))? {
+            items.push(item);
+        }
+        Ok(Ok(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        drain_map(map)?;
+        Ok(Err("an object"))
     }
 
     scalars_are_wrong!();
@@ -268,27 +309,28 @@ mod tests {
         }
     }
 
-    fn one(text: &str) -> Shape<Two> {
+    fn list(text: &str) -> Shape<Vec<Shape<Two>>> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let out = Picked(Two::default()).deserialize(&mut de).unwrap();
+        let out = ListOf::<Two>::new().deserialize(&mut de).unwrap();
         de.end().unwrap();
         out
     }
 
     #[test]
     fn picks_keys_and_names_wrong_kinds() {
-        let first = one(r#"{"a": 1, "skip": {"deep": [1, 2]}, "b": "x"}"#).unwrap();
+        let items = list(
+            r#"[{"a": 1, "skip": {"deep": [1, 2]}, "b": "x"}, null, [1, {"a": 2}], "s", 3, true]"#,
+        )
+        .unwrap();
+        let first = items[0].as_ref().unwrap();
         assert_eq!(first.a, Some(json!(1)));
         assert_eq!(first.b, Some(json!("x")));
-        for (text, kind) in [
-            ("null", "null"),
-            (r#"[1, {"a": 2}]"#, "a list"),
-            (r#""s""#, "a string"),
-            ("3", "a number"),
-            ("true", "a boolean"),
-        ] {
-            assert_eq!(one(text).unwrap_err(), kind);
-        }
+        let kinds: Vec<_> = items[1..].iter().map(|i| i.as_ref().unwrap_err()).collect();
+        assert_eq!(
+            kinds,
+            vec![&"null", &"a list", &"a string", &"a number", &"a boolean"]
+        );
+        assert_eq!(list(r#"{"a": [1]}"#).unwrap_err(), "an object");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod agentfootprint;
 pub mod driver;
 pub mod inspect;
 pub mod json_pick;
+pub mod swe_agent;
 pub mod tau2;
 pub mod tau_bench;
 pub mod trajectory;
@@ -31,15 +32,18 @@ pub enum Format {
     Tau2,
     /// Inspect AI eval logs: a JSON log or an `.eval` ZIP archive.
     InspectAi,
+    /// SWE-agent `.traj` trajectories.
+    SweAgent,
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [
+    pub const ALL: [Format; 6] = [
         Format::AgentfootprintNdjson,
         Format::AgentfootprintRecording,
         Format::TauBench,
         Format::Tau2,
         Format::InspectAi,
+        Format::SweAgent,
     ];
 
     /// The stable name written into the store (`runs.format`, `--format`).
@@ -50,6 +54,7 @@ impl Format {
             Format::TauBench => "tau-bench",
             Format::Tau2 => "tau2",
             Format::InspectAi => "inspect-ai",
+            Format::SweAgent => "swe-agent",
         }
     }
 
@@ -60,6 +65,7 @@ impl Format {
             Format::TauBench => "tau-bench",
             Format::Tau2 => "tau2",
             Format::InspectAi => "inspect-ai",
+            Format::SweAgent => "swe-agent",
         }
     }
 
@@ -73,6 +79,9 @@ impl Format {
         let trimmed = text.trim_start_matches('\u{feff}').trim_start();
         if inspect::is_json_log(trimmed) {
             return Some(Format::InspectAi);
+        }
+        if swe_agent::is_trajectory(trimmed) {
+            return Some(Format::SweAgent);
         }
         if trimmed.starts_with('{') {
             // One envelope per line: the first line is a complete object with a dotted type.
@@ -190,6 +199,7 @@ pub fn read_file(format: Format, input: &Input<'_>, sink: &mut dyn Sink) -> std:
         Format::TauBench => tau_bench::read(input, sink),
         Format::Tau2 => tau2::read(input, sink),
         Format::InspectAi => inspect::read(input, sink),
+        Format::SweAgent => swe_agent::read(input, sink),
     }
 }
 
