@@ -8,6 +8,9 @@
 
 pub mod agentfootprint;
 pub mod driver;
+pub mod inspect;
+pub mod json_pick;
+pub mod swe_agent;
 pub mod tau2;
 pub mod tau_bench;
 pub mod trajectory;
@@ -27,14 +30,20 @@ pub enum Format {
     TauBench,
     /// tau2-bench simulations (a results document, a wrapped list, or a bare list).
     Tau2,
+    /// Inspect AI eval logs: a JSON log or an `.eval` ZIP archive.
+    InspectAi,
+    /// SWE-agent `.traj` trajectories.
+    SweAgent,
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [
+    pub const ALL: [Format; 6] = [
         Format::AgentfootprintNdjson,
         Format::AgentfootprintRecording,
         Format::TauBench,
         Format::Tau2,
+        Format::InspectAi,
+        Format::SweAgent,
     ];
 
     /// The stable name written into the store (`runs.format`, `--format`).
@@ -44,6 +53,8 @@ impl Format {
             Format::AgentfootprintRecording => "agentfootprint-recording",
             Format::TauBench => "tau-bench",
             Format::Tau2 => "tau2",
+            Format::InspectAi => "inspect-ai",
+            Format::SweAgent => "swe-agent",
         }
     }
 
@@ -53,14 +64,25 @@ impl Format {
             Format::AgentfootprintNdjson | Format::AgentfootprintRecording => "agentfootprint",
             Format::TauBench => "tau-bench",
             Format::Tau2 => "tau2",
+            Format::InspectAi => "inspect-ai",
+            Format::SweAgent => "swe-agent",
         }
     }
 
     /// Guess the format from the first bytes of a file (at least a few KiB when available).
     /// Returns `None` when nothing matches; the caller quarantines the file.
     pub fn detect(head: &[u8]) -> Option<Format> {
+        if inspect::is_eval_archive(head) {
+            return Some(Format::InspectAi);
+        }
         let text = String::from_utf8_lossy(head);
         let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+        if inspect::is_json_log(trimmed) {
+            return Some(Format::InspectAi);
+        }
+        if swe_agent::is_trajectory(trimmed) {
+            return Some(Format::SweAgent);
+        }
         if trimmed.starts_with('{') {
             // One envelope per line: the first line is a complete object with a dotted type.
             let first_line = trimmed.lines().next().unwrap_or("");
@@ -183,6 +205,8 @@ pub fn read_file(format: Format, input: &Input<'_>, sink: &mut dyn Sink) -> std:
         Format::AgentfootprintRecording => agentfootprint::read_recording(input, sink),
         Format::TauBench => tau_bench::read(input, sink),
         Format::Tau2 => tau2::read(input, sink),
+        Format::InspectAi => inspect::read(input, sink),
+        Format::SweAgent => swe_agent::read(input, sink),
     }
 }
 

@@ -1,0 +1,1493 @@
+//! Inspect AI eval logs, in both of the shapes Inspect writes:
+//! - a JSON log `{version, status, eval, plan, results, stats, samples[], reductions}`;
+//! - an `.eval` ZIP archive with a `header.json` (or, while the eval runs,
+//!   `_journal/start.json`) and one member `samples/<id>_epoch_<n>.json` per sample, each
+//!   compressed with DEFLATE or zstd.
+//!
+//! A sample (id and epoch) is one conversation, `<task>/<eval id>/<sample id>/<epoch>`. Its
+//! `messages` are the trajectory, built into runs by [`trajectory::build`]: assistant
+//! `tool_calls[{id, function, arguments}]` paired with the tool messages that answer them
+//! (`tool_call_id`, `function`, `error`) are the landings. The sample's tool events
+//! (`{event: "tool", id, function, arguments, result, error, timestamp, completed,
+//! working_time}`) add what the messages lack: when each call started, how long it took, and
+//! whether it failed.
+//!
+//! Inspect keeps a sample compact in two ways, both undone here:
+//! - content over a size limit is replaced by `attachment://<hash>` and stored once in the
+//!   sample's `attachments` map. A reference the map does not hold is kept as it is written and
+//!   reported as a partial quarantine entry.
+//! - newer logs pool the messages that model events repeat (`events_data.messages`) and give
+//!   each model event ranges into the pool (`input_refs: [[start, end), ...]`) instead of its
+//!   input. A sample whose `messages` list is missing or empty is rebuilt from its last
+//!   top-level model event (the pooled or inline input, then the output message), with a note.
+//!
+//! Logs reach gigabytes, so exactly one sample is held at a time: the JSON log is streamed
+//! (unneeded keys are skipped unread, model event inputs are kept only for the latest event) and
+//! archive members are decompressed one after the other. Records are samples.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use crate::ingest::json_pick::{
+    content_text, drain_map, drain_seq, first_key, kind_of, non_empty, open_json, scalar_text,
+    scalars_are_wrong, skip, Pick, Picked, Shape,
+};
+use crate::ingest::trajectory::{self, parse_iso_ms, ChatMessage, ChatToolCall, RunTemplate};
+use crate::ingest::{Input, Locator, Quarantined, Sink};
+use crate::model::{Conversation, EventKind, Role};
+
+const FORMAT: &str = "inspect-ai";
+const ATTACHMENT: &str = "attachment://";
+/// How the earliest logs wrote the same references.
+const OLD_ATTACHMENT: &str = "tc://";
+
+/// Read one Inspect log, an `.eval` archive or a JSON log.
+pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+    let mut magic = [0u8; 2];
+    let mut file = File::open(input.path)?;
+    let mut got = 0;
+    while got < magic.len() {
+        let n = file.read(&mut magic[got..])?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    drop(file);
+    if got == 2 && &magic == b"PK" {
+        read_archive(input, sink)
+    } else {
+        read_json(input, sink)
+    }
+}
+
+/// Does the start of a file look like an `.eval` archive: a ZIP whose first member is one that
+/// Inspect writes?
+pub(crate) fn is_eval_archive(head: &[u8]) -> bool {
+    if !head.starts_with(b"PK\x03\x04") || head.len() < 30 {
+        return false;
+    }
+    let name_len = u16::from_le_bytes([head[26], head[27]]) as usize;
+    let Some(name) = head.get(30..30 + name_len) else {
+        return false;
+    };
+    let name = String::from_utf8_lossy(name);
+    matches!(
+        name.as_ref(),
+        "header.json" | "summaries.json" | "reductions.json"
+    ) || name.starts_with("_journal/")
+        || name.starts_with("samples/")
+}
+
+/// Does the start of a file look like a JSON log? Inspect writes `version` first and the `eval`
+/// spec soon after it.
+pub(crate) fn is_json_log(text: &str) -> bool {
+    first_key(text) == Some("version")
+        && text.contains("\"eval\"")
+        && (text.contains("\"task\"") || text.contains("\"samples\""))
+}
+
+fn dropped(input: &Input<'_>, locator: Locator, reason: impl Into<String>) -> Quarantined {
+    Quarantined {
+        format: Some(FORMAT),
+        ..Quarantined::dropped(input.display, locator, reason)
+    }
+}
+
+fn partial(input: &Input<'_>, locator: Locator, reason: impl Into<String>) -> Quarantined {
+    Quarantined {
+        format: Some(FORMAT),
+        ..Quarantined::partial(input.display, locator, reason)
+    }
+}
+
+/// The whole file is one dropped record.
+fn whole_file(input: &Input<'_>, sink: &mut dyn Sink, reason: impl Into<String>) {
+    sink.records_read(1);
+    sink.quarantine(dropped(input, Locator::File, reason));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The eval header.
+// ---------------------------------------------------------------------------------------------
+
+/// What the log's `eval` spec says about every sample.
+#[derive(Debug, Default, Clone)]
+struct EvalSpec {
+    task: Option<String>,
+    eval_id: Option<String>,
+    task_id: Option<String>,
+    run_id: Option<String>,
+    model: Option<String>,
+    solver: Option<String>,
+}
+
+impl Pick for EvalSpec {
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        let slot = match key {
+            "task" => &mut self.task,
+            "eval_id" => &mut self.eval_id,
+            "task_id" => &mut self.task_id,
+            "run_id" => &mut self.run_id,
+            "model" => &mut self.model,
+            "solver" => &mut self.solver,
+            _ => return skip(map),
+        };
+        let value: Value = map.next_value()?;
+        *slot = non_empty(Some(&value));
+        Ok(())
+    }
+}
+
+/// `header.json` and `_journal/start.json`: only `eval` is read.
+#[derive(Default)]
+struct HeaderDoc {
+    eval: Option<Shape<EvalSpec>>,
+}
+
+impl Pick for HeaderDoc {
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "eval" => self.eval = Some(map.next_value_seed(Picked(EvalSpec::default()))?),
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One sample, as read from the log.
+// ---------------------------------------------------------------------------------------------
+
+/// A sample reduced to what the adapter uses.
+#[derive(Default)]
+struct RawSample {
+    id: Option<Value>,
+    epoch: Option<Value>,
+    messages: Option<Value>,
+    /// Ranges into the message pool standing for `messages` (pooled form of the final list).
+    message_refs: Option<Value>,
+    events: Events,
+    /// `events` was there but was not a list: what it was.
+    events_kind: Option<&'static str>,
+    attachments: Option<Value>,
+    /// `events_data.messages`.
+    pool: Option<Value>,
+}
+
+impl Pick for RawSample {
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "id" => self.id = Some(map.next_value()?),
+            "epoch" => self.epoch = Some(map.next_value()?),
+            "messages" => self.messages = Some(map.next_value()?),
+            "message_refs" => self.message_refs = Some(map.next_value()?),
+            "attachments" => self.attachments = Some(map.next_value()?),
+            "events" => {
+                let shape = map.next_value_seed(EventList {
+                    events: &mut self.events,
+                    depth: 0,
+                })?;
+                self.events_kind = shape.err();
+            }
+            "events_data" => {
+                if let Ok(data) = map.next_value_seed(Picked(EventsData::default()))? {
+                    self.pool = data.messages;
+                }
+            }
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct EventsData {
+    messages: Option<Value>,
+}
+
+impl Pick for EventsData {
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "messages" => self.messages = Some(map.next_value()?),
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+/// What the sample's events add to its messages.
+#[derive(Default)]
+struct Events {
+    /// Tool events by tool-call id.
+    tools: HashMap<String, ToolTiming>,
+    /// The latest model event at the top level (not inside a tool or subtask).
+    last_model: Option<ModelCall>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+struct ToolTiming {
+    started_ms: Option<i64>,
+    duration_ms: Option<f64>,
+    /// The tool's error message when it failed.
+    error: Option<String>,
+}
+
+struct ModelCall {
+    input: Option<Value>,
+    input_refs: Option<Value>,
+    output: Option<Value>,
+}
+
+/// The `events` list (or a tool's nested `events`): each event is read and folded into
+/// [`Events`] before the next one is parsed.
+struct EventList<'x> {
+    events: &'x mut Events,
+    depth: u32,
+}
+
+impl<'de> DeserializeSeed<'de> for EventList<'_> {
+    type Value = Shape<()>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shape<()>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventList<'_> {
+    type Value = Shape<()>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of events")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape<()>, A::Error> {
+        loop {
+            let event = RawEvent {
+                events: &mut *self.events,
+                depth: self.depth,
+                fields: EventFields::default(),
+            };
+            match seq.next_element_seed(Picked(event))? {
+                None => break,
+                Some(Ok(event)) => event.fold(),
+                // An event that is not an object carries nothing the adapter uses.
+                Some(Err(_)) => {}
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Shape<()>, A::Error> {
+        drain_map(map)?;
+        Ok(Err("an object"))
+    }
+
+    scalars_are_wrong!();
+}
+
+#[derive(Default)]
+struct EventFields {
+    event: Option<String>,
+    id: Option<String>,
+    timestamp: Option<String>,
+    completed: Option<String>,
+    working_time: Option<f64>,
+    error: Option<Value>,
+    input: Option<Value>,
+    input_refs: Option<Value>,
+    output: Option<Value>,
+}
+
+struct RawEvent<'x> {
+    events: &'x mut Events,
+    depth: u32,
+    fields: EventFields,
+}
+
+impl Pick for RawEvent<'_> {
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        let f = &mut self.fields;
+        match key {
+            "event" => f.event = map.next_value::<Value>()?.as_str().map(str::to_string),
+            "id" => f.id = scalar_text(&map.next_value::<Value>()?),
+            "timestamp" => f.timestamp = map.next_value::<Value>()?.as_str().map(str::to_string),
+            "completed" => f.completed = map.next_value::<Value>()?.as_str().map(str::to_string),
+            "working_time" => f.working_time = map.next_value::<Value>()?.as_f64(),
+            "error" => f.error = Some(map.next_value()?),
+            "input" => f.input = Some(map.next_value()?),
+            "input_refs" => f.input_refs = Some(map.next_value()?),
+            "output" => f.output = Some(map.next_value()?),
+            // A tool that ran an agent (or a subtask) records that agent's events inside it.
+            "events" => {
+                let _nested = map.next_value_seed(EventList {
+                    events: &mut *self.events,
+                    depth: self.depth + 1,
+                })?;
+            }
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+impl RawEvent<'_> {
+    fn fold(self) {
+        let f = self.fields;
+        match f.event.as_deref() {
+            Some("tool") => {
+                let Some(id) = f.id else { return };
+                let started_ms = f.timestamp.as_deref().and_then(parse_iso_ms);
+                let done_ms = f.completed.as_deref().and_then(parse_iso_ms);
+                let duration_ms = match (started_ms, done_ms) {
+                    (Some(s), Some(d)) if d >= s => Some((d - s) as f64),
+                    _ => f.working_time.map(|w| w * 1000.0),
+                };
+                let error = match f.error {
+                    None | Some(Value::Null) | Some(Value::Bool(false)) => None,
+                    Some(Value::Object(o)) => Some(
+                        non_empty(o.get("message")).unwrap_or_else(|| "tool error".to_string()),
+                    ),
+                    Some(Value::String(s)) => Some(s),
+                    Some(other) => Some(other.to_string()),
+                };
+                let timing = ToolTiming {
+                    started_ms,
+                    duration_ms,
+                    error,
+                };
+                // A later event for the same call (a pending one completed) wins when it knows more.
+                match self.events.tools.get(&id) {
+                    Some(known) if known.duration_ms.is_some() || timing.duration_ms.is_none() => {}
+                    _ => {
+                        self.events.tools.insert(id, timing);
+                    }
+                }
+            }
+            Some("model") if self.depth == 0 => {
+                self.events.last_model = Some(ModelCall {
+                    input: f.input,
+                    input_refs: f.input_refs,
+                    output: f.output,
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// From a sample to a conversation.
+// ---------------------------------------------------------------------------------------------
+
+/// Everything shared by the samples of one log.
+struct Log<'a, 'b> {
+    input: &'a Input<'b>,
+    sink: &'a mut dyn Sink,
+    spec: EvalSpec,
+    /// Conversation ids already stored, with their record.
+    seen: HashMap<String, u64>,
+}
+
+impl Log<'_, '_> {
+    /// The first part of every conversation id: the task and the eval's unique id.
+    fn id_prefix(&self) -> String {
+        let unique = self
+            .spec
+            .eval_id
+            .as_ref()
+            .or(self.spec.task_id.as_ref())
+            .or(self.spec.run_id.as_ref());
+        match (&self.spec.task, unique) {
+            (Some(task), Some(unique)) => format!("{task}/{unique}"),
+            (Some(task), None) => task.clone(),
+            (None, Some(unique)) => unique.clone(),
+            (None, None) => file_stem(self.input.path),
+        }
+    }
+
+    /// One sample read from the log (already counted as a record). `what` names it for reasons
+    /// ("sample 3", "member samples/3_epoch_1.json").
+    fn sample(&mut self, index: u64, what: &str, sample: Shape<RawSample>) {
+        let locator = Locator::Record(index);
+        match self.convert(index, what, sample) {
+            Ok(conversation) => self.sink.conversation(conversation, index),
+            Err(reason) => self.sink.quarantine(dropped(self.input, locator, reason)),
+        }
+    }
+
+    fn convert(
+        &mut self,
+        index: u64,
+        what: &str,
+        sample: Shape<RawSample>,
+    ) -> Result<Conversation, String> {
+        let mut sample = sample.map_err(|kind| format!("{what} is {kind}, not an object"))?;
+        let id = sample
+            .id
+            .as_ref()
+            .and_then(scalar_text)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| format!("{what} has no id"))?;
+        let epoch = match &sample.epoch {
+            None | Some(Value::Null) => "1".to_string(),
+            Some(v) => scalar_text(v)
+                .ok_or_else(|| format!("{what} (id {id}): epoch is {}", kind_of(v)))?,
+        };
+        let conversation_id = format!("{}/{id}/{epoch}", self.id_prefix());
+        if let Some(first) = self.seen.get(&conversation_id) {
+            return Err(format!(
+                "{what}: sample {id} epoch {epoch} repeats record {first} of this log; the first \
+                 copy is kept"
+            ));
+        }
+        let label = format!("{what} (id {id}, epoch {epoch})");
+        let mut notes = Vec::new();
+        let messages = sample_messages(&mut sample, &label, &mut notes)?;
+        let attachments = attachment_map(sample.attachments.take());
+        let mut resolved = Vec::with_capacity(messages.len());
+        for (i, mut message) in messages.into_iter().enumerate() {
+            let mut missing = Vec::new();
+            resolve_attachments(&mut message, &attachments, &mut missing);
+            if !missing.is_empty() {
+                notes.push(format!(
+                    "{label}: message {i} refers to {}, which the sample's attachments do not \
+                     hold; the reference text is kept",
+                    missing.join(", ")
+                ));
+            }
+            resolved.push(message);
+        }
+        if let Some(kind) = sample.events_kind {
+            notes.push(format!(
+                "{label}: events is {kind}, not a list; landings carry no timing"
+            ));
+        }
+        let first_model = resolved.iter().find_map(|m| {
+            (m.get("role").and_then(Value::as_str) == Some("assistant"))
+                .then(|| non_empty(m.get("model")))
+                .flatten()
+        });
+        let chat = chat_messages(&resolved, &label, &mut notes);
+        for note in notes {
+            self.sink
+                .quarantine(partial(self.input, Locator::Record(index), note));
+        }
+        let template = RunTemplate {
+            format: FORMAT.to_string(),
+            source: self.input.display.to_string(),
+            agent: self.spec.solver.clone(),
+            model: self.spec.model.clone().or(first_model),
+        };
+        let mut conversation = trajectory::build(
+            &conversation_id,
+            chat,
+            &template,
+            &mut *self.sink,
+            Locator::Record(index),
+        );
+        add_tool_timing(&mut conversation, &sample.events.tools);
+        self.seen.insert(conversation_id, index);
+        Ok(conversation)
+    }
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "inspect".to_string())
+}
+
+/// The sample's message list: `messages`, else the pooled `message_refs`, else the last model
+/// event's input and output. `Err` when there is nothing to build a trajectory from.
+fn sample_messages(
+    sample: &mut RawSample,
+    label: &str,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Value>, String> {
+    let pool = match sample.pool.take() {
+        Some(Value::Array(pool)) => pool,
+        _ => Vec::new(),
+    };
+    match sample.messages.take() {
+        Some(Value::Array(list)) if !list.is_empty() => return Ok(list),
+        Some(Value::Array(_)) | Some(Value::Null) | None => {}
+        Some(other) => {
+            return Err(format!(
+                "{label}: messages is {}, not a list",
+                kind_of(&other)
+            ))
+        }
+    }
+    if let Some(refs) = sample.message_refs.take().filter(|r| !r.is_null()) {
+        return expand_refs(&refs, &pool)
+            .map_err(|e| format!("{label}: message_refs cannot be resolved: {e}"));
+    }
+    let Some(model) = sample.events.last_model.take() else {
+        return Err(format!(
+            "{label} has no messages and no model event to rebuild them from"
+        ));
+    };
+    let mut list = match (model.input, model.input_refs) {
+        (Some(Value::Array(input)), _) if !input.is_empty() => input,
+        (_, Some(refs)) if !refs.is_null() => expand_refs(&refs, &pool).map_err(|e| {
+            format!("{label} has no messages, and its last model event's input_refs cannot be resolved: {e}")
+        })?,
+        _ => Vec::new(),
+    };
+    let inputs = list.len();
+    let reply = model
+        .output
+        .as_ref()
+        .and_then(|o| o.get("choices"))
+        .and_then(|c| c.get(0))
+        .and_then(|c| c.get("message"))
+        .cloned();
+    let replied = reply.is_some();
+    list.extend(reply);
+    if list.is_empty() {
+        return Err(format!(
+            "{label} has no messages, and its last model event has neither input nor output"
+        ));
+    }
+    notes.push(format!(
+        "{label} has no messages list; rebuilt from its last model event ({inputs} input \
+         message(s){})",
+        if replied {
+            " and the output message"
+        } else {
+            ", no output message"
+        }
+    ));
+    Ok(list)
+}
+
+/// Expand range references `[[start, end), ...]` against the message pool.
+fn expand_refs(refs: &Value, pool: &[Value]) -> Result<Vec<Value>, String> {
+    let Value::Array(ranges) = refs else {
+        return Err(format!("the references are {}, not a list", kind_of(refs)));
+    };
+    let mut out = Vec::new();
+    for range in ranges {
+        let bounds = match range {
+            Value::Array(pair) if pair.len() == 2 => pair[0].as_u64().zip(pair[1].as_u64()),
+            _ => None,
+        };
+        let Some((start, end)) = bounds else {
+            return Err(format!("{range} is not a [start, end] pair"));
+        };
+        let (start, end) = (start as usize, end as usize);
+        if start > end || end > pool.len() {
+            return Err(format!(
+                "range [{start}, {end}) does not fit the {} pooled message(s)",
+                pool.len()
+            ));
+        }
+        out.extend(pool[start..end].iter().cloned());
+    }
+    Ok(out)
+}
+
+fn attachment_map(attachments: Option<Value>) -> HashMap<String, String> {
+    match attachments {
+        Some(Value::Object(map)) => map
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                Value::String(s) => Some((k, s)),
+                _ => None,
+            })
+            .collect(),
+        _ => HashMap::new(),
+    }
+}
+
+/// Replace every string that is exactly an attachment reference by the attachment's text.
+/// References the map does not hold are left as they are and listed in `missing`.
+fn resolve_attachments(
+    value: &mut Value,
+    attachments: &HashMap<String, String>,
+    missing: &mut Vec<String>,
+) {
+    match value {
+        Value::String(s) => {
+            let key = s
+                .strip_prefix(ATTACHMENT)
+                .or_else(|| s.strip_prefix(OLD_ATTACHMENT));
+            if let Some(key) = key {
+                match attachments.get(key) {
+                    Some(text) => *s = text.clone(),
+                    None => missing.push(s.clone()),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                resolve_attachments(item, attachments, missing);
+            }
+        }
+        Value::Object(map) => {
+            for (_, item) in map.iter_mut() {
+                resolve_attachments(item, attachments, missing);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Map Inspect chat messages onto the format-neutral ones. Messages that cannot be used are
+/// left out with a note.
+fn chat_messages(messages: &[Value], label: &str, notes: &mut Vec<String>) -> Vec<ChatMessage> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    for (i, message) in messages.iter().enumerate() {
+        let Value::Object(m) = message else {
+            notes.push(format!(
+                "{label}: message {i} is {}, not an object; left out",
+                kind_of(message)
+            ));
+            continue;
+        };
+        let role_text = m.get("role").and_then(Value::as_str);
+        let Some(role) = role_text.and_then(Role::parse) else {
+            notes.push(format!(
+                "{label}: message {i} has {}; left out",
+                match role_text {
+                    Some(r) => format!("the unknown role {r:?}"),
+                    None => "no role".to_string(),
+                }
+            ));
+            continue;
+        };
+        let mut chat = ChatMessage::new(role, content_text(m.get("content")));
+        chat.timestamp_ms = m
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(parse_iso_ms);
+        match role {
+            Role::Assistant => chat.tool_calls = tool_calls(m.get("tool_calls"), label, i, notes),
+            Role::Tool => {
+                chat.call_id = m.get("tool_call_id").and_then(scalar_text);
+                chat.tool_name = non_empty(m.get("function"));
+                if let Some(error) = m.get("error").filter(|e| !e.is_null()) {
+                    chat.error = true;
+                    if chat.text.is_empty() {
+                        chat.text = match error {
+                            Value::Object(o) => non_empty(o.get("message")).unwrap_or_default(),
+                            Value::String(s) => s.clone(),
+                            _ => String::new(),
+                        };
+                    }
+                }
+            }
+            Role::User => {
+                // A user message naming tool calls carries part of their results (for example
+                // an image a tool returned): it goes with the tool message it belongs to.
+                let ids: Vec<String> = match m.get("tool_call_id") {
+                    Some(Value::String(s)) => vec![s.clone()],
+                    Some(Value::Array(list)) => list.iter().filter_map(scalar_text).collect(),
+                    _ => Vec::new(),
+                };
+                if let Some(first) = ids.first() {
+                    let owner = out.iter_mut().rev().find(|c| {
+                        c.role == Role::Tool
+                            && c.call_id
+                                .as_ref()
+                                .is_some_and(|id| ids.iter().any(|x| x == id))
+                    });
+                    match owner {
+                        Some(tool) => {
+                            if !chat.text.is_empty() {
+                                if !tool.text.is_empty() {
+                                    tool.text.push('\n');
+                                }
+                                tool.text.push_str(&chat.text);
+                            }
+                        }
+                        None => {
+                            chat.role = Role::Tool;
+                            chat.call_id = Some(first.clone());
+                            out.push(chat);
+                        }
+                    }
+                    continue;
+                }
+            }
+            Role::System => {}
+        }
+        out.push(chat);
+    }
+    out
+}
+
+/// An assistant message's `tool_calls`: `[{id, function, arguments}]` (Inspect), or the OpenAI
+/// shape `[{id, function: {name, arguments}}]`.
+fn tool_calls(
+    calls: Option<&Value>,
+    label: &str,
+    index: usize,
+    notes: &mut Vec<String>,
+) -> Vec<ChatToolCall> {
+    let list = match calls {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            notes.push(format!(
+                "{label}: message {index}: tool_calls is {}, not a list; its calls are left out",
+                kind_of(other)
+            ));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for (k, call) in list.iter().enumerate() {
+        let (name, arguments) = match call.get("function") {
+            Some(Value::Object(f)) => (non_empty(f.get("name")), f.get("arguments")),
+            other => (non_empty(other), call.get("arguments")),
+        };
+        let Some(name) = name else {
+            notes.push(format!(
+                "{label}: message {index}: tool call {k} names no function; left out"
+            ));
+            continue;
+        };
+        let arguments = match arguments {
+            None | Some(Value::Null) => "{}".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+        };
+        out.push(ChatToolCall {
+            id: call.get("id").and_then(scalar_text),
+            name,
+            arguments,
+        });
+    }
+    out
+}
+
+/// Give each landing the start, duration and error of the tool event with its call id.
+fn add_tool_timing(conversation: &mut Conversation, tools: &HashMap<String, ToolTiming>) {
+    if tools.is_empty() {
+        return;
+    }
+    for run in &mut conversation.runs {
+        for event in &mut run.events {
+            if event.kind() != EventKind::Landing {
+                continue;
+            }
+            let Some(timing) = event.call_id.as_ref().and_then(|id| tools.get(id)) else {
+                continue;
+            };
+            if timing.started_ms.is_some() {
+                event.timestamp_ms = timing.started_ms;
+            }
+            if timing.duration_ms.is_some() {
+                event.duration_ms = timing.duration_ms;
+            }
+            if timing.error.is_some() {
+                event.error = true;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON logs.
+// ---------------------------------------------------------------------------------------------
+
+fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+    let mut doc = match open_json(input.path)? {
+        Ok(doc) => doc,
+        Err(reason) => {
+            whole_file(input, sink, reason);
+            return Ok(());
+        }
+    };
+    let mut log = Log {
+        input,
+        sink,
+        spec: EvalSpec::default(),
+        seen: HashMap::new(),
+    };
+    let mut top = TopState {
+        current: None,
+        next: 0,
+        samples: None,
+        top_kind: None,
+    };
+    let outcome = (&mut doc.de)
+        .deserialize_any(Top {
+            log: &mut log,
+            state: &mut top,
+        })
+        .and_then(|()| doc.de.end());
+    if let Err(err) = outcome {
+        if err.is_io() {
+            return Err(err.into());
+        }
+        let offset = doc.offset();
+        log.sink.records_read(1);
+        let (locator, reason) = match top.current {
+            Some(index) => (
+                Locator::Record(index),
+                format!(
+                    "sample {index} could not be read: {err} (near byte {offset}); nothing after \
+                     it was read"
+                ),
+            ),
+            None => (
+                Locator::Byte(offset),
+                format!("the log breaks near byte {offset}: {err}; nothing after it was read"),
+            ),
+        };
+        log.sink.quarantine(dropped(input, locator, reason));
+        return Ok(());
+    }
+    if let Some(kind) = top.top_kind {
+        whole_file(
+            input,
+            log.sink,
+            format!("the document is {kind}, not an Inspect log object"),
+        );
+        return Ok(());
+    }
+    match top.samples {
+        Some(Ok(())) => {}
+        None => whole_file(
+            input,
+            log.sink,
+            "the log holds no samples (written without samples, or not finished)",
+        ),
+        Some(Err(kind)) => whole_file(
+            input,
+            log.sink,
+            format!("the log's samples is {kind}, not a list"),
+        ),
+    }
+    Ok(())
+}
+
+struct TopState {
+    /// The sample being parsed, while it is parsed.
+    current: Option<u64>,
+    next: u64,
+    samples: Option<Shape<()>>,
+    top_kind: Option<&'static str>,
+}
+
+/// The log's top-level object.
+struct Top<'s, 'a, 'b> {
+    log: &'s mut Log<'a, 'b>,
+    state: &'s mut TopState,
+}
+
+impl<'de> Visitor<'de> for Top<'_, '_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an Inspect log object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "eval" => {
+                    if let Ok(spec) = map.next_value_seed(Picked(EvalSpec::default()))? {
+                        self.log.spec = spec;
+                    }
+                }
+                "samples" => {
+                    let shape = map.next_value_seed(Samples {
+                        log: &mut *self.log,
+                        state: &mut *self.state,
+                    })?;
+                    self.state.samples = Some(shape);
+                }
+                _ => skip(&mut map)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        drain_seq(seq)?;
+        self.state.top_kind = Some("a list");
+        Ok(())
+    }
+}
+
+/// The `samples` list, one sample at a time.
+struct Samples<'s, 'a, 'b> {
+    log: &'s mut Log<'a, 'b>,
+    state: &'s mut TopState,
+}
+
+impl<'de> DeserializeSeed<'de> for Samples<'_, '_, '_> {
+    type Value = Shape<()>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shape<()>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Samples<'_, '_, '_> {
+    type Value = Shape<()>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of samples")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape<()>, A::Error> {
+        loop {
+            let index = self.state.next;
+            self.state.current = Some(index);
+            let item = seq.next_element_seed(Picked(RawSample::default()))?;
+            self.state.current = None;
+            let Some(sample) = item else { break };
+            self.state.next += 1;
+            self.log.sink.records_read(1);
+            self.log.sample(index, &format!("sample {index}"), sample);
+        }
+        Ok(Ok(()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Shape<()>, A::Error> {
+        drain_map(map)?;
+        Ok(Err("an object"))
+    }
+
+    scalars_are_wrong!();
+}
+
+// ---------------------------------------------------------------------------------------------
+// `.eval` archives.
+// ---------------------------------------------------------------------------------------------
+
+/// Is this archive member a sample (`samples/<id>_epoch_<n>.json`)?
+fn is_sample_member(name: &str) -> bool {
+    name.strip_prefix("samples/")
+        .and_then(|rest| rest.strip_suffix(".json"))
+        .is_some_and(|stem| !stem.is_empty() && !stem.contains('/'))
+}
+
+/// Read one JSON member with `seed`; `Err` is why it could not be read.
+fn read_member<R, T>(
+    zip: &mut zip::ZipArchive<R>,
+    index: usize,
+    seed: Picked<T>,
+) -> Result<Shape<T>, String>
+where
+    R: Read + io::Seek,
+    T: Pick,
+{
+    let member = zip
+        .by_index(index)
+        .map_err(|e| format!("cannot be opened: {e}"))?;
+    let mut de = serde_json::Deserializer::from_reader(BufReader::new(member));
+    let value = seed
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| {
+            if e.is_io() {
+                format!("cannot be decompressed: {e}")
+            } else {
+                format!("is not readable JSON: {e}")
+            }
+        })?;
+    Ok(value)
+}
+
+fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+    let file = File::open(input.path)?;
+    let mut zip = match zip::ZipArchive::new(BufReader::new(file)) {
+        Ok(zip) => zip,
+        Err(e) => {
+            whole_file(input, sink, format!("not a readable .eval archive: {e}"));
+            return Ok(());
+        }
+    };
+    let mut log = Log {
+        input,
+        sink,
+        spec: EvalSpec::default(),
+        seen: HashMap::new(),
+    };
+    // The header is written last (when the eval finishes); a running eval has only its journal.
+    let mut problems = Vec::new();
+    let mut found = false;
+    for name in ["header.json", "_journal/start.json"] {
+        let Some(index) = zip.index_for_name(name) else {
+            continue;
+        };
+        let problem = match read_member(&mut zip, index, Picked(HeaderDoc::default())) {
+            Ok(Ok(HeaderDoc {
+                eval: Some(Ok(spec)),
+            })) => {
+                log.spec = spec;
+                found = true;
+                break;
+            }
+            Ok(Ok(_)) => "holds no eval spec".to_string(),
+            Ok(Err(kind)) => format!("is {kind}, not an object"),
+            Err(reason) => reason,
+        };
+        problems.push(format!("{name} {problem}"));
+    }
+    if !problems.is_empty() {
+        let outcome = if found {
+            "the eval spec was read from the journal instead"
+        } else {
+            "the task and model are unknown"
+        };
+        log.sink.quarantine(partial(
+            input,
+            Locator::File,
+            format!("{}; {outcome}", problems.join("; ")),
+        ));
+    }
+    let members: Vec<(usize, String)> = (0..zip.len())
+        .filter_map(|i| zip.name_for_index(i).map(|n| (i, n.to_string())))
+        .filter(|(_, name)| is_sample_member(name))
+        .collect();
+    if members.is_empty() {
+        whole_file(
+            input,
+            log.sink,
+            "the archive holds no samples/<id>_epoch_<n>.json member",
+        );
+        return Ok(());
+    }
+    for (record, (index, name)) in members.into_iter().enumerate() {
+        let record = record as u64;
+        log.sink.records_read(1);
+        let what = format!("member {name}");
+        match read_member(&mut zip, index, Picked(RawSample::default())) {
+            Ok(sample) => log.sample(record, &what, sample),
+            Err(reason) => {
+                log.sink.quarantine(dropped(
+                    input,
+                    Locator::Record(record),
+                    format!("{what} {reason}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{Collect, Severity};
+    use crate::model::LandingFlags;
+    use serde_json::json;
+    use std::io::Write;
+
+    fn read_bytes(name: &str, bytes: &[u8]) -> Collect {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let mut sink = Collect::default();
+        read(
+            &Input {
+                path: &path,
+                display: name,
+            },
+            &mut sink,
+        )
+        .unwrap();
+        sink
+    }
+
+    fn log_with(samples: &[Value]) -> Vec<u8> {
+        serde_json::to_vec_pretty(&json!({
+            "version": 2,
+            "status": "success",
+            "eval": {"eval_id": "E1", "run_id": "R1", "task": "browse", "task_id": "T1",
+                     "model": "openai/gpt-4o-mini", "dataset": {"samples": 2}},
+            "plan": {"steps": [{"solver": "use_tools"}, {"solver": "generate"}]},
+            "samples": samples,
+            "reductions": []
+        }))
+        .unwrap()
+    }
+
+    /// A sample in the shape Inspect writes: messages inline, events with timings.
+    fn tool_sample(id: Value) -> Value {
+        json!({
+            "id": id, "epoch": 1, "input": "Find the page.", "target": "",
+            "messages": [
+                {"id": "m1", "content": "attachment://aaa", "source": "input", "role": "user"},
+                {"id": "m2", "content": "", "source": "generate", "role": "assistant",
+                 "tool_calls": [{"id": "call_1", "function": "web_browser_go",
+                                 "arguments": {"url": "https://example.org/"}}],
+                 "model": "gpt-4o-mini-2024-07-18"},
+                {"id": "m3", "content": "[1] page", "role": "tool", "tool_call_id": "call_1",
+                 "function": "web_browser_go"},
+                {"id": "m4", "content": [{"type": "text", "text": "Summary."}], "source": "generate",
+                 "role": "assistant", "model": "gpt-4o-mini-2024-07-18"}
+            ],
+            "events": [
+                {"event": "model", "timestamp": "2025-05-12T20:27:38.462180-04:00",
+                 "input": [{"content": "attachment://aaa", "role": "user"}],
+                 "output": {"choices": [{"message": {"role": "assistant", "content": "x"}}]}},
+                {"event": "tool", "type": "function", "id": "call_1", "function": "web_browser_go",
+                 "arguments": {"url": "https://example.org/"}, "result": "[1] page",
+                 "events": [{"event": "sandbox", "action": "exec"}],
+                 "timestamp": "2025-05-12T20:27:39.762878-04:00",
+                 "completed": "2025-05-12T20:27:44.080452-04:00", "working_time": 4.31}
+            ],
+            "attachments": {"aaa": "Use the web browser to find the page."}
+        })
+    }
+
+    #[test]
+    fn json_log_sample_becomes_a_conversation() {
+        let sink = read_bytes("log.json", &log_with(&[tool_sample(json!(1))]));
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.records, 1);
+        let (conv, at) = &sink.conversations[0];
+        assert_eq!(*at, 0);
+        assert_eq!(conv.id, "browse/E1/1/1");
+        assert_eq!(conv.runs.len(), 1);
+        let run = &conv.runs[0];
+        assert_eq!(run.turn, 1);
+        assert_eq!(run.format, "inspect-ai");
+        assert_eq!(run.model.as_deref(), Some("openai/gpt-4o-mini"));
+        // The attachment was resolved into the user message.
+        assert_eq!(
+            run.user_message.as_deref(),
+            Some("Use the web browser to find the page.")
+        );
+        assert_eq!(run.answer.as_deref(), Some("Summary."));
+        let landings: Vec<_> = run.landings().collect();
+        assert_eq!(landings.len(), 1);
+        let l = landings[0];
+        assert_eq!(l.tool_name.as_deref(), Some("web_browser_go"));
+        assert_eq!(
+            l.arguments.as_deref(),
+            Some(r#"{"url":"https://example.org/"}"#)
+        );
+        assert_eq!(l.text.as_deref(), Some("[1] page"));
+        assert!(!l.has_flag(LandingFlags::UNANSWERED));
+        assert_eq!(l.duration_ms, Some(4318.0));
+        assert_eq!(
+            l.timestamp_ms,
+            parse_iso_ms("2025-05-12T20:27:39.762878-04:00")
+        );
+        assert!(!l.error);
+    }
+
+    #[test]
+    fn unresolved_attachment_is_a_partial_note() {
+        let mut sample = tool_sample(json!("s1"));
+        sample["attachments"] = json!({});
+        let sink = read_bytes("log.json", &log_with(&[sample]));
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(sink.quarantined.len(), 1);
+        let q = &sink.quarantined[0];
+        assert_eq!(q.severity, Severity::Partial);
+        assert_eq!(q.locator, Locator::Record(0));
+        assert!(q.reason.contains("attachment://aaa"), "{}", q.reason);
+        assert!(q.reason.contains("message 0"), "{}", q.reason);
+        let run = &sink.conversations[0].0.runs[0];
+        assert_eq!(run.user_message.as_deref(), Some("attachment://aaa"));
+    }
+
+    #[test]
+    fn pooled_messages_rebuild_a_sample_without_messages() {
+        // A condensed sample: model events point into events_data.messages; the final message
+        // list is missing. The pool's long content sits in attachments.
+        let sample = json!({
+            "id": 7, "epoch": 2,
+            "events": [
+                {"event": "model", "input": [], "input_refs": [[0, 2]],
+                 "output": {"choices": [{"message": {"role": "assistant", "content": "",
+                    "tool_calls": [{"id": "c1", "function": "bash", "arguments": {"cmd": "ls"}}]}}]}},
+                {"event": "tool", "id": "c1", "function": "bash", "arguments": {"cmd": "ls"},
+                 "result": "a.txt", "error": {"type": "timeout", "message": "timed out"},
+                 "working_time": 1.5},
+                {"event": "model", "input": [], "input_refs": [[0, 4]],
+                 "output": {"choices": [{"message": {"role": "assistant", "content": "Done."}}]}}
+            ],
+            "events_data": {
+                "messages": [
+                    {"role": "system", "content": "attachment://sys"},
+                    {"role": "user", "content": "List the files."},
+                    {"role": "assistant", "content": "",
+                     "tool_calls": [{"id": "c1", "function": "bash", "arguments": {"cmd": "ls"}}]},
+                    {"role": "tool", "content": "", "tool_call_id": "c1", "function": "bash",
+                     "error": {"type": "timeout", "message": "timed out"}}
+                ],
+                "calls": []
+            },
+            "attachments": {"sys": "You are a careful agent."}
+        });
+        let sink = read_bytes("log.json", &log_with(&[sample]));
+        assert_eq!(sink.conversations.len(), 1);
+        let notes: Vec<_> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("rebuilt from its last model event (4 input"));
+        let conv = &sink.conversations[0].0;
+        assert_eq!(conv.id, "browse/E1/7/2");
+        let run = &conv.runs[0];
+        assert_eq!(run.answer.as_deref(), Some("Done."));
+        let history = conv.history_for(0);
+        assert_eq!(history[0].text, "You are a careful agent.");
+        let landing = run.landings().next().unwrap();
+        assert!(landing.error);
+        assert_eq!(landing.text.as_deref(), Some("timed out"));
+        assert_eq!(landing.duration_ms, Some(1500.0));
+    }
+
+    #[test]
+    fn pooled_final_messages_and_bad_refs() {
+        let pool = json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"}
+        ]);
+        let good = json!({"id": "a", "epoch": 1, "message_refs": [[0, 2]],
+                          "events_data": {"messages": pool.clone(), "calls": []}});
+        let bad = json!({"id": "b", "epoch": 1, "message_refs": [[1, 5]],
+                         "events_data": {"messages": pool, "calls": []}});
+        let sink = read_bytes("log.json", &log_with(&[good, bad]));
+        assert_eq!(sink.records, 2);
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(
+            sink.conversations[0].0.runs[0].answer.as_deref(),
+            Some("hello")
+        );
+        assert_eq!(sink.quarantined.len(), 1);
+        assert_eq!(sink.quarantined[0].severity, Severity::Dropped);
+        assert_eq!(sink.quarantined[0].locator, Locator::Record(1));
+        assert!(sink.quarantined[0]
+            .reason
+            .contains("range [1, 5) does not fit the 2 pooled"));
+    }
+
+    #[test]
+    fn bad_samples_are_dropped_one_by_one() {
+        let sink = read_bytes(
+            "log.json",
+            &log_with(&[
+                json!(null),
+                json!({"epoch": 1, "messages": []}),
+                json!({"id": "empty", "epoch": 1, "messages": [], "events": []}),
+                json!({"id": "str", "epoch": 1, "messages": "oops"}),
+                tool_sample(json!("ok")),
+                tool_sample(json!("ok")),
+            ]),
+        );
+        assert_eq!(sink.records, 6);
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(sink.conversations[0].1, 4);
+        let dropped: Vec<_> = sink
+            .quarantined
+            .iter()
+            .filter(|q| q.severity == Severity::Dropped)
+            .map(|q| (q.locator.clone(), q.reason.as_str()))
+            .collect();
+        assert_eq!(dropped.len(), 5, "{dropped:?}");
+        assert!(dropped[0].1.contains("sample 0 is null"));
+        assert!(dropped[1].1.contains("sample 1 has no id"));
+        assert!(dropped[2].1.contains("no messages and no model event"));
+        assert!(dropped[3].1.contains("messages is a string"));
+        assert!(dropped[4].1.contains("repeats record 4"));
+        assert_eq!(dropped[4].0, Locator::Record(5));
+    }
+
+    #[test]
+    fn truncated_log_keeps_earlier_samples() {
+        let full = log_with(&[tool_sample(json!(1)), tool_sample(json!(2))]);
+        let text = String::from_utf8(full).unwrap();
+        let cut = text.rfind("\"web_browser_go\"").unwrap();
+        let sink = read_bytes("log.json", &text.as_bytes()[..cut]);
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(sink.records, 2);
+        let q = sink.quarantined.last().unwrap();
+        assert_eq!(q.locator, Locator::Record(1));
+        assert!(q.reason.contains("EOF while parsing"), "{}", q.reason);
+    }
+
+    #[test]
+    fn not_a_log() {
+        for (bytes, expect) in [
+            (&b""[..], "empty"),
+            (&b"hello"[..], "not a JSON document"),
+            (&b"[1, 2]"[..], "is a list"),
+            (
+                &br#"{"version": 2, "eval": {"task": "t"}}"#[..],
+                "holds no samples",
+            ),
+            (
+                &br#"{"version": 2, "samples": {"a": 1}}"#[..],
+                "samples is an object",
+            ),
+            (&br#"{"version": 2, "eval": {"#[..], "breaks near byte"),
+        ] {
+            let sink = read_bytes("x.json", bytes);
+            assert!(sink.conversations.is_empty());
+            assert_eq!(sink.records, 1);
+            assert_eq!(sink.quarantined.len(), 1, "{expect}");
+            assert!(
+                sink.quarantined[0].reason.contains(expect),
+                "{expect}: {:?}",
+                sink.quarantined
+            );
+        }
+    }
+
+    /// Build an `.eval` archive from (name, JSON text, method) members.
+    fn archive(members: &[(&str, &[u8], zip::CompressionMethod)]) -> Vec<u8> {
+        let mut buf = io::Cursor::new(Vec::new());
+        {
+            let mut w = zip::ZipWriter::new(&mut buf);
+            for (name, bytes, method) in members {
+                let opts = zip::write::SimpleFileOptions::default().compression_method(*method);
+                w.start_file(*name, opts).unwrap();
+                w.write_all(bytes).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        buf.into_inner()
+    }
+
+    fn header() -> Vec<u8> {
+        serde_json::to_vec(&json!({"version": 2, "status": "success",
+            "eval": {"task": "browse", "eval_id": "EV", "model": "ollama/gemma3"},
+            "plan": {}, "results": {}, "stats": {}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn archive_members_deflate_and_zstd() {
+        use zip::CompressionMethod::{Deflated, Stored, Zstd};
+        let a = serde_json::to_vec(&tool_sample(json!(1))).unwrap();
+        let b = serde_json::to_vec(&tool_sample(json!(2))).unwrap();
+        let h = header();
+        let bytes = archive(&[
+            ("_journal/start.json", &h, Deflated),
+            ("samples/1_epoch_1.json", &a, Deflated),
+            ("samples/2_epoch_1.json", &b, Zstd),
+            ("summaries.json", b"[]", Stored),
+            ("header.json", &h, Zstd),
+        ]);
+        let sink = read_bytes("x.eval", &bytes);
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.records, 2);
+        let ids: Vec<_> = sink
+            .conversations
+            .iter()
+            .map(|(c, at)| (c.id.as_str(), *at))
+            .collect();
+        assert_eq!(ids, vec![("browse/EV/1/1", 0), ("browse/EV/2/1", 1)]);
+        let run = &sink.conversations[1].0.runs[0];
+        assert_eq!(run.model.as_deref(), Some("ollama/gemma3"));
+        assert_eq!(run.landings().count(), 1);
+    }
+
+    #[test]
+    fn archive_member_problems_are_records() {
+        use zip::CompressionMethod::{Deflated, Zstd};
+        let good = serde_json::to_vec(&tool_sample(json!(1))).unwrap();
+        let h = header();
+        let bytes = archive(&[
+            ("samples/1_epoch_1.json", &good, Zstd),
+            ("samples/2_epoch_1.json", b"this is not json", Deflated),
+            ("samples/3_epoch_1.json", b"[1, 2, 3]", Deflated),
+            (
+                "samples/4_epoch_1.json",
+                br#"{"id": 4, "epoch": 1, "messages": [{"role": "user""#,
+                Zstd,
+            ),
+            ("samples/nested/5_epoch_1.json", b"{}", Deflated),
+            ("header.json", &h, Deflated),
+        ]);
+        let sink = read_bytes("x.eval", &bytes);
+        assert_eq!(sink.records, 4);
+        assert_eq!(sink.conversations.len(), 1);
+        let dropped: Vec<_> = sink
+            .quarantined
+            .iter()
+            .map(|q| (q.locator.clone(), q.reason.as_str()))
+            .collect();
+        assert_eq!(dropped.len(), 3, "{dropped:?}");
+        assert_eq!(dropped[0].0, Locator::Record(1));
+        assert!(dropped[0]
+            .1
+            .contains("member samples/2_epoch_1.json is not readable JSON"));
+        assert!(dropped[1].1.contains("is a list, not an object"));
+        assert!(dropped[2].1.contains("EOF while parsing"));
+    }
+
+    #[test]
+    fn corrupt_member_data_is_a_dropped_record() {
+        use zip::CompressionMethod::Stored;
+        let good = serde_json::to_vec(&tool_sample(json!(1))).unwrap();
+        let mut bytes = archive(&[
+            ("samples/1_epoch_1.json", &good, Stored),
+            ("header.json", &header(), Stored),
+        ]);
+        // Flip a byte inside the stored sample: the CRC no longer matches.
+        let at = bytes.windows(8).position(|w| w == b"web_brow").unwrap();
+        bytes[at] = b'W';
+        let sink = read_bytes("x.eval", &bytes);
+        assert_eq!(sink.records, 1);
+        assert!(sink.conversations.is_empty());
+        assert!(
+            sink.quarantined[0]
+                .reason
+                .contains("cannot be decompressed"),
+            "{:?}",
+            sink.quarantined
+        );
+    }
+
+    #[test]
+    fn broken_archives() {
+        let good = archive(&[(
+            "samples/1_epoch_1.json",
+            &serde_json::to_vec(&tool_sample(json!(1))).unwrap(),
+            zip::CompressionMethod::Deflated,
+        )]);
+        // Cut before the central directory: nothing can be listed.
+        let sink = read_bytes("x.eval", &good[..good.len() / 2]);
+        assert_eq!(sink.records, 1);
+        assert_eq!(sink.quarantined[0].locator, Locator::File);
+        assert!(sink.quarantined[0]
+            .reason
+            .contains("not a readable .eval archive"));
+        // An archive that is not an Inspect log.
+        let other = archive(&[("readme.txt", b"hi", zip::CompressionMethod::Stored)]);
+        let sink = read_bytes("x.eval", &other);
+        assert_eq!(sink.records, 1);
+        assert!(sink.quarantined[0].reason.contains("no samples/"));
+        // A good archive without a header: the task is unknown, the file stem names the log.
+        let sink = read_bytes("nohead.eval", &good);
+        assert_eq!(sink.conversations[0].0.id, "nohead/1/1");
+        assert!(sink.quarantined.is_empty());
+    }
+
+    #[test]
+    fn tool_payload_in_a_user_message_joins_its_tool_message() {
+        let sample = json!({"id": 1, "epoch": 1, "messages": [
+            {"role": "user", "content": "Take a screenshot."},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "s1", "function": "computer", "arguments": {"action": "screenshot"}}]},
+            {"role": "tool", "content": "see image", "tool_call_id": "s1", "function": "computer"},
+            {"role": "user", "content": [{"type": "image", "image": "data:x"},
+                                          {"type": "text", "text": "(image)"}], "tool_call_id": ["s1"]},
+            {"role": "assistant", "content": "A desktop."}
+        ]});
+        let sink = read_bytes("log.json", &log_with(&[sample]));
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        let conv = &sink.conversations[0].0;
+        assert_eq!(conv.runs.len(), 1);
+        let landing = conv.runs[0].landings().next().unwrap();
+        assert_eq!(landing.text.as_deref(), Some("see image\n(image)"));
+    }
+}

@@ -1,0 +1,357 @@
+//! Reading large JSON documents one record at a time with serde, without building them whole.
+//!
+//! The pieces here let an adapter walk an object key by key ([`Pick`]), keep the few keys it
+//! needs and let the parser skip the rest unbuilt, and read a value that has the wrong kind (a
+//! string where a record should be, `null` for a list) as a named problem ([`Shape`]) rather than
+//! a parse error, so that one odd record is quarantined and the stream goes on. [`Counted`]
+//! tracks how far the parser got, so that a document that breaks can say where.
+
+use std::cell::Cell;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::marker::PhantomData;
+use std::path::Path;
+use std::rc::Rc;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+/// A value that should have been an object (or a list): `Err` says what it was instead, in words
+/// fit for a quarantine reason ("a string", "null", ...).
+pub(crate) type Shape<T> = Result<T, &'static str>;
+
+/// An object of which only some keys matter.
+pub(crate) trait Pick {
+    /// Read the value of `key` (or skip it with `map.next_value::<IgnoredAny>()`).
+    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
+}
+
+/// Skip the value of the current key unread.
+pub(crate) fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
+    map.next_value::<IgnoredAny>().map(|_| ())
+}
+
+/// The words for a JSON value's kind.
+pub(crate) fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Read one value into `T` when it is an object. Anything else is consumed whole (so the parser
+/// stays in step) and comes back as `Err(what it was)`.
+pub(crate) struct Picked<T>(pub T);
+
+impl<'de, T: Pick> DeserializeSeed<'de> for Picked<T> {
+    type Value = Shape<T>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shape<T>, D::Error> {
+        deserializer.deserialize_any(ObjectVisitor(self.0))
+    }
+}
+
+/// Scalars are never what a [`Shape`] visitor wants: name them.
+macro_rules! scalars_are_wrong {
+    () => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Err("a boolean"))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Err("a number"))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Err("a number"))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Err("a number"))
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Err("a string"))
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(Err("null"))
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(Err("null"))
+        }
+    };
+}
+pub(crate) use scalars_are_wrong;
+
+struct ObjectVisitor<T>(T);
+
+impl<'de, T: Pick> Visitor<'de> for ObjectVisitor<T> {
+    type Value = Shape<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Shape<T>, A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            self.0.pick(&key, &mut map)?;
+        }
+        Ok(Ok(self.0))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape<T>, A::Error> {
+        drain_seq(seq)?;
+        Ok(Err("a list"))
+    }
+
+    scalars_are_wrong!();
+}
+
+/// Read a list of objects, each into a fresh `T`.
+pub(crate) struct ListOf<T>(PhantomData<T>);
+
+impl<T> ListOf<T> {
+    pub(crate) fn new() -> Self {
+        ListOf(PhantomData)
+    }
+}
+
+impl<'de, T: Pick + Default> DeserializeSeed<'de> for ListOf<T> {
+    type Value = Shape<Vec<Shape<T>>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de, T: Pick + Default> Visitor<'de> for ListOf<T> {
+    type Value = Shape<Vec<Shape<T>>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Picked(T::default()))? {
+            items.push(item);
+        }
+        Ok(Ok(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        drain_map(map)?;
+        Ok(Err("an object"))
+    }
+
+    scalars_are_wrong!();
+}
+
+/// Consume the rest of a list unread.
+pub(crate) fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// Consume the rest of an object unread.
+pub(crate) fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// A reader that counts the bytes handed to the parser (exact to its one byte of look-ahead).
+pub(crate) struct Counted<R> {
+    inner: R,
+    taken: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.taken.set(self.taken.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// A JSON document opened for streaming.
+pub(crate) struct JsonDoc {
+    pub(crate) de: serde_json::Deserializer<serde_json::de::IoRead<Counted<BufReader<File>>>>,
+    taken: Rc<Cell<u64>>,
+}
+
+impl JsonDoc {
+    /// Bytes of the file read so far, a skipped byte-order mark and leading blanks included.
+    pub(crate) fn offset(&self) -> u64 {
+        self.taken.get()
+    }
+}
+
+/// Open a file for streaming after a UTF-8 byte-order mark and leading blanks. `Ok(Err(reason))`
+/// when the file is empty or does not start a JSON object or list.
+pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, String>> {
+    let mut reader = BufReader::with_capacity(256 * 1024, File::open(path)?);
+    let mut skipped = 0u64;
+    if reader.fill_buf()?.starts_with(b"\xEF\xBB\xBF") {
+        reader.consume(3);
+        skipped += 3;
+    }
+    loop {
+        let buf = reader.fill_buf()?;
+        let Some(&first) = buf.first() else {
+            return Ok(Err(if skipped == 0 {
+                "the file is empty".to_string()
+            } else {
+                "the file holds nothing but blanks".to_string()
+            }));
+        };
+        let blanks = buf
+            .iter()
+            .take_while(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+            .count();
+        if blanks == 0 {
+            if first != b'{' && first != b'[' {
+                let start = String::from_utf8_lossy(&buf[..buf.len().min(24)]).into_owned();
+                return Ok(Err(format!(
+                    "not a JSON document (the file starts with {start:?})"
+                )));
+            }
+            break;
+        }
+        reader.consume(blanks);
+        skipped += blanks as u64;
+    }
+    let taken = Rc::new(Cell::new(skipped));
+    let counted = Counted {
+        inner: reader,
+        taken: Rc::clone(&taken),
+    };
+    Ok(Ok(JsonDoc {
+        de: serde_json::Deserializer::from_reader(counted),
+        taken,
+    }))
+}
+
+/// The first key of the JSON object `text` starts with (leading blanks allowed), when it has no
+/// escapes. Detection uses it: writers put their format's telltale key first.
+pub(crate) fn first_key(text: &str) -> Option<&str> {
+    let rest = text.trim_start().strip_prefix('{')?.trim_start();
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find(['"', '\\'])?;
+    (rest[end..].starts_with('"')).then_some(&rest[..end])
+}
+
+/// A string or a number as text (ids are written either way).
+pub(crate) fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A non-empty string value.
+pub(crate) fn non_empty(value: Option<&Value>) -> Option<String> {
+    value
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// The text of a chat message's `content`: a string as it is, or the `text` of each text part
+/// of a part list, one per line (images, reasoning and other parts carry no text here).
+pub(crate) fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|part| match part {
+                Value::String(s) => Some(s.as_str()),
+                Value::Object(o) => {
+                    let is_text = o
+                        .get("type")
+                        .and_then(Value::as_str)
+                        .is_none_or(|t| t == "text");
+                    if is_text {
+                        o.get("text").and_then(Value::as_str)
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(Default, Debug)]
+    struct Two {
+        a: Option<Value>,
+        b: Option<Value>,
+    }
+
+    impl Pick for Two {
+        fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+            match key {
+                "a" => self.a = Some(map.next_value()?),
+                "b" => self.b = Some(map.next_value()?),
+                _ => skip(map)?,
+            }
+            Ok(())
+        }
+    }
+
+    fn list(text: &str) -> Shape<Vec<Shape<Two>>> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let out = ListOf::<Two>::new().deserialize(&mut de).unwrap();
+        de.end().unwrap();
+        out
+    }
+
+    #[test]
+    fn picks_keys_and_names_wrong_kinds() {
+        let items = list(
+            r#"[{"a": 1, "skip": {"deep": [1, 2]}, "b": "x"}, null, [1, {"a": 2}], "s", 3, true]"#,
+        )
+        .unwrap();
+        let first = items[0].as_ref().unwrap();
+        assert_eq!(first.a, Some(json!(1)));
+        assert_eq!(first.b, Some(json!("x")));
+        let kinds: Vec<_> = items[1..].iter().map(|i| i.as_ref().unwrap_err()).collect();
+        assert_eq!(
+            kinds,
+            vec![&"null", &"a list", &"a string", &"a number", &"a boolean"]
+        );
+        assert_eq!(list(r#"{"a": [1]}"#).unwrap_err(), "an object");
+    }
+
+    #[test]
+    fn first_keys() {
+        assert_eq!(first_key("{\n  \"version\": 2"), Some("version"));
+        assert_eq!(first_key(" {\"a\\\"b\": 1}"), None);
+        assert_eq!(first_key("[{\"a\": 1}]"), None);
+        assert_eq!(first_key("{}"), None);
+    }
+
+    #[test]
+    fn content_parts() {
+        assert_eq!(content_text(Some(&json!("plain"))), "plain");
+        let parts = json!([
+            {"type": "reasoning", "reasoning": "hidden"},
+            {"type": "text", "text": "one"},
+            {"type": "image", "image": "data:..."},
+            {"text": "two"}
+        ]);
+        assert_eq!(content_text(Some(&parts)), "one\ntwo");
+        assert_eq!(content_text(None), "");
+        assert_eq!(content_text(Some(&Value::Null)), "");
+    }
+}

@@ -1,0 +1,426 @@
+//! Inspect AI and SWE-agent ingest on real files: the excerpts in `testdata/`, and (when the
+//! shared data set sits beside the checkout) every file of its two folders.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Cursor, Read, Write};
+use std::path::{Path, PathBuf};
+
+use traceaudit::ingest::{read_head, read_path, Collect, Format, Severity};
+use traceaudit::model::{Conversation, LandingFlags};
+use traceaudit::passes::repeated_call::RepeatedCall;
+use traceaudit::passes::{Pass, PassContext};
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn detected(path: &Path) -> Option<Format> {
+    Format::detect(&read_head(path).unwrap())
+}
+
+fn dropped(sink: &Collect) -> Vec<String> {
+    sink.quarantined
+        .iter()
+        .filter(|q| q.severity == Severity::Dropped)
+        .map(|q| q.reason.clone())
+        .collect()
+}
+
+fn conversation<'a>(sink: &'a Collect, id_suffix: &str) -> &'a Conversation {
+    &sink
+        .conversations
+        .iter()
+        .find(|(c, _)| c.id.ends_with(id_suffix))
+        .unwrap_or_else(|| panic!("no conversation {id_suffix}"))
+        .0
+}
+
+#[test]
+fn inspect_excerpts() {
+    let dir = common::testdata("inspect-ai");
+    for path in files_under(&dir) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.ends_with(".json") || name.ends_with(".eval")) {
+            continue;
+        }
+        assert_eq!(detected(&path), Some(Format::InspectAi), "{name}");
+        let sink = read_path(&path, None).unwrap();
+        assert!(dropped(&sink).is_empty(), "{name}: {:?}", sink.quarantined);
+        assert!(!sink.conversations.is_empty(), "{name}");
+        for (c, _) in &sink.conversations {
+            assert!(c.runs.iter().all(|r| r.format == "inspect-ai"));
+        }
+    }
+
+    // The browser agent: one sample, four web-browser calls, each timed by its tool event.
+    let sink = read_path(&dir.join("2025-05-12T20-27-36-04-00_browser.json"), None).unwrap();
+    assert_eq!(sink.records, 1);
+    assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+    let conv = &sink.conversations[0].0;
+    assert_eq!(conv.id, "browser/ZB2vu5GNujYaBdPSReCeop/1/1");
+    assert_eq!(conv.runs.len(), 1);
+    let run = &conv.runs[0];
+    assert_eq!(run.model.as_deref(), Some("openai/gpt-4o-mini"));
+    assert!(run
+        .user_message
+        .as_deref()
+        .unwrap()
+        .starts_with("Use the web browser tool"));
+    assert!(run
+        .answer
+        .as_deref()
+        .unwrap()
+        .starts_with("The AI Security Institute"));
+    let landings: Vec<_> = run.landings().collect();
+    let tools: Vec<_> = landings
+        .iter()
+        .map(|l| l.tool_name.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        vec![
+            "web_browser_go",
+            "web_browser_click",
+            "web_browser_click",
+            "web_browser_click"
+        ]
+    );
+    assert_eq!(
+        landings[1].arguments.as_deref(),
+        Some(r#"{"element_id":151}"#)
+    );
+    assert!(landings
+        .iter()
+        .all(|l| !l.has_flag(LandingFlags::UNANSWERED) && l.duration_ms.unwrap() > 0.0));
+    // First call: 20:27:39.762 to 20:27:44.080.
+    assert_eq!(landings[0].duration_ms, Some(4318.0));
+
+    // A finished archive names its model in header.json.
+    let sink = read_path(&dir.join("log_read_sample.eval"), None).unwrap();
+    assert_eq!(sink.records, 1);
+    let conv = &sink.conversations[0].0;
+    assert_eq!(conv.id, "popularity/C3pqnFnsCUx6ZpmsRU9Ape/1/1");
+    assert_eq!(conv.runs[0].model.as_deref(), Some("ollama/gemma3"));
+    assert_eq!(conv.runs[0].answer.as_deref(), Some("Yes\n"));
+
+    // An older archive without eval_id: ten samples, named by task_id.
+    let sink = read_path(
+        &dir.join("2025-02-11T15-18-04-05-00_popularity_mj7khqpMM4GBCfVQozKgzB.eval"),
+        None,
+    )
+    .unwrap();
+    assert_eq!((sink.records, sink.conversations.len()), (10, 10));
+    assert!(conversation(&sink, "/10/1").runs[0].model.is_some());
+
+    // A cancelled JSON log still carries its three samples.
+    let sink = read_path(&dir.join("2025-05-12T20-28-13-04-00_popularity.json"), None).unwrap();
+    assert_eq!((sink.records, sink.conversations.len()), (3, 3));
+}
+
+/// The members of a real archive, decompressed.
+fn members(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    (0..zip.len())
+        .map(|i| {
+            let mut member = zip.by_index(i).unwrap();
+            let mut bytes = Vec::new();
+            member.read_to_end(&mut bytes).unwrap();
+            (member.name().to_string(), bytes)
+        })
+        .collect()
+}
+
+fn rezip(members: &[(String, Vec<u8>)], method: zip::CompressionMethod) -> Vec<u8> {
+    let mut out = Cursor::new(Vec::new());
+    let mut w = zip::ZipWriter::new(&mut out);
+    for (name, bytes) in members {
+        let opts = zip::write::SimpleFileOptions::default().compression_method(method);
+        w.start_file(name.as_str(), opts).unwrap();
+        w.write_all(bytes).unwrap();
+    }
+    w.finish().unwrap();
+    out.into_inner()
+}
+
+#[test]
+fn real_samples_in_zstd_and_deflate_archives() {
+    let original = common::testdata("inspect-ai")
+        .join("2025-02-11T15-18-04-05-00_popularity_mj7khqpMM4GBCfVQozKgzB.eval");
+    let expected = read_path(&original, None).unwrap();
+    let parts = members(&original);
+    let dir = tempfile::tempdir().unwrap();
+    for (name, method) in [
+        ("zstd.eval", zip::CompressionMethod::Zstd),
+        ("deflate.eval", zip::CompressionMethod::Deflated),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, rezip(&parts, method)).unwrap();
+        assert_eq!(detected(&path), Some(Format::InspectAi), "{name}");
+        let sink = read_path(&path, None).unwrap();
+        assert!(
+            sink.quarantined.is_empty(),
+            "{name}: {:?}",
+            sink.quarantined
+        );
+        assert_eq!(sink.records, expected.records, "{name}");
+        let got: Vec<_> = sink.conversations.iter().map(|(c, _)| c).collect();
+        let want: Vec<_> = expected
+            .conversations
+            .iter()
+            .map(|(c, _)| {
+                let mut c = c.clone();
+                for r in &mut c.runs {
+                    r.source = path.display().to_string();
+                }
+                c
+            })
+            .collect();
+        assert_eq!(got, want.iter().collect::<Vec<_>>(), "{name}");
+    }
+
+    // A broken copy: truncated inside the central directory. One dropped record, no panic.
+    let bytes = std::fs::read(&original).unwrap();
+    let path = dir.path().join("cut.eval");
+    std::fs::write(&path, &bytes[..bytes.len() - 40]).unwrap();
+    let sink = read_path(&path, None).unwrap();
+    assert_eq!(sink.records, 1);
+    assert_eq!(dropped(&sink).len(), 1);
+}
+
+#[test]
+fn swe_agent_excerpts() {
+    let dir = common::testdata("swe-agent");
+    for path in files_under(&dir) {
+        if path.extension().and_then(|e| e.to_str()) != Some("traj") {
+            continue;
+        }
+        assert_eq!(
+            detected(&path),
+            Some(Format::SweAgent),
+            "{}",
+            path.display()
+        );
+        let sink = read_path(&path, None).unwrap();
+        assert_eq!(sink.records, 1);
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.conversations.len(), 1);
+    }
+
+    // Function calling, history only.
+    let sink = read_path(
+        &dir.join("demonstrations/function_calling_simple.traj"),
+        None,
+    )
+    .unwrap();
+    let conv = &sink.conversations[0].0;
+    assert_eq!(conv.id, "demonstrations/function_calling_simple");
+    assert_eq!(conv.runs.len(), 1);
+    let run = &conv.runs[0];
+    assert_eq!(run.agent.as_deref(), Some("main"));
+    let tools: Vec<_> = run
+        .landings()
+        .map(|l| l.tool_name.clone().unwrap())
+        .collect();
+    assert_eq!(tools, vec!["find_file", "open", "edit", "bash", "submit"]);
+    assert!(run
+        .landings()
+        .all(|l| !l.has_flag(LandingFlags::UNANSWERED)));
+
+    // Text-mode actions from trajectory[]: the tool is the command's first word.
+    let sink = read_path(&dir.join("misc/networking_1.traj"), None).unwrap();
+    let run = &sink.conversations[0].0.runs[0];
+    let tools: Vec<_> = run
+        .landings()
+        .map(|l| l.tool_name.clone().unwrap())
+        .collect();
+    assert_eq!(tools, vec!["tshark", "tshark", "tshark", "submit"]);
+    assert!(run.user_message.as_deref().unwrap().contains("CTF"));
+
+    // Function calling with trajectory timings and a replay config naming the model.
+    let sink = read_path(
+        &dir.join(
+            "gpt4__swe-agent-test-repo__default_from_url__t-0.00__p-0.95__c-3.00__install-1/\
+             6e44b9__sweagenttestrepo-1c2844.traj",
+        ),
+        None,
+    )
+    .unwrap();
+    let run = &sink.conversations[0].0.runs[0];
+    assert_eq!(run.model.as_deref(), Some("gpt-4o"));
+    let landings: Vec<_> = run.landings().collect();
+    let tools: Vec<_> = landings
+        .iter()
+        .map(|l| l.tool_name.as_deref().unwrap())
+        .collect();
+    // The history stops before the final submit; the trajectory's last step supplies it.
+    assert_eq!(tools, vec!["find_file", "open", "edit", "bash", "submit"]);
+    assert_eq!(
+        landings[4].arguments.as_deref(),
+        Some(r#"{"action":"submit"}"#)
+    );
+    assert!(landings[4].text.as_deref().unwrap().contains("diff --git"));
+    assert_eq!(
+        landings[0].arguments.as_deref(),
+        Some(r#"{"file_name":"missing_colon.py"}"#)
+    );
+    assert!(landings.iter().all(|l| l.duration_ms.is_some()));
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    files: u64,
+    records: u64,
+    conversations: u64,
+    runs: u64,
+    landings: u64,
+    unanswered: u64,
+    timed: u64,
+    partial_notes: u64,
+    repeated: Vec<String>,
+}
+
+/// Every file of a shared folder: none may fail. Trajectory files are read in their format with
+/// nothing dropped; the folder's other files (licence, notes, predictions) are reported as
+/// unrecognised.
+fn tally_shared(folder: &str, format: Format) -> Option<Tally> {
+    let dir = common::shared_data(folder)?;
+    let mut tally = Tally::default();
+    let ctx = PassContext::default();
+    for path in files_under(&dir) {
+        let name = path.strip_prefix(&dir).unwrap().display().to_string();
+        let sink = read_path(&path, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let Some(found) = detected(&path) else {
+            assert!(
+                !(name.ends_with(".traj") || name.ends_with(".eval") || name.ends_with(".json")),
+                "{name} was not recognised"
+            );
+            assert_eq!(dropped(&sink).len(), 1, "{name}");
+            continue;
+        };
+        assert_eq!(found, format, "{name}");
+        assert!(dropped(&sink).is_empty(), "{name}: {:?}", sink.quarantined);
+        tally.files += 1;
+        tally.records += sink.records;
+        tally.partial_notes += sink.quarantined.len() as u64;
+        for (conversation, _) in &sink.conversations {
+            tally.conversations += 1;
+            tally.runs += conversation.runs.len() as u64;
+            for run in &conversation.runs {
+                for l in run.landings() {
+                    tally.landings += 1;
+                    tally.unanswered += l.has_flag(LandingFlags::UNANSWERED) as u64;
+                    tally.timed += l.duration_ms.is_some() as u64;
+                }
+            }
+            let outcomes = RepeatedCall.check(conversation, &ctx);
+            assert_eq!(outcomes.len(), conversation.runs.len());
+            for (run, outcome) in conversation.runs.iter().zip(outcomes) {
+                for f in outcome.findings {
+                    tally.repeated.push(format!(
+                        "{} [{}]: '{}' x{}",
+                        name,
+                        run.run_id,
+                        f.columns.tool_name.unwrap_or_default(),
+                        f.columns.occurrences.unwrap_or(0)
+                    ));
+                }
+            }
+        }
+    }
+    println!("{folder}: {tally:#?}");
+    Some(tally)
+}
+
+#[test]
+fn shared_inspect_logs() {
+    let Some(t) = tally_shared("inspect-ai", Format::InspectAi) else {
+        return;
+    };
+    let counts = BTreeMap::from([
+        ("files", t.files),
+        ("records", t.records),
+        ("conversations", t.conversations),
+        ("runs", t.runs),
+        ("landings", t.landings),
+        ("unanswered", t.unanswered),
+        ("timed", t.timed),
+        ("partial notes", t.partial_notes),
+        ("repeated-call findings", t.repeated.len() as u64),
+    ]);
+    println!("{counts:?}");
+    // Five logs (two archives, three JSON logs), one conversation and one run per sample; only
+    // the browser agent calls tools, and every call has its tool event's timing.
+    assert_eq!(
+        counts,
+        BTreeMap::from([
+            ("files", 5),
+            ("records", 18),
+            ("conversations", 18),
+            ("runs", 18),
+            ("landings", 4),
+            ("unanswered", 0),
+            ("timed", 4),
+            ("partial notes", 0),
+            ("repeated-call findings", 0),
+        ])
+    );
+}
+
+#[test]
+fn shared_swe_agent_trajectories() {
+    let Some(t) = tally_shared("swe-agent", Format::SweAgent) else {
+        return;
+    };
+    let counts = BTreeMap::from([
+        ("files", t.files),
+        ("records", t.records),
+        ("conversations", t.conversations),
+        ("runs", t.runs),
+        ("landings", t.landings),
+        ("unanswered", t.unanswered),
+        ("timed", t.timed),
+        ("partial notes", t.partial_notes),
+        ("repeated-call findings", t.repeated.len() as u64),
+    ]);
+    println!("{counts:?}");
+    // 22 trajectories, one task each. Every action got its observation (the last submit of a
+    // function-calling history comes from the trajectory), and the 40 steps that recorded an
+    // execution_time gave their landing a duration.
+    assert_eq!(
+        counts,
+        BTreeMap::from([
+            ("files", 22),
+            ("records", 22),
+            ("conversations", 22),
+            ("runs", 22),
+            ("landings", 232),
+            ("unanswered", 0),
+            ("timed", 40),
+            ("partial notes", 0),
+            ("repeated-call findings", 3),
+        ])
+    );
+    // The same failing edit retried, a file reopened unchanged, a wrong flag submitted four
+    // times in a row.
+    let found: Vec<&str> = t
+        .repeated
+        .iter()
+        .map(|f| f.rsplit(": ").next().unwrap())
+        .collect();
+    assert_eq!(found, vec!["'edit' x2", "'open' x2", "'submit' x4"]);
+}
