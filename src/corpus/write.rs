@@ -62,6 +62,13 @@ pub fn findings_schema() -> Arc<Schema> {
         Field::new("occurrences", DataType::UInt32, true),
         Field::new("wasted_landings", DataType::UInt32, true),
         Field::new("wasted_ms", DataType::Float64, true),
+        // schema-attempt
+        Field::new("schema_attempt", DataType::UInt32, true),
+        utf8("schema_outcome", true),
+        utf8("schema_stage", true),
+        utf8("schema_path", true),
+        utf8("schema_hash", true),
+        Field::new("schema_retries", DataType::UInt32, true),
     ]))
 }
 
@@ -173,6 +180,7 @@ mod tests {
             ("dispositions", dispositions_schema()),
             ("ledger", ledger_schema()),
             ("agreement", agreement_schema()),
+            ("attempts", crate::passes::schema_attempt::attempts_schema()),
         ] {
             let documented = tables
                 .iter()

@@ -7,6 +7,7 @@
 //! written into every corpus and compared across corpora.
 
 pub mod repeated_call;
+pub mod schema_attempt;
 
 use crate::config::Config;
 use crate::corpus::{AgreementRow, Disposition, Draft};
@@ -61,7 +62,7 @@ pub trait Pass: Sync + Send {
 
 /// Every registered pass, in the order they run and report.
 pub fn registry() -> Vec<&'static dyn Pass> {
-    vec![&repeated_call::RepeatedCall]
+    vec![&repeated_call::RepeatedCall, &schema_attempt::SchemaAttempt]
 }
 
 /// The registered passes named in `names` (all when `None`); an unknown name is an error.

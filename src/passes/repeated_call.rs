@@ -307,6 +307,7 @@ fn draft(state: &KeyState<'_>) -> Draft {
             occurrences: Some(state.count),
             wasted_landings: Some(wasted),
             wasted_ms,
+            ..FindingColumns::default()
         },
     }
 }
