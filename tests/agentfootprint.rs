@@ -40,10 +40,7 @@ fn ndjson_and_recording_give_the_same_runs() {
     )
     .unwrap();
     let c = &a.manifest.counts;
-    assert_eq!(
-        (c.files, c.conversations, c.runs, c.landings),
-        (9, 20, 23, 30)
-    );
+    assert_eq!((c.files, c.conversations, c.runs, c.landings), (9, 20, 23, 30));
     assert_eq!(c.records_read, c.records_stored + c.records_quarantined);
     assert_eq!(c.records_quarantined, 0);
 
@@ -82,9 +79,7 @@ fn ndjson_and_recording_give_the_same_runs() {
 fn turns_come_from_the_history() {
     let dir = tempfile::tempdir().unwrap();
     ingest(
-        &[testdata(
-            "agentfootprint/ndjson/f_prior_turn_evidence.ndjson",
-        )],
+        &[testdata("agentfootprint/ndjson/f_prior_turn_evidence.ndjson")],
         &dir.path().join("s"),
         &IngestOptions::default(),
     )
@@ -102,10 +97,7 @@ fn turns_come_from_the_history() {
     let history = conv.history_for(1);
     let roles: Vec<&str> = history.iter().map(|m| m.role.as_str()).collect();
     // Four messages of turn 1 and turn 2's question, then the injected system prompt.
-    assert_eq!(
-        roles,
-        ["user", "assistant", "tool", "assistant", "user", "system"]
-    );
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user", "system"]);
     assert!(history[2].text.contains("SHPMAXDLVAP001"));
 }
 
@@ -127,12 +119,7 @@ fn repeated_call_agrees_with_the_framework() {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|v| v["check"] == "repeated-call")
         .map(|v| {
-            format!(
-                "{} {} {}",
-                v["key"].as_str().unwrap(),
-                v["tool_call_id"].as_str().unwrap(),
-                v["occurrences"]
-            )
+            format!("{} {} {}", v["key"].as_str().unwrap(), v["tool_call_id"].as_str().unwrap(), v["occurrences"])
         })
         .collect();
     insta::assert_snapshot!(keys.join("\n"));
@@ -163,13 +150,7 @@ fn corpus_is_identical_at_one_and_two_threads() {
 fn bad_input_is_quarantined_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let out = traceaudit(&[
-        "ingest",
-        path_str(&testdata("bad")),
-        "--out",
-        path_str(&store),
-        "-q",
-    ]);
+    let out = traceaudit(&["ingest", path_str(&testdata("bad")), "--out", path_str(&store), "-q"]);
     assert_eq!(out.status, 0, "{}", out.stderr);
     let quarantine = std::fs::read_to_string(store.join("quarantine.jsonl")).unwrap();
     let entries: Vec<serde_json::Value> = quarantine
@@ -189,50 +170,25 @@ fn bad_input_is_quarantined_and_counted() {
         .collect();
     insta::assert_snapshot!(reasons.join("\n"));
     let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(store.join("manifest.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(store.join("manifest.json")).unwrap()).unwrap();
     let c = &manifest["counts"];
     assert_eq!(
         c["records_read"].as_u64().unwrap(),
         c["records_stored"].as_u64().unwrap() + c["records_quarantined"].as_u64().unwrap()
     );
-    assert_eq!(
-        c["records_quarantined"].as_u64().unwrap(),
-        entries
-            .iter()
-            .filter(|e| e["severity"] == "dropped")
-            .count() as u64
-    );
+    assert_eq!(c["records_quarantined"].as_u64().unwrap(), entries.iter().filter(|e| e["severity"] == "dropped").count() as u64);
     // The good runs of the mixed file are kept.
     assert!(c["runs"].as_u64().unwrap() >= 1);
 
     // --strict turns quarantined records into a failure.
-    let strict = traceaudit(&[
-        "ingest",
-        path_str(&testdata("bad")),
-        "--out",
-        path_str(&dir.path().join("s2")),
-        "-q",
-        "--strict",
-    ]);
+    let strict = traceaudit(&["ingest", path_str(&testdata("bad")), "--out", path_str(&dir.path().join("s2")), "-q", "--strict"]);
     assert_eq!(strict.status, 1);
     // Nothing readable at all: exit 2 with a one-line reason.
-    let nothing = traceaudit(&[
-        "ingest",
-        path_str(&testdata("bad/notes.txt")),
-        "--out",
-        path_str(&dir.path().join("s3")),
-        "-q",
-    ]);
+    let nothing = traceaudit(&["ingest", path_str(&testdata("bad/notes.txt")), "--out", path_str(&dir.path().join("s3")), "-q"]);
     assert_eq!(nothing.status, 2);
     assert_eq!(nothing.stderr.lines().count(), 1, "{}", nothing.stderr);
     // A missing input: exit 2.
-    let missing = traceaudit(&[
-        "ingest",
-        "/no/such/input",
-        "--out",
-        path_str(&dir.path().join("s4")),
-    ]);
+    let missing = traceaudit(&["ingest", "/no/such/input", "--out", path_str(&dir.path().join("s4"))]);
     assert_eq!(missing.status, 2);
 }
 
@@ -240,13 +196,7 @@ fn bad_input_is_quarantined_and_counted() {
 fn audit_refuses_to_overwrite_a_foreign_directory() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("precious.txt"), "keep me").unwrap();
-    let out = traceaudit(&[
-        "audit",
-        path_str(&testdata("agentfootprint/ndjson")),
-        "--out",
-        path_str(dir.path()),
-        "-q",
-    ]);
+    let out = traceaudit(&["audit", path_str(&testdata("agentfootprint/ndjson")), "--out", path_str(dir.path()), "-q"]);
     assert_eq!(out.status, 2);
     assert!(dir.path().join("precious.txt").exists());
 }
