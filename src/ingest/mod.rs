@@ -11,6 +11,7 @@ pub mod driver;
 pub mod tau2;
 pub mod tau_bench;
 pub mod trajectory;
+pub mod vcr;
 
 use crate::model::Conversation;
 use serde::Serialize;
@@ -27,14 +28,17 @@ pub enum Format {
     TauBench,
     /// tau2-bench simulations (a results document, a wrapped list, or a bare list).
     Tau2,
+    /// VCR HTTP cassettes of model calls (YAML `interactions`), as pydantic-ai records them.
+    Vcr,
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [
+    pub const ALL: [Format; 5] = [
         Format::AgentfootprintNdjson,
         Format::AgentfootprintRecording,
         Format::TauBench,
         Format::Tau2,
+        Format::Vcr,
     ];
 
     /// The stable name written into the store (`runs.format`, `--format`).
@@ -44,6 +48,7 @@ impl Format {
             Format::AgentfootprintRecording => "agentfootprint-recording",
             Format::TauBench => "tau-bench",
             Format::Tau2 => "tau2",
+            Format::Vcr => "vcr",
         }
     }
 
@@ -53,6 +58,7 @@ impl Format {
             Format::AgentfootprintNdjson | Format::AgentfootprintRecording => "agentfootprint",
             Format::TauBench => "tau-bench",
             Format::Tau2 => "tau2",
+            Format::Vcr => "vcr",
         }
     }
 
@@ -90,6 +96,10 @@ impl Format {
             {
                 return Some(Format::Tau2);
             }
+        }
+        // A YAML document with an `interactions:` list: a VCR cassette.
+        if vcr::looks_like_cassette(trimmed) {
+            return Some(Format::Vcr);
         }
         None
     }
@@ -176,6 +186,7 @@ pub fn read_file(format: Format, input: &Input<'_>, sink: &mut dyn Sink) -> std:
         Format::AgentfootprintRecording => agentfootprint::read_recording(input, sink),
         Format::TauBench => tau_bench::read(input, sink),
         Format::Tau2 => tau2::read(input, sink),
+        Format::Vcr => vcr::read(input, sink),
     }
 }
 

@@ -487,6 +487,20 @@ fn answer_of(f: &Facts<'_>, row: &AttemptRow, is_last: bool) -> (Option<String>,
     (None, None)
 }
 
+/// Is the assistant message `text` the judged answer `answer`? Equal text, or the answer after
+/// the model's reasoning that a provider folds into the re-sent turn (`<think>...</think>`).
+fn same_answer(text: &str, answer: &str) -> bool {
+    if text == answer {
+        return true;
+    }
+    match text.trim_start().strip_prefix("<think>") {
+        Some(rest) => rest
+            .split_once("</think>")
+            .is_some_and(|(_, after)| after.trim() == answer.trim()),
+        None => false,
+    }
+}
+
 /// Compile a JSON Schema (draft from `$schema`, 2020-12 by default). Remote references are
 /// never fetched: the crate is built without its resolvers.
 pub fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
@@ -1021,7 +1035,7 @@ fn check_invariants(c: &mut Checker<'_, '_>, ledger: &[AttemptRow]) -> Vec<RowCh
                 let correction_is_user = f.history[index].role == Role::User;
                 let placed = match before {
                     Some(m) if m.role == Role::Assistant => {
-                        !correction_is_user || answer.as_deref().is_none_or(|a| a == m.text)
+                        !correction_is_user || answer.as_deref().is_none_or(|a| same_answer(m.text, a))
                     }
                     _ => false,
                 };
