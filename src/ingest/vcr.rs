@@ -409,9 +409,11 @@ fn parse_request(body: &Value, uri: &str) -> Result<Request, String> {
         };
         chat_request(body, &mut req);
     } else {
-        return Err("request body is neither chat messages, Responses input, Anthropic messages, \
+        return Err(
+            "request body is neither chat messages, Responses input, Anthropic messages, \
                     Gemini contents nor Bedrock messages"
-            .into());
+                .into(),
+        );
     }
     Ok(req)
 }
@@ -428,12 +430,10 @@ fn chat_request(body: &Value, req: &mut Request) {
         let Some(role) = role_of(m) else { continue };
         let text = content_text(m.get("content"));
         match role {
-            Role::Tool => req.messages.push(Msg::tool(
-                s(m, "tool_call_id"),
-                s(m, "name"),
-                text,
-                false,
-            )),
+            Role::Tool => {
+                req.messages
+                    .push(Msg::tool(s(m, "tool_call_id"), s(m, "name"), text, false))
+            }
             Role::Assistant => {
                 let mut msg = Msg::new(Role::Assistant, text);
                 msg.calls = chat_calls(arr(m, "tool_calls"));
@@ -457,7 +457,12 @@ fn chat_request(body: &Value, req: &mut Request) {
     let native = rf
         .filter(|r| s(r, "type").as_deref() == Some("json_schema"))
         .and_then(|r| r.get("json_schema"))
-        .and_then(|j| j.get("schema").and_then(schema_value));
+        .and_then(|j| j.get("schema").and_then(schema_value))
+        .or_else(|| {
+            // xAI's gRPC form: `{format_type: FORMAT_TYPE_JSON_SCHEMA, schema: "<json>"}`.
+            rf.filter(|r| s(r, "format_type").as_deref() == Some("FORMAT_TYPE_JSON_SCHEMA"))
+                .and_then(|r| r.get("schema").and_then(schema_value))
+        });
     let json_mode = rf.is_some_and(|r| s(r, "type").as_deref() == Some("json_object"));
     req.contract = contract_of(native, json_mode, &tools, &instructions);
 }
@@ -494,9 +499,7 @@ fn responses_request(body: &Value, req: &mut Request) {
                 };
                 // Consecutive calls belong to one assistant turn.
                 match req.messages.last_mut() {
-                    Some(m) if m.role == Role::Assistant && m.text.is_empty() => {
-                        m.calls.push(call)
-                    }
+                    Some(m) if m.role == Role::Assistant && m.text.is_empty() => m.calls.push(call),
                     _ => {
                         let mut m = Msg::new(Role::Assistant, "");
                         m.calls.push(call);
@@ -752,7 +755,10 @@ fn bedrock_request(body: &Value, req: &mut Request) {
         .iter()
         .filter_map(|t| {
             let spec = t.get("toolSpec")?;
-            let schema = spec.get("inputSchema")?.get("json").and_then(schema_value)?;
+            let schema = spec
+                .get("inputSchema")?
+                .get("json")
+                .and_then(schema_value)?;
             Some((s(spec, "name")?, schema))
         })
         .collect();
@@ -788,8 +794,15 @@ fn normalise_stop(raw: &str) -> String {
         "length" | "max_tokens" | "MAX_TOKENS" | "max_output_tokens" | "MAX_TOKENS_REACHED" => {
             "max_tokens".into()
         }
-        "content_filter" | "refusal" | "SAFETY" | "RECITATION" | "PROHIBITED_CONTENT"
-        | "BLOCKLIST" | "SPII" | "guardrail_intervened" | "content_filtered" => "refusal".into(),
+        "content_filter"
+        | "refusal"
+        | "SAFETY"
+        | "RECITATION"
+        | "PROHIBITED_CONTENT"
+        | "BLOCKLIST"
+        | "SPII"
+        | "guardrail_intervened"
+        | "content_filtered" => "refusal".into(),
         "model_context_window_exceeded" => "model_context_window_exceeded".into(),
         other => other.to_string(),
     }
@@ -802,7 +815,10 @@ fn parse_response(provider: &str, body: &Value) -> Response {
     };
     match provider {
         "google" => {
-            let cand = arr(body, "candidates").first().cloned().unwrap_or(Value::Null);
+            let cand = arr(body, "candidates")
+                .first()
+                .cloned()
+                .unwrap_or(Value::Null);
             let mut msgs = Vec::new();
             let parts = cand.get("content").map(|c| arr(c, "parts")).unwrap_or(&[]);
             google_parts(Role::Assistant, parts, &mut msgs);
@@ -927,7 +943,9 @@ fn assemble_stream(provider: &str, text: &str) -> Option<Value> {
                     }
                 }
             }
-            Some(json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": finish}]}))
+            Some(
+                json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": finish}]}),
+            )
         }
         "anthropic" => {
             let mut blocks: Vec<Value> = Vec::new();
@@ -1003,7 +1021,9 @@ fn assemble_stream(provider: &str, text: &str) -> Option<Value> {
                 .into_values()
                 .map(|(id, name, args)| json!({"id": id, "function": {"name": name, "arguments": args}}))
                 .collect();
-            Some(json!({"choices": [{"message": {"content": content, "tool_calls": tool_calls}, "finish_reason": finish}]}))
+            Some(
+                json!({"choices": [{"message": {"content": content, "tool_calls": tool_calls}, "finish_reason": finish}]}),
+            )
         }
     }
 }
@@ -1015,7 +1035,10 @@ fn assemble_stream(provider: &str, text: &str) -> Option<Value> {
 fn retry_details(text: &str) -> (String, String, Option<String>) {
     let mut body = text.trim_end();
     body = body.strip_suffix(RETRY_SUFFIX).unwrap_or(body).trim_end();
-    body = body.strip_prefix(FEEDBACK_PREFIX).unwrap_or(body).trim_start();
+    body = body
+        .strip_prefix(FEEDBACK_PREFIX)
+        .unwrap_or(body)
+        .trim_start();
     let error = body.to_string();
     // A list of validation errors in a ```json fence.
     let listed = body
@@ -1113,16 +1136,14 @@ fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
         } else {
             let prev = &chain.exchanges[k - 1];
             let prev_len = prev.request.messages.len();
-            let (mut added, appended): (Vec<Msg>, bool) = if ex.request.previous_response_id.is_some()
-                && ex.request.previous_response_id == prev.response.id
-            {
-                (ex.request.messages.clone(), true)
-            } else {
-                (
-                    ex.request.messages[prev_len..].to_vec(),
-                    false,
-                )
-            };
+            let (mut added, appended): (Vec<Msg>, bool) =
+                if ex.request.previous_response_id.is_some()
+                    && ex.request.previous_response_id == prev.response.id
+                {
+                    (ex.request.messages.clone(), true)
+                } else {
+                    (ex.request.messages[prev_len..].to_vec(), false)
+                };
             // The previous response, as the framework re-sent it (its ids are the ones the tool
             // results answer), else as the provider returned it.
             let resent: Vec<Msg> = if appended {
@@ -1386,7 +1407,11 @@ impl<'c> RunBuilder<'c> {
                     .unwrap_or_else(|| m.text.clone());
                 self.answer = Some(text.clone());
                 payload["answer"] = json!({"text": text, "tool": out_call.map(|c| c.name.clone())});
-                self.open = Some((out_call.and_then(|c| c.id.clone()), self.attempts, iteration));
+                self.open = Some((
+                    out_call.and_then(|c| c.id.clone()),
+                    self.attempts,
+                    iteration,
+                ));
             }
         }
         if self.contract.is_none() {
@@ -1556,13 +1581,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
         let first_turn = runs.len() as u32 + 1;
         runs.extend(chain_runs(&chain, &conv_id, input.display, first_turn));
     }
-    sink.conversation(
-        Conversation {
-            id: conv_id,
-            runs,
-        },
-        first_record,
-    );
+    sink.conversation(Conversation { id: conv_id, runs }, first_record);
     Ok(())
 }
 
@@ -1610,7 +1629,9 @@ fn exchange(
         (None, Some(raw)) => match assemble_stream(request.provider, &raw) {
             Some(b) => parse_response(request.provider, &b),
             None => Response {
-                unreadable: Some("response body is neither JSON nor a readable event stream".into()),
+                unreadable: Some(
+                    "response body is neither JSON nor a readable event stream".into(),
+                ),
                 ..Response::default()
             },
         },

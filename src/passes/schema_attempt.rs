@@ -1035,7 +1035,8 @@ fn check_invariants(c: &mut Checker<'_, '_>, ledger: &[AttemptRow]) -> Vec<RowCh
                 let correction_is_user = f.history[index].role == Role::User;
                 let placed = match before {
                     Some(m) if m.role == Role::Assistant => {
-                        !correction_is_user || answer.as_deref().is_none_or(|a| same_answer(m.text, a))
+                        !correction_is_user
+                            || answer.as_deref().is_none_or(|a| same_answer(m.text, a))
                     }
                     _ => false,
                 };
