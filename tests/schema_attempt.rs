@@ -159,18 +159,28 @@ fn json_answer_gate_runs_pass_under_one_retry() {
 fn audit_writes_the_attempts_table() {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("corpus");
-    audit(
-        &[testdata("agentfootprint/ndjson")],
-        &out,
-        &AuditOptions {
-            config: sample_config(),
-            threads: 2,
-            checks: Some(vec!["schema-attempt".into()]),
-            ..AuditOptions::default()
-        },
-    )
-    .unwrap();
+    let corpus = |name: &str, threads: usize| {
+        let out = dir.path().join(name);
+        audit(
+            &[testdata("agentfootprint/ndjson")],
+            &out,
+            &AuditOptions {
+                config: sample_config(),
+                threads,
+                checks: Some(vec!["schema-attempt".into()]),
+                ..AuditOptions::default()
+            },
+        )
+        .unwrap();
+        out
+    };
+    let out = corpus("two", 2);
+    let one = corpus("one", 1);
+    assert!(
+        std::fs::read(out.join("attempts.parquet")).unwrap()
+            == std::fs::read(one.join("attempts.parquet")).unwrap(),
+        "attempts.parquet differs between 1 and 2 threads"
+    );
     let file = std::fs::File::open(out.join("attempts.parquet")).unwrap();
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .unwrap()

@@ -1164,15 +1164,14 @@ fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
                 for m in resent {
                     chain.items.push((m, Origin::Response(k - 1)));
                 }
-            } else if let Some(m) = chain.exchanges[k - 1].response.message.clone() {
-                if appended || !m.text.is_empty() || !m.calls.is_empty() {
-                    // A response the framework dropped (an empty one) is not re-sent; keep it
-                    // only when the chain is appended by id (nothing is re-sent then).
-                    if appended {
-                        chain.items.push((m, Origin::Response(k - 1)));
-                    }
+            } else if appended {
+                // Chained by id: nothing is re-sent, so the provider's answer is the history.
+                if let Some(m) = chain.exchanges[k - 1].response.message.clone() {
+                    chain.items.push((m, Origin::Response(k - 1)));
                 }
             }
+            // Otherwise the framework dropped the previous answer (an empty one): it is not part
+            // of the history, though its model call is still written.
             for m in added {
                 chain.items.push((m, Origin::Request(k)));
             }
@@ -1274,8 +1273,7 @@ fn chain_runs(chain: &Chain, conv_id: &str, source: &str, first_turn: u32) -> Ve
         b.run.source = source.to_string();
         b.run.user_message = items
             .iter()
-            .filter(|(m, _)| m.role == Role::User && !m.is_retry_prompt())
-            .last()
+            .rfind(|(m, _)| m.role == Role::User && !m.is_retry_prompt())
             .map(|(m, _)| m.text.clone());
         b.run.model = ks
             .first()
@@ -1396,10 +1394,7 @@ impl<'c> RunBuilder<'c> {
         });
         self.open = None;
         if let (Some(_), Some(m)) = (&self.contract, &m) {
-            let out_call = m
-                .calls
-                .iter()
-                .find(|c| self.output_names.iter().any(|n| *n == c.name));
+            let out_call = m.calls.iter().find(|c| self.output_names.contains(&c.name));
             if out_call.is_some() || m.calls.is_empty() {
                 self.attempts += 1;
                 let text = out_call
