@@ -1637,12 +1637,7 @@ fn exchange(
     };
     response.status = status;
     if request.auxiliary {
-        sink.quarantine(Quarantined::partial(
-            input.display,
-            Locator::Record(i as u64),
-            format!("{uri} is a token count, not a model call; kept out of the history"),
-        ));
-        return Ok(None);
+        return Err(format!("{uri} is a token count, not a model call"));
     }
     if status.is_some_and(|c| c >= 400) {
         response.message = None;

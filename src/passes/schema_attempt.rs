@@ -434,9 +434,10 @@ fn rebuild(f: &Facts<'_>) -> Vec<AttemptRow> {
                 row.corrective_message_hash = Some(corr.hash.clone());
             }
             row.stop_reason = native_stop;
-        } else if k + 1 == n && !f.contract.terminal_verdicts {
-            // Nothing followed the last answer and the source records no terminal verdict:
-            // its fate is for the validator to say (see `infer_last`).
+        } else if !f.contract.declared || (k + 1 == n && !f.contract.terminal_verdicts) {
+            // Only the configuration knows of a contract (the framework judged nothing), or
+            // nothing followed the last answer and the source records no terminal verdict:
+            // the validator says what became of it (see `rejudge`).
             row.outcome = "passed".into();
             row.inferred = true;
         } else {

@@ -516,3 +516,23 @@ fn validator_reports_keyword_and_path_without_values() {
     let remote = json!({"$ref": "https://example.invalid/schema.json"});
     assert!(compile_schema(&remote).is_err());
 }
+
+#[test]
+fn a_configured_schema_alone_judges_the_delivered_answer() {
+    // No contract in the recording: the framework judged nothing, so nothing can drift; the
+    // validator decides, and a failing answer is an unmet contract.
+    let bad = Fixture::default()
+        .user("q")
+        .answer(1, BAD_TYPE, "final", "stop")
+        .conversation();
+    let out = run_check(&bad, with_schema(None));
+    assert_eq!(outcomes(&out), ["1:exhausted"]);
+    assert_eq!(predicates(&out), ["contract-unmet output-contract"]);
+    assert_eq!(out.rows[0].1["outcome_inferred"], true);
+    let good = Fixture::default()
+        .user("q")
+        .answer(1, GOOD, "final", "stop")
+        .conversation();
+    let out = run_check(&good, with_schema(None));
+    assert_eq!(out.disposition, Disposition::CheckedPass);
+}
