@@ -153,13 +153,10 @@ fn every_shared_cassette_is_read() {
         t.findings
     );
     assert!(t.files >= 140, "{} cassettes", t.files);
-    // Every cassette yields runs; only requests without a body (two Hugging Face cassettes)
-    // and a token count are dropped.
+    // Every cassette yields runs; only a token count is dropped.
     assert!(t.runs >= t.files, "{} runs", t.runs);
     assert!(
-        t.dropped_reasons
-            .iter()
-            .all(|r| r.contains("has no body") || r.contains("token count")),
+        t.dropped_reasons.iter().all(|r| r.contains("token count")),
         "{:?}",
         t.dropped_reasons
     );

@@ -209,7 +209,11 @@ fn body_of(side: &Value) -> (Option<Value>, Option<String>) {
     }
     let text = match side.get("body") {
         Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Object(m)) => m.get("string").and_then(Value::as_str).map(str::to_string),
+        Some(Value::Object(m)) => match m.get("string") {
+            Some(inner) => inner.as_str().map(str::to_string),
+            // Some cassettes keep the decoded body itself under `body`.
+            None => return (Some(Value::Object(m.clone())), None),
+        },
         _ => None,
     };
     match text {
