@@ -706,6 +706,14 @@ fn bedrock_blocks(role: Role, blocks: &[Value], out: &mut Vec<Msg>) {
         if let Some(t) = b.get("text").and_then(Value::as_str) {
             text.push_str(t);
         }
+        // A server-side tool (run by the provider inside the answer) is not the agent's call.
+        let server_side = role == Role::Assistant
+            && (b.get("toolResult").is_some()
+                || b.get("toolUse")
+                    .is_some_and(|tu| s(tu, "type").as_deref() == Some("server_tool_use")));
+        if server_side {
+            continue;
+        }
         if let Some(tu) = b.get("toolUse") {
             calls.push(Call {
                 id: s(tu, "toolUseId"),
@@ -1254,10 +1262,11 @@ fn chain_runs(chain: &Chain, conv_id: &str, source: &str, first_turn: u32) -> Ve
     // that added nothing stays with the run before it).
     let mut owner = vec![0usize; chain.exchanges.len()];
     for k in 1..chain.exchanges.len() {
+        // The run in force when the request was sent: where its newest message sits.
         owner[k] = chain
             .items
             .iter()
-            .position(|(_, o)| *o == Origin::Request(k))
+            .rposition(|(_, o)| *o == Origin::Request(k))
             .map(run_of_item)
             .unwrap_or(owner[k - 1]);
     }
