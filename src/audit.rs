@@ -127,6 +127,7 @@ fn audit_conversation(
                     columns: draft.columns.clone(),
                 });
             }
+            out.rows.extend(outcome.rows.iter().cloned());
             out.agreement.extend(agreement_rows(
                 pass.name(),
                 conversation,

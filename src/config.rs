@@ -12,6 +12,13 @@
 //! exempt_patterns = []
 //! shapes = []            # [{ name = "ticket", pattern = "tkt-[0-9]+" }]
 //! max_forms = 200000
+//!
+//! # The output contract of some runs: a JSON Schema file (relative to this file) chosen by agent
+//! # id or by a glob over the run's source path, and optionally the retry budget.
+//! [[schemas]]
+//! source = "**/g_output_schema*"
+//! schema = "schemas/storage_report.json"
+//! retries = 2
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -27,6 +34,94 @@ pub struct Config {
     /// The evidence gate's reading (prior-turn-evidence): value shapes, exemptions, ceilings.
     #[serde(default)]
     pub evidence: crate::evidence::EvidenceConfig,
+    /// Output contracts (JSON Schemas) for runs, first match wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schemas: Vec<SchemaConfig>,
+}
+
+/// One output contract: which runs it covers and the JSON Schema their answers must satisfy.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaConfig {
+    /// Runs whose agent id is exactly this.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Runs whose source path matches this glob (`*` and `?` within a path segment, `**` across
+    /// segments).
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Path of a JSON Schema file, relative to the configuration file.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// The schema itself, inline, as JSON text (instead of `schema`).
+    #[serde(default)]
+    pub schema_json: Option<String>,
+    /// Corrective re-asks the agent was configured with, when known.
+    #[serde(default)]
+    pub retries: Option<u32>,
+    /// The parsed schema, filled in by [`Config::resolve_files`] (or from `schema_json`). It is
+    /// part of the configuration hash, so a changed schema file changes the hash.
+    #[serde(default, skip_deserializing)]
+    pub resolved: Option<serde_json::Value>,
+}
+
+impl SchemaConfig {
+    /// Does this entry cover a run with this agent id and source path?
+    pub fn covers(&self, agent: Option<&str>, source: &str) -> bool {
+        if self.agent.is_none() && self.source.is_none() {
+            return false;
+        }
+        let agent_ok = match &self.agent {
+            Some(a) => agent == Some(a.as_str()),
+            None => true,
+        };
+        let source_ok = match &self.source {
+            Some(g) => glob_matches(g, source),
+            None => true,
+        };
+        agent_ok && source_ok
+    }
+}
+
+/// Match a path against a glob: `**` spans segments, `*` and `?` stay within one. Both sides
+/// are compared with `/` as the separator.
+pub fn glob_matches(glob: &str, path: &str) -> bool {
+    let path = path.replace('\\', "/");
+    let mut pattern = String::from("^");
+    let chars: Vec<char> = glob.replace('\\', "/").chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '*' && chars.get(i + 1) == Some(&'*') {
+            // `**/` matches zero or more whole segments; a bare `**` anything at all.
+            if chars.get(i + 2) == Some(&'/') {
+                pattern.push_str("(?:.*/)?");
+                i += 3;
+            } else {
+                pattern.push_str(".*");
+                i += 2;
+            }
+            continue;
+        }
+        match c {
+            '*' => pattern.push_str("[^/]*"),
+            '?' => pattern.push_str("[^/]"),
+            other => pattern.push_str(&regex::escape(&other.to_string())),
+        }
+        i += 1;
+    }
+    pattern.push('$');
+    match regex::Regex::new(&pattern) {
+        // A relative glob may match the end of an absolute path.
+        Ok(re) => {
+            re.is_match(&path)
+                || (!glob.starts_with('/')
+                    && path
+                        .match_indices('/')
+                        .any(|(i, _)| re.is_match(&path[i + 1..])))
+        }
+        Err(_) => false,
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -54,13 +149,51 @@ impl Config {
     pub fn load(path: &Path) -> Result<(Config, String), String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-        let config =
+        let mut config =
             Config::from_toml(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
         config
             .evidence
             .compile()
             .map_err(|e| format!("config {}: {e}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config
+            .resolve_files(base)
+            .map_err(|e| format!("config {}: {e}", path.display()))?;
         Ok((config, text))
+    }
+
+    /// Read and parse the schema files the configuration names (relative to `base`), and the
+    /// inline schemas; each must compile as a JSON Schema.
+    pub fn resolve_files(&mut self, base: &Path) -> Result<(), String> {
+        for (i, entry) in self.schemas.iter_mut().enumerate() {
+            let what = format!("schemas[{i}]");
+            if entry.agent.is_none() && entry.source.is_none() {
+                return Err(format!(
+                    "{what}: give `agent` or `source` to say which runs it covers"
+                ));
+            }
+            let text = match (&entry.schema, &entry.schema_json) {
+                (Some(file), None) => std::fs::read_to_string(base.join(file))
+                    .map_err(|e| format!("{what}: cannot read schema {file}: {e}"))?,
+                (None, Some(inline)) => inline.clone(),
+                _ => {
+                    return Err(format!(
+                        "{what}: give exactly one of `schema` or `schema_json`"
+                    ))
+                }
+            };
+            let value: serde_json::Value = crate::js::parse_json(&text)
+                .map_err(|e| format!("{what}: the schema is not JSON: {e}"))?;
+            crate::passes::schema_attempt::compile_schema(&value)
+                .map_err(|e| format!("{what}: not a usable JSON Schema: {e}"))?;
+            entry.resolved = Some(value);
+        }
+        Ok(())
+    }
+
+    /// The configured output contract of a run, if any entry covers it.
+    pub fn schema_for(&self, agent: Option<&str>, source: &str) -> Option<&SchemaConfig> {
+        self.schemas.iter().find(|s| s.covers(agent, source))
     }
 
     pub fn repeated_when(&self, tool: &str) -> RepeatedWhen {
@@ -88,5 +221,33 @@ mod tests {
         assert_eq!(c.repeated_when("render_screen"), RepeatedWhen::Arguments);
         assert_eq!(c.repeated_when("lookup"), RepeatedWhen::ArgumentsAndResult);
         assert!(Config::from_toml("[tools.x]\nrepeated = 1\n").is_err());
+    }
+
+    #[test]
+    fn schema_entries_resolve_and_match() {
+        let mut c = Config::from_toml(
+            "[[schemas]]\nsource = \"**/g_*.ndjson\"\nschema_json = '{\"type\":\"object\"}'\nretries = 2\n",
+        )
+        .unwrap();
+        c.resolve_files(Path::new(".")).unwrap();
+        let entry = c
+            .schema_for(None, "/data/ndjson/g_output_schema.ndjson")
+            .unwrap();
+        assert_eq!(entry.retries, Some(2));
+        assert!(entry.resolved.is_some());
+        assert!(c.schema_for(None, "/data/ndjson/f_x.ndjson").is_none());
+        // An empty file is the default configuration; a schema entry changes the hash.
+        assert_eq!(
+            Config::default().hash(),
+            Config::from_toml("").unwrap().hash()
+        );
+        assert_ne!(Config::default().hash(), c.hash());
+        let mut bad =
+            Config::from_toml("[[schemas]]\nagent = \"a\"\nschema_json = '{\"type\":7}'\n")
+                .unwrap();
+        assert!(bad.resolve_files(Path::new(".")).is_err());
+        assert!(glob_matches("test_*/x?.yaml", "/a/b/test_ollama/x1.yaml"));
+        assert!(!glob_matches("test_*/x?.yaml", "/a/b/test_ollama/x12.yaml"));
+        assert!(glob_matches("**", "anything/at/all"));
     }
 }

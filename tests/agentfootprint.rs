@@ -53,7 +53,7 @@ fn ndjson_and_recording_give_the_same_runs() {
         &opts,
     )
     .unwrap();
-    assert_eq!(b.manifest.counts.runs, 2);
+    assert_eq!(b.manifest.counts.runs, 6);
     let ndjson = Store::open(&dir.path().join("a")).unwrap();
     let recordings = Store::open(&dir.path().join("b")).unwrap();
     for row in &recordings.runs {
@@ -75,7 +75,7 @@ fn ndjson_and_recording_give_the_same_runs() {
     )
     .unwrap();
     assert_eq!(both.manifest.counts.runs, 23);
-    assert_eq!(both.manifest.counts.duplicate_runs, 2);
+    assert_eq!(both.manifest.counts.duplicate_runs, 6);
 }
 
 #[test]

@@ -109,6 +109,19 @@ pub struct FindingColumns {
     pub current_turn: Option<u32>,
     pub turns_back: Option<u32>,
     pub tool_results_this_turn: Option<u32>,
+    // schema-attempt (left out of JSON when null, so other checks' JSON lines keep their shape)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_attempt: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_stage: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_retries: Option<u32>,
 }
 
 /// One filed observation, as the corpus stores it.

@@ -73,6 +73,13 @@ pub fn findings_schema() -> Arc<Schema> {
         Field::new("current_turn", DataType::UInt32, true),
         Field::new("turns_back", DataType::UInt32, true),
         Field::new("tool_results_this_turn", DataType::UInt32, true),
+        // schema-attempt
+        Field::new("schema_attempt", DataType::UInt32, true),
+        utf8("schema_outcome", true),
+        utf8("schema_stage", true),
+        utf8("schema_path", true),
+        utf8("schema_hash", true),
+        Field::new("schema_retries", DataType::UInt32, true),
     ]))
 }
 
@@ -184,6 +191,7 @@ mod tests {
             ("dispositions", dispositions_schema()),
             ("ledger", ledger_schema()),
             ("agreement", agreement_schema()),
+            ("attempts", crate::passes::schema_attempt::attempts_schema()),
         ] {
             let documented = tables
                 .iter()

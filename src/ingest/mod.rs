@@ -14,6 +14,7 @@ pub mod swe_agent;
 pub mod tau2;
 pub mod tau_bench;
 pub mod trajectory;
+pub mod vcr;
 
 use crate::model::Conversation;
 use serde::Serialize;
@@ -34,16 +35,19 @@ pub enum Format {
     InspectAi,
     /// SWE-agent `.traj` trajectories.
     SweAgent,
+    /// VCR HTTP cassettes of model calls (YAML `interactions`), as pydantic-ai records them.
+    Vcr,
 }
 
 impl Format {
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 7] = [
         Format::AgentfootprintNdjson,
         Format::AgentfootprintRecording,
         Format::TauBench,
         Format::Tau2,
         Format::InspectAi,
         Format::SweAgent,
+        Format::Vcr,
     ];
 
     /// The stable name written into the store (`runs.format`, `--format`).
@@ -55,6 +59,7 @@ impl Format {
             Format::Tau2 => "tau2",
             Format::InspectAi => "inspect-ai",
             Format::SweAgent => "swe-agent",
+            Format::Vcr => "vcr",
         }
     }
 
@@ -66,6 +71,7 @@ impl Format {
             Format::Tau2 => "tau2",
             Format::InspectAi => "inspect-ai",
             Format::SweAgent => "swe-agent",
+            Format::Vcr => "vcr",
         }
     }
 
@@ -119,6 +125,10 @@ impl Format {
             {
                 return Some(Format::Tau2);
             }
+        }
+        // A YAML document with an `interactions:` list: a VCR cassette.
+        if vcr::looks_like_cassette(trimmed) {
+            return Some(Format::Vcr);
         }
         None
     }
@@ -207,6 +217,7 @@ pub fn read_file(format: Format, input: &Input<'_>, sink: &mut dyn Sink) -> std:
         Format::Tau2 => tau2::read(input, sink),
         Format::InspectAi => inspect::read(input, sink),
         Format::SweAgent => swe_agent::read(input, sink),
+        Format::Vcr => vcr::read(input, sink),
     }
 }
 

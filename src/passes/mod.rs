@@ -8,6 +8,7 @@
 
 pub mod prior_turn_evidence;
 pub mod repeated_call;
+pub mod schema_attempt;
 
 use crate::config::Config;
 use crate::corpus::{AgreementRow, Disposition, Draft};
@@ -67,6 +68,7 @@ pub fn registry() -> Vec<&'static dyn Pass> {
     vec![
         &repeated_call::RepeatedCall,
         &prior_turn_evidence::PriorTurnEvidence,
+        &schema_attempt::SchemaAttempt,
     ]
 }
 

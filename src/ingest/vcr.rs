@@ -1,0 +1,1681 @@
+//! VCR HTTP cassettes of model calls (the YAML files pydantic-ai's test suite records):
+//! `interactions[{request{method, uri, parsed_body | body}, response{status, parsed_body | body}}]`.
+//!
+//! A cassette is one conversation (its id: the cassette's folder and file stem). Each interaction
+//! is one model call, and each request re-sends the whole history, so the history is rebuilt once:
+//! a request that repeats the previous request's messages and adds some continues the same chain
+//! (only the added messages are new); an OpenAI Responses request naming the previous response
+//! (`previous_response_id`) carries only the new items; any other request starts a new chain. A
+//! chain splits into runs at user prompts (not at the framework's retry prompts).
+//!
+//! Providers differ in their wire shapes; each request and response is first mapped onto one
+//! message form: OpenAI chat completions and its many compatible servers (Groq, Ollama, Mistral,
+//! Cerebras, OpenRouter, Hugging Face, ...), OpenAI Responses, Anthropic Messages, Google Gemini,
+//! Amazon Bedrock Converse, Cohere v2 and xAI's recorded gRPC samples. Streamed (SSE) responses
+//! are assembled. What cannot be mapped is quarantined with the reason.
+//!
+//! Structured output is read from the request: an output tool (`final_result`, its `parameters`
+//! the JSON Schema), a native format (`response_format` json_schema, Responses `text.format`,
+//! Gemini `responseJsonSchema` / `responseSchema`, Anthropic `output_format` /
+//! `output_config.format`, Bedrock `outputConfig.textFormat`), or a prompted JSON instruction
+//! (the schema is read out of the instruction). Each run with one gets an `output-contract` row;
+//! each model call whose response is a would-be-final answer gets an `answer` mark in its payload;
+//! each retry prompt that rejected such an answer (the next request ends with validation errors
+//! and "Fix the errors and try again.") becomes a `schema-retry` verdict row. The schema-attempt
+//! check reads only those neutral rows.
+
+use crate::ingest::{Input, Locator, Quarantined, Sink};
+use crate::js;
+use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// The text pydantic-ai ends every retry prompt with.
+const RETRY_SUFFIX: &str = "Fix the errors and try again.";
+/// The prefix newer pydantic-ai versions put before a retry prompt's errors.
+const FEEDBACK_PREFIX: &str = "Validation feedback:";
+/// The name prefix of output tools.
+const OUTPUT_TOOL_PREFIX: &str = "final_result";
+
+/// Does the head of a file look like a cassette?
+pub fn looks_like_cassette(text: &str) -> bool {
+    text.starts_with("interactions:") || text.contains("\ninteractions:")
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq)]
+struct Call {
+    id: Option<String>,
+    name: String,
+    /// JSON text.
+    args: String,
+}
+
+/// One message in provider-neutral form.
+#[derive(Debug, Clone, PartialEq)]
+struct Msg {
+    role: Role,
+    text: String,
+    calls: Vec<Call>,
+    call_id: Option<String>,
+    tool_name: Option<String>,
+    error: bool,
+}
+
+impl Msg {
+    fn new(role: Role, text: impl Into<String>) -> Msg {
+        Msg {
+            role,
+            text: text.into(),
+            calls: Vec::new(),
+            call_id: None,
+            tool_name: None,
+            error: false,
+        }
+    }
+
+    fn tool(call_id: Option<String>, name: Option<String>, text: String, error: bool) -> Msg {
+        Msg {
+            call_id,
+            tool_name: name,
+            error,
+            ..Msg::new(Role::Tool, text)
+        }
+    }
+
+    fn is_retry_prompt(&self) -> bool {
+        matches!(self.role, Role::User | Role::Tool) && is_retry_text(&self.text)
+    }
+}
+
+fn is_retry_text(text: &str) -> bool {
+    let t = text.trim_end();
+    t.ends_with(RETRY_SUFFIX) || t.starts_with(FEEDBACK_PREFIX)
+}
+
+/// The output contract a request declares.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct ContractSpec {
+    mode: String,
+    schema: Option<Value>,
+    tools: BTreeMap<String, Value>,
+}
+
+/// A request in neutral form.
+#[derive(Debug, Clone, Default)]
+struct Request {
+    messages: Vec<Msg>,
+    contract: Option<ContractSpec>,
+    previous_response_id: Option<String>,
+    model: Option<String>,
+    provider: &'static str,
+    uri: String,
+    /// Not a model call (a token count).
+    auxiliary: bool,
+}
+
+/// A response in neutral form.
+#[derive(Debug, Clone, Default)]
+struct Response {
+    message: Option<Msg>,
+    stop: Option<String>,
+    id: Option<String>,
+    status: Option<i64>,
+    /// Why the content could not be read, when it could not.
+    unreadable: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// YAML and bodies
+
+fn yaml_to_json(v: serde_norway::Value) -> Value {
+    use serde_norway::Value as Y;
+    match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                json!(i)
+            } else if let Some(u) = n.as_u64() {
+                json!(u)
+            } else {
+                n.as_f64()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null)
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect()),
+        Y::Mapping(m) => {
+            let mut out = Map::new();
+            for (k, v) in m {
+                let key = match k {
+                    Y::String(s) => s,
+                    other => serde_norway::to_string(&other)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string(),
+                };
+                out.insert(key, yaml_to_json(v));
+            }
+            Value::Object(out)
+        }
+        Y::Tagged(t) => {
+            // `!!binary` scalars: the decoded text when it is UTF-8, else nothing.
+            let tag = t.tag.to_string();
+            match (tag.trim_start_matches('!'), t.value) {
+                ("binary", Y::String(s)) => base64_decode(&s)
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .map(Value::String)
+                    .unwrap_or(Value::Null),
+                (_, value) => yaml_to_json(value),
+            }
+        }
+    }
+}
+
+/// Standard base64 with padding and line breaks tolerated.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            b'=' | b'\n' | b'\r' | b' ' => continue,
+            _ => return None,
+        } as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// A request or response body: `parsed_body`, else `body` (a string, or `{string}`) parsed as
+/// JSON. Returns the raw text when it is not JSON.
+fn body_of(side: &Value) -> (Option<Value>, Option<String>) {
+    if let Some(parsed) = side.get("parsed_body").filter(|b| !b.is_null()) {
+        return (Some(parsed.clone()), None);
+    }
+    let text = match side.get("body") {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Object(m)) => match m.get("string") {
+            Some(inner) => inner.as_str().map(str::to_string),
+            // Some cassettes keep the decoded body itself under `body`.
+            None => return (Some(Value::Object(m.clone())), None),
+        },
+        _ => None,
+    };
+    match text {
+        Some(t) if !t.trim().is_empty() => match js::parse_json(&t) {
+            Ok(v) => (Some(v), None),
+            Err(_) => (None, Some(t)),
+        },
+        _ => (None, None),
+    }
+}
+
+fn s(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+fn arr<'v>(v: &'v Value, key: &str) -> &'v [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// Arguments as JSON text (providers send a string or an object).
+fn args_text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "{}".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => js::stringify(other),
+    }
+}
+
+/// Text of a content value: a string, or a list of parts with `text`.
+fn content_text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.clone()),
+                other => other
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .filter(|_| {
+                        !matches!(
+                            other.get("type").and_then(Value::as_str),
+                            Some("thinking" | "reasoning" | "redacted_thinking")
+                        )
+                    }),
+            })
+            .collect::<Vec<_>>()
+            .join(""),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => js::stringify(other),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output contracts
+
+/// Gemini's OpenAPI-flavoured schema as JSON Schema: lower-case types, `any_of` -> `anyOf`,
+/// `property_ordering` dropped.
+fn gemini_schema(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut out = Map::new();
+            for (k, val) in m {
+                match k.as_str() {
+                    "property_ordering" | "propertyOrdering" => {}
+                    "type" => {
+                        out.insert(
+                            "type".into(),
+                            match val {
+                                Value::String(t) => Value::String(t.to_lowercase()),
+                                other => other.clone(),
+                            },
+                        );
+                    }
+                    "any_of" | "anyOf" => {
+                        out.insert("anyOf".into(), gemini_schema(val));
+                    }
+                    "nullable" if val == &Value::Bool(true) => {
+                        out.insert("nullable".into(), val.clone());
+                    }
+                    _ => {
+                        out.insert(k.clone(), gemini_schema(val));
+                    }
+                }
+            }
+            // `nullable: true` means null is allowed too.
+            if out.remove("nullable").is_some() {
+                if let Some(Value::String(t)) = out.get("type").cloned() {
+                    out.insert("type".into(), json!([t, "null"]));
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(gemini_schema).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A schema given as JSON text (Bedrock, xAI) or as a value.
+fn schema_value(v: &Value) -> Option<Value> {
+    match v {
+        Value::String(t) => js::parse_json(t).ok(),
+        Value::Object(_) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+/// The JSON Schema a prompted-output instruction quotes: the first JSON object after the word
+/// `schema`.
+fn prompted_schema(text: &str) -> Option<Value> {
+    let lower = text.to_lowercase();
+    let at = lower.find("respond with a json object")?;
+    let rest = &text[at..];
+    let brace = rest.find('{')?;
+    let mut stream = serde_json::Deserializer::from_str(&rest[brace..]).into_iter::<Value>();
+    match stream.next() {
+        Some(Ok(v @ Value::Object(_))) => Some(v),
+        _ => None,
+    }
+}
+
+fn output_tools(tools: &[(String, Value)]) -> BTreeMap<String, Value> {
+    tools
+        .iter()
+        .filter(|(name, _)| name.starts_with(OUTPUT_TOOL_PREFIX))
+        .map(|(n, s)| (n.clone(), s.clone()))
+        .collect()
+}
+
+/// Decide the contract from what a request carries: a native schema wins, then output tools,
+/// then a prompted instruction.
+fn contract_of(
+    native: Option<Value>,
+    json_mode: bool,
+    tools: &[(String, Value)],
+    instructions: &[String],
+) -> Option<ContractSpec> {
+    if let Some(schema) = native {
+        return Some(ContractSpec {
+            mode: "native".into(),
+            schema: Some(schema),
+            tools: BTreeMap::new(),
+        });
+    }
+    let out_tools = output_tools(tools);
+    if !out_tools.is_empty() {
+        return Some(ContractSpec {
+            mode: "tool".into(),
+            schema: None,
+            tools: out_tools,
+        });
+    }
+    let prompted = instructions.iter().find_map(|t| prompted_schema(t));
+    if prompted.is_some() || json_mode {
+        return Some(ContractSpec {
+            mode: "prompted".into(),
+            schema: prompted,
+            tools: BTreeMap::new(),
+        });
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+fn parse_request(body: &Value, uri: &str) -> Result<Request, String> {
+    let mut req = Request {
+        uri: uri.to_string(),
+        model: s(body, "model"),
+        ..Request::default()
+    };
+    if uri.contains("count_tokens") {
+        req.auxiliary = true;
+    }
+    if body.get("contents").is_some() {
+        req.provider = "google";
+        google_request(body, &mut req);
+    } else if body.get("input").is_some() || uri.ends_with("/responses") {
+        req.provider = "openai-responses";
+        responses_request(body, &mut req);
+    } else if uri.contains("/converse") || body.get("toolConfig").is_some() {
+        req.provider = "bedrock";
+        bedrock_request(body, &mut req);
+    } else if uri.contains("anthropic") || uri.contains("/v1/messages") {
+        req.provider = "anthropic";
+        anthropic_request(body, &mut req);
+    } else if body.get("messages").is_some() {
+        req.provider = if uri.contains("cohere") {
+            "cohere"
+        } else {
+            "openai-chat"
+        };
+        chat_request(body, &mut req);
+    } else {
+        return Err(
+            "request body is neither chat messages, Responses input, Anthropic messages, \
+                    Gemini contents nor Bedrock messages"
+                .into(),
+        );
+    }
+    Ok(req)
+}
+
+fn role_of(v: &Value) -> Option<Role> {
+    let r = v.get("role").and_then(Value::as_str)?;
+    Role::parse(r.trim_start_matches("ROLE_").to_lowercase().as_str())
+}
+
+/// OpenAI chat completions and compatible servers (and Cohere v2, xAI samples).
+fn chat_request(body: &Value, req: &mut Request) {
+    let mut instructions = Vec::new();
+    for m in arr(body, "messages") {
+        let Some(role) = role_of(m) else { continue };
+        let text = content_text(m.get("content"));
+        match role {
+            Role::Tool => {
+                req.messages
+                    .push(Msg::tool(s(m, "tool_call_id"), s(m, "name"), text, false))
+            }
+            Role::Assistant => {
+                let mut msg = Msg::new(Role::Assistant, text);
+                msg.calls = chat_calls(arr(m, "tool_calls"));
+                req.messages.push(msg);
+            }
+            Role::System => {
+                instructions.push(text.clone());
+                req.messages.push(Msg::new(Role::System, text));
+            }
+            Role::User => req.messages.push(Msg::new(Role::User, text)),
+        }
+    }
+    let tools: Vec<(String, Value)> = arr(body, "tools")
+        .iter()
+        .filter_map(|t| {
+            let f = t.get("function").unwrap_or(t);
+            Some((s(f, "name")?, f.get("parameters").and_then(schema_value)?))
+        })
+        .collect();
+    let rf = body.get("response_format");
+    let native = rf
+        .filter(|r| s(r, "type").as_deref() == Some("json_schema"))
+        .and_then(|r| r.get("json_schema"))
+        .and_then(|j| j.get("schema").and_then(schema_value))
+        .or_else(|| {
+            // xAI's gRPC form: `{format_type: FORMAT_TYPE_JSON_SCHEMA, schema: "<json>"}`.
+            rf.filter(|r| s(r, "format_type").as_deref() == Some("FORMAT_TYPE_JSON_SCHEMA"))
+                .and_then(|r| r.get("schema").and_then(schema_value))
+        });
+    let json_mode = rf.is_some_and(|r| s(r, "type").as_deref() == Some("json_object"));
+    req.contract = contract_of(native, json_mode, &tools, &instructions);
+}
+
+fn chat_calls(calls: &[Value]) -> Vec<Call> {
+    calls
+        .iter()
+        .filter_map(|c| {
+            let f = c.get("function").unwrap_or(c);
+            Some(Call {
+                id: s(c, "id"),
+                name: s(f, "name")?,
+                args: args_text(f.get("arguments")),
+            })
+        })
+        .collect()
+}
+
+fn responses_request(body: &Value, req: &mut Request) {
+    let mut instructions: Vec<String> = s(body, "instructions").into_iter().collect();
+    req.previous_response_id = s(body, "previous_response_id");
+    let input = match body.get("input") {
+        Some(Value::String(t)) => vec![json!({"role": "user", "content": t})],
+        Some(Value::Array(items)) => items.clone(),
+        _ => Vec::new(),
+    };
+    for item in &input {
+        match s(item, "type").as_deref() {
+            Some("function_call") => {
+                let call = Call {
+                    id: s(item, "call_id"),
+                    name: s(item, "name").unwrap_or_default(),
+                    args: args_text(item.get("arguments")),
+                };
+                // Consecutive calls belong to one assistant turn.
+                match req.messages.last_mut() {
+                    Some(m) if m.role == Role::Assistant && m.text.is_empty() => m.calls.push(call),
+                    _ => {
+                        let mut m = Msg::new(Role::Assistant, "");
+                        m.calls.push(call);
+                        req.messages.push(m);
+                    }
+                }
+            }
+            Some("function_call_output") => req.messages.push(Msg::tool(
+                s(item, "call_id"),
+                None,
+                content_text(item.get("output")),
+                false,
+            )),
+            Some("message") | None => {
+                let Some(role) = role_of(item) else { continue };
+                let text = content_text(item.get("content"));
+                if role == Role::System {
+                    instructions.push(text.clone());
+                }
+                req.messages.push(Msg::new(role, text));
+            }
+            // Reasoning items, server tool calls: not messages.
+            Some(_) => {}
+        }
+    }
+    let tools: Vec<(String, Value)> = arr(body, "tools")
+        .iter()
+        .filter(|t| s(t, "type").as_deref() == Some("function"))
+        .filter_map(|t| Some((s(t, "name")?, t.get("parameters").and_then(schema_value)?)))
+        .collect();
+    let format = body.get("text").and_then(|t| t.get("format"));
+    let native = format
+        .filter(|f| s(f, "type").as_deref() == Some("json_schema"))
+        .and_then(|f| f.get("schema").and_then(schema_value));
+    let json_mode = format.is_some_and(|f| s(f, "type").as_deref() == Some("json_object"));
+    req.contract = contract_of(native, json_mode, &tools, &instructions);
+}
+
+/// Anthropic content blocks of one message, split into neutral messages.
+fn anthropic_blocks(role: Role, content: Option<&Value>, out: &mut Vec<Msg>) {
+    let blocks = match content {
+        Some(Value::String(t)) => {
+            out.push(Msg::new(role, t.clone()));
+            return;
+        }
+        Some(Value::Array(b)) => b,
+        _ => return,
+    };
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for b in blocks {
+        match s(b, "type").as_deref() {
+            Some("text") => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("tool_use") => calls.push(Call {
+                id: s(b, "id"),
+                name: s(b, "name").unwrap_or_default(),
+                args: args_text(b.get("input")),
+            }),
+            Some("tool_result") => out.push(Msg::tool(
+                s(b, "tool_use_id"),
+                None,
+                content_text(b.get("content")),
+                b.get("is_error").and_then(Value::as_bool) == Some(true),
+            )),
+            _ => {}
+        }
+    }
+    if !text.is_empty() || !calls.is_empty() || role == Role::Assistant {
+        let mut m = Msg::new(role, text);
+        m.calls = calls;
+        if !(role == Role::User && m.text.is_empty()) {
+            out.push(m);
+        }
+    }
+}
+
+fn anthropic_request(body: &Value, req: &mut Request) {
+    let system = content_text(body.get("system"));
+    let mut instructions = Vec::new();
+    if !system.is_empty() {
+        instructions.push(system.clone());
+        req.messages.push(Msg::new(Role::System, system));
+    }
+    for m in arr(body, "messages") {
+        let Some(role) = role_of(m) else { continue };
+        anthropic_blocks(role, m.get("content"), &mut req.messages);
+    }
+    let tools: Vec<(String, Value)> = arr(body, "tools")
+        .iter()
+        .filter_map(|t| Some((s(t, "name")?, t.get("input_schema").and_then(schema_value)?)))
+        .collect();
+    let format = body
+        .get("output_format")
+        .or_else(|| body.get("output_config").and_then(|c| c.get("format")));
+    let native = format
+        .filter(|f| s(f, "type").as_deref() == Some("json_schema"))
+        .and_then(|f| f.get("schema").and_then(schema_value));
+    req.contract = contract_of(native, false, &tools, &instructions);
+}
+
+/// Gemini parts of one content, split into neutral messages.
+fn google_parts(role: Role, parts: &[Value], out: &mut Vec<Msg>) {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for p in parts {
+        if p.get("thought").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
+        if let Some(t) = p.get("text").and_then(Value::as_str) {
+            text.push_str(t);
+        }
+        if let Some(fc) = p.get("functionCall").or_else(|| p.get("function_call")) {
+            calls.push(Call {
+                id: s(fc, "id"),
+                name: s(fc, "name").unwrap_or_default(),
+                args: args_text(fc.get("args")),
+            });
+        }
+        if let Some(fr) = p
+            .get("functionResponse")
+            .or_else(|| p.get("function_response"))
+        {
+            let response = fr.get("response").cloned().unwrap_or(Value::Null);
+            let (text, error) = match (&response.get("return_value"), &response.get("error")) {
+                (Some(v), _) => (content_text(Some(v)), false),
+                (None, Some(e)) => (content_text(Some(e)), true),
+                _ => (js::stringify(&response), false),
+            };
+            out.push(Msg::tool(s(fr, "id"), s(fr, "name"), text, error));
+        }
+    }
+    if !text.is_empty() || !calls.is_empty() || (role == Role::Assistant && parts.is_empty()) {
+        let mut m = Msg::new(role, text);
+        m.calls = calls;
+        out.push(m);
+    }
+}
+
+fn google_request(body: &Value, req: &mut Request) {
+    let mut instructions = Vec::new();
+    let system = body
+        .get("systemInstruction")
+        .or_else(|| body.get("system_instruction"));
+    if let Some(sys) = system {
+        let text = content_text(sys.get("parts"));
+        if !text.is_empty() {
+            instructions.push(text.clone());
+            req.messages.push(Msg::new(Role::System, text));
+        }
+    }
+    for c in arr(body, "contents") {
+        let role = match s(c, "role").as_deref() {
+            Some("model") => Role::Assistant,
+            _ => Role::User,
+        };
+        google_parts(role, arr(c, "parts"), &mut req.messages);
+    }
+    let tools: Vec<(String, Value)> = arr(body, "tools")
+        .iter()
+        .flat_map(|t| {
+            t.get("functionDeclarations")
+                .or_else(|| t.get("function_declarations"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|d| {
+            let schema = d
+                .get("parameters_json_schema")
+                .or_else(|| d.get("parametersJsonSchema"))
+                .cloned()
+                .or_else(|| d.get("parameters").map(gemini_schema))?;
+            Some((s(&d, "name")?, schema))
+        })
+        .collect();
+    let config = body
+        .get("generationConfig")
+        .or_else(|| body.get("generation_config"));
+    let native = config.and_then(|g| {
+        g.get("responseJsonSchema")
+            .or_else(|| g.get("response_json_schema"))
+            .cloned()
+            .or_else(|| {
+                g.get("responseSchema")
+                    .or_else(|| g.get("response_schema"))
+                    .map(gemini_schema)
+            })
+    });
+    let json_mode = config.is_some_and(|g| {
+        s(g, "responseMimeType").or_else(|| s(g, "response_mime_type"))
+            == Some("application/json".into())
+    });
+    req.contract = contract_of(native, json_mode, &tools, &instructions);
+}
+
+fn bedrock_blocks(role: Role, blocks: &[Value], out: &mut Vec<Msg>) {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for b in blocks {
+        if let Some(t) = b.get("text").and_then(Value::as_str) {
+            text.push_str(t);
+        }
+        // A server-side tool (run by the provider inside the answer) is not the agent's call.
+        let server_side = role == Role::Assistant
+            && (b.get("toolResult").is_some()
+                || b.get("toolUse")
+                    .is_some_and(|tu| s(tu, "type").as_deref() == Some("server_tool_use")));
+        if server_side {
+            continue;
+        }
+        if let Some(tu) = b.get("toolUse") {
+            calls.push(Call {
+                id: s(tu, "toolUseId"),
+                name: s(tu, "name").unwrap_or_default(),
+                args: args_text(tu.get("input")),
+            });
+        }
+        if let Some(tr) = b.get("toolResult") {
+            let text = arr(tr, "content")
+                .iter()
+                .map(|c| match c.get("json") {
+                    Some(j) => js::stringify(j),
+                    None => c
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("");
+            out.push(Msg::tool(
+                s(tr, "toolUseId"),
+                None,
+                text,
+                s(tr, "status").as_deref() == Some("error"),
+            ));
+        }
+    }
+    if !text.is_empty() || !calls.is_empty() {
+        let mut m = Msg::new(role, text);
+        m.calls = calls;
+        out.push(m);
+    }
+}
+
+fn bedrock_request(body: &Value, req: &mut Request) {
+    let mut instructions = Vec::new();
+    let system = content_text(body.get("system"));
+    if !system.is_empty() {
+        instructions.push(system.clone());
+        req.messages.push(Msg::new(Role::System, system));
+    }
+    for m in arr(body, "messages") {
+        let Some(role) = role_of(m) else { continue };
+        bedrock_blocks(role, arr(m, "content"), &mut req.messages);
+    }
+    let tools: Vec<(String, Value)> = body
+        .get("toolConfig")
+        .map(|c| arr(c, "tools"))
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(|t| {
+            let spec = t.get("toolSpec")?;
+            let schema = spec
+                .get("inputSchema")?
+                .get("json")
+                .and_then(schema_value)?;
+            Some((s(spec, "name")?, schema))
+        })
+        .collect();
+    let native = body
+        .get("outputConfig")
+        .and_then(|c| c.get("textFormat"))
+        .filter(|f| s(f, "type").as_deref() == Some("json_schema"))
+        .and_then(|f| f.get("structure"))
+        .and_then(|st| st.get("jsonSchema"))
+        .and_then(|j| j.get("schema").and_then(schema_value));
+    req.contract = contract_of(native, false, &tools, &instructions);
+}
+
+/// xAI's recorded gRPC samples (`request_sample.json`): chat-like, tool parameters as JSON text.
+fn xai_request(body: &Value, uri: &str) -> Request {
+    let mut req = Request {
+        uri: uri.to_string(),
+        model: s(body, "model"),
+        provider: "xai",
+        ..Request::default()
+    };
+    chat_request(body, &mut req);
+    req
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+/// The provider's stop in the framework's vocabulary when it is one of the stops under which a
+/// structured answer fails; otherwise as recorded.
+fn normalise_stop(raw: &str) -> String {
+    match raw {
+        "length" | "max_tokens" | "MAX_TOKENS" | "max_output_tokens" | "MAX_TOKENS_REACHED" => {
+            "max_tokens".into()
+        }
+        "content_filter"
+        | "refusal"
+        | "SAFETY"
+        | "RECITATION"
+        | "PROHIBITED_CONTENT"
+        | "BLOCKLIST"
+        | "SPII"
+        | "guardrail_intervened"
+        | "content_filtered" => "refusal".into(),
+        "model_context_window_exceeded" => "model_context_window_exceeded".into(),
+        other => other.to_string(),
+    }
+}
+
+fn parse_response(provider: &str, body: &Value) -> Response {
+    let mut resp = Response {
+        id: s(body, "id").or_else(|| s(body, "responseId")),
+        ..Response::default()
+    };
+    match provider {
+        "google" => {
+            let cand = arr(body, "candidates")
+                .first()
+                .cloned()
+                .unwrap_or(Value::Null);
+            let mut msgs = Vec::new();
+            let parts = cand.get("content").map(|c| arr(c, "parts")).unwrap_or(&[]);
+            google_parts(Role::Assistant, parts, &mut msgs);
+            resp.message = msgs.into_iter().find(|m| m.role == Role::Assistant);
+            resp.stop = s(&cand, "finishReason").map(|r| normalise_stop(&r));
+        }
+        "openai-responses" => {
+            let mut m = Msg::new(Role::Assistant, "");
+            for item in arr(body, "output") {
+                match s(item, "type").as_deref() {
+                    Some("message") => {
+                        for c in arr(item, "content") {
+                            match s(c, "type").as_deref() {
+                                Some("output_text") => m
+                                    .text
+                                    .push_str(c.get("text").and_then(Value::as_str).unwrap_or("")),
+                                Some("refusal") => resp.stop = Some("refusal".into()),
+                                _ => {}
+                            }
+                        }
+                    }
+                    Some("function_call") => m.calls.push(Call {
+                        id: s(item, "call_id"),
+                        name: s(item, "name").unwrap_or_default(),
+                        args: args_text(item.get("arguments")),
+                    }),
+                    _ => {}
+                }
+            }
+            resp.message = Some(m);
+            if resp.stop.is_none() {
+                resp.stop = body
+                    .get("incomplete_details")
+                    .and_then(|d| s(d, "reason"))
+                    .map(|r| normalise_stop(&r))
+                    .or_else(|| s(body, "status"));
+            }
+        }
+        "anthropic" => {
+            let mut msgs = Vec::new();
+            anthropic_blocks(Role::Assistant, body.get("content"), &mut msgs);
+            resp.message = msgs.into_iter().find(|m| m.role == Role::Assistant);
+            resp.stop = s(body, "stop_reason").map(|r| normalise_stop(&r));
+        }
+        "bedrock" => {
+            let blocks = body
+                .get("output")
+                .and_then(|o| o.get("message"))
+                .map(|m| arr(m, "content"))
+                .unwrap_or(&[]);
+            let mut msgs = Vec::new();
+            bedrock_blocks(Role::Assistant, blocks, &mut msgs);
+            resp.message = Some(
+                msgs.into_iter()
+                    .find(|m| m.role == Role::Assistant)
+                    .unwrap_or_else(|| Msg::new(Role::Assistant, "")),
+            );
+            resp.stop = s(body, "stopReason").map(|r| normalise_stop(&r));
+        }
+        "cohere" => {
+            let m = body.get("message").cloned().unwrap_or(Value::Null);
+            let mut msg = Msg::new(Role::Assistant, content_text(m.get("content")));
+            msg.calls = chat_calls(arr(&m, "tool_calls"));
+            resp.message = Some(msg);
+            resp.stop = s(body, "finish_reason").map(|r| normalise_stop(&r));
+        }
+        "xai" => {
+            let out = arr(body, "outputs").first().cloned().unwrap_or(Value::Null);
+            let m = out.get("message").cloned().unwrap_or(Value::Null);
+            let mut msg = Msg::new(Role::Assistant, content_text(m.get("content")));
+            msg.calls = chat_calls(arr(&m, "tool_calls"));
+            resp.message = Some(msg);
+            resp.stop = s(&out, "finish_reason").map(|r| normalise_stop(&r));
+        }
+        _ => {
+            let choice = arr(body, "choices").first().cloned().unwrap_or(Value::Null);
+            let m = choice.get("message").cloned().unwrap_or(Value::Null);
+            let mut msg = Msg::new(Role::Assistant, content_text(m.get("content")));
+            msg.calls = chat_calls(arr(&m, "tool_calls"));
+            resp.message = Some(msg);
+            resp.stop = if m.get("refusal").is_some_and(|r| !r.is_null()) {
+                Some("refusal".into())
+            } else {
+                s(&choice, "finish_reason").map(|r| normalise_stop(&r))
+            };
+        }
+    }
+    resp
+}
+
+/// Assemble a streamed (server-sent events) response into the body a non-streamed call returns.
+fn assemble_stream(provider: &str, text: &str) -> Option<Value> {
+    let chunks: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| !d.is_empty() && *d != "[DONE]")
+        .filter_map(|d| js::parse_json(d).ok())
+        .collect();
+    if chunks.is_empty() {
+        return None;
+    }
+    // OpenAI Responses: the completed event holds the whole response.
+    if let Some(done) = chunks
+        .iter()
+        .rev()
+        .find_map(|c| c.get("response").filter(|r| r.get("output").is_some()))
+    {
+        return Some(done.clone());
+    }
+    match provider {
+        "google" => {
+            let mut parts = Vec::new();
+            let mut finish = Value::Null;
+            for c in &chunks {
+                if let Some(cand) = arr(c, "candidates").first() {
+                    if let Some(p) = cand.get("content").map(|c| arr(c, "parts")) {
+                        parts.extend(p.iter().cloned());
+                    }
+                    if let Some(f) = cand.get("finishReason") {
+                        finish = f.clone();
+                    }
+                }
+            }
+            Some(
+                json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": finish}]}),
+            )
+        }
+        "anthropic" => {
+            let mut blocks: Vec<Value> = Vec::new();
+            let mut partial_json: BTreeMap<usize, String> = BTreeMap::new();
+            let mut stop = Value::Null;
+            for c in &chunks {
+                match s(c, "type").as_deref() {
+                    Some("content_block_start") => {
+                        blocks.push(c.get("content_block").cloned().unwrap_or(Value::Null))
+                    }
+                    Some("content_block_delta") => {
+                        let i = c.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+                        let d = c.get("delta").cloned().unwrap_or(Value::Null);
+                        if let (Some(t), Some(Value::Object(b))) =
+                            (d.get("text").and_then(Value::as_str), blocks.get_mut(i))
+                        {
+                            let old = b.get("text").and_then(Value::as_str).unwrap_or("");
+                            let joined = format!("{old}{t}");
+                            b.insert("text".into(), json!(joined));
+                        }
+                        if let Some(p) = d.get("partial_json").and_then(Value::as_str) {
+                            partial_json.entry(i).or_default().push_str(p);
+                        }
+                    }
+                    Some("message_delta") => {
+                        if let Some(r) = c.get("delta").and_then(|d| d.get("stop_reason")) {
+                            stop = r.clone();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for (i, p) in partial_json {
+                if let Some(Value::Object(b)) = blocks.get_mut(i) {
+                    b.insert("input".into(), js::parse_json(&p).unwrap_or(json!(p)));
+                }
+            }
+            Some(json!({"content": blocks, "stop_reason": stop}))
+        }
+        _ => {
+            // OpenAI chat completions deltas.
+            let mut content = String::new();
+            let mut calls: BTreeMap<u64, (Option<String>, String, String)> = BTreeMap::new();
+            let mut finish = Value::Null;
+            for c in &chunks {
+                let Some(choice) = arr(c, "choices").first() else {
+                    continue;
+                };
+                if let Some(f) = choice.get("finish_reason").filter(|f| !f.is_null()) {
+                    finish = f.clone();
+                }
+                let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
+                if let Some(t) = delta.get("content").and_then(Value::as_str) {
+                    content.push_str(t);
+                }
+                for tc in arr(&delta, "tool_calls") {
+                    let i = tc.get("index").and_then(Value::as_u64).unwrap_or(0);
+                    let e = calls.entry(i).or_default();
+                    if let Some(id) = s(tc, "id") {
+                        e.0 = Some(id);
+                    }
+                    if let Some(f) = tc.get("function") {
+                        if let Some(n) = f.get("name").and_then(Value::as_str) {
+                            e.1.push_str(n);
+                        }
+                        if let Some(a) = f.get("arguments").and_then(Value::as_str) {
+                            e.2.push_str(a);
+                        }
+                    }
+                }
+            }
+            let tool_calls: Vec<Value> = calls
+                .into_values()
+                .map(|(id, name, args)| json!({"id": id, "function": {"name": name, "arguments": args}}))
+                .collect();
+            Some(
+                json!({"choices": [{"message": {"content": content, "tool_calls": tool_calls}, "finish_reason": finish}]}),
+            )
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retry prompts
+
+/// What a retry prompt says: stage, the validator's words, the first failing path.
+fn retry_details(text: &str) -> (String, String, Option<String>) {
+    let mut body = text.trim_end();
+    body = body.strip_suffix(RETRY_SUFFIX).unwrap_or(body).trim_end();
+    body = body
+        .strip_prefix(FEEDBACK_PREFIX)
+        .unwrap_or(body)
+        .trim_start();
+    let error = body.to_string();
+    // A list of validation errors in a ```json fence.
+    let listed = body
+        .find("```json")
+        .and_then(|at| {
+            let rest = &body[at + "```json".len()..];
+            let end = rest.find("```")?;
+            js::parse_json(rest[..end].trim()).ok()
+        })
+        .and_then(|v| v.as_array().cloned());
+    match listed {
+        Some(items) => {
+            let json_invalid = items
+                .iter()
+                .any(|i| s(i, "type").as_deref() == Some("json_invalid"));
+            let path = items.first().map(|i| {
+                arr(i, "loc")
+                    .iter()
+                    .map(|p| match p {
+                        Value::String(s) => s.clone(),
+                        other => js::stringify(other),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(".")
+            });
+            let stage = if json_invalid {
+                "json-parse"
+            } else {
+                "schema-validate"
+            };
+            (stage.into(), error, path.filter(|p| !p.is_empty()))
+        }
+        // A plain request to answer in the required shape: no structured value could be read.
+        None => ("json-parse".into(), error, None),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chains and runs
+
+/// Where a message of a chain came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Origin {
+    /// Sent in the request of interaction `k` (an index into the chain's interactions).
+    Request(usize),
+    /// The response of interaction `k`.
+    Response(usize),
+}
+
+struct Exchange {
+    record: usize,
+    request: Request,
+    response: Response,
+}
+
+struct Chain {
+    exchanges: Vec<Exchange>,
+    /// The history in order, each message with its origin.
+    items: Vec<(Msg, Origin)>,
+}
+
+fn same_message(a: &Msg, b: &Msg) -> bool {
+    a.role == b.role && (a.role != Role::User || a.text.trim() == b.text.trim())
+}
+
+fn continues(prev: &Exchange, next: &Request) -> bool {
+    if let (Some(p), Some(id)) = (&next.previous_response_id, &prev.response.id) {
+        return p == id;
+    }
+    let old = &prev.request.messages;
+    let new = &next.messages;
+    new.len() > old.len() && old.iter().zip(new).all(|(a, b)| same_message(a, b))
+}
+
+/// Group exchanges into chains and rebuild each chain's history once.
+fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
+    let mut out: Vec<Chain> = Vec::new();
+    for ex in exchanges {
+        let joins = out
+            .last()
+            .and_then(|c| c.exchanges.last())
+            .is_some_and(|prev| continues(prev, &ex.request));
+        if !joins {
+            out.push(Chain {
+                exchanges: Vec::new(),
+                items: Vec::new(),
+            });
+        }
+        let chain = out.last_mut().expect("a chain");
+        let k = chain.exchanges.len();
+        if k == 0 {
+            for m in &ex.request.messages {
+                chain.items.push((m.clone(), Origin::Request(0)));
+            }
+        } else {
+            let prev = &chain.exchanges[k - 1];
+            let prev_len = prev.request.messages.len();
+            let (mut added, appended): (Vec<Msg>, bool) =
+                if ex.request.previous_response_id.is_some()
+                    && ex.request.previous_response_id == prev.response.id
+                {
+                    (ex.request.messages.clone(), true)
+                } else {
+                    (ex.request.messages[prev_len..].to_vec(), false)
+                };
+            // The previous response, as the framework re-sent it (its ids are the ones the tool
+            // results answer), else as the provider returned it.
+            let resent: Vec<Msg> = if appended {
+                Vec::new()
+            } else {
+                let n = added
+                    .iter()
+                    .take_while(|m| m.role == Role::Assistant)
+                    .count();
+                added.drain(..n).collect()
+            };
+            if !resent.is_empty() {
+                // A failed call (Groq's `tool_use_failed`) has no answer of its own; the framework
+                // re-sent what the model generated, so that is the answer.
+                if chain.exchanges[k - 1].response.message.is_none() {
+                    chain.exchanges[k - 1].response.message = resent.first().cloned();
+                }
+                for m in resent {
+                    chain.items.push((m, Origin::Response(k - 1)));
+                }
+            } else if appended {
+                // Chained by id: nothing is re-sent, so the provider's answer is the history.
+                if let Some(m) = chain.exchanges[k - 1].response.message.clone() {
+                    chain.items.push((m, Origin::Response(k - 1)));
+                }
+            }
+            // Otherwise the framework dropped the previous answer (an empty one): it is not part
+            // of the history, though its model call is still written.
+            for m in added {
+                chain.items.push((m, Origin::Request(k)));
+            }
+        }
+        chain.exchanges.push(ex);
+    }
+    for chain in &mut out {
+        let last = chain.exchanges.len() - 1;
+        if let Some(m) = chain.exchanges[last].response.message.clone() {
+            chain.items.push((m, Origin::Response(last)));
+        }
+    }
+    out
+}
+
+/// The conversation id of a cassette: its folder and file stem.
+fn conversation_id(display: &str) -> String {
+    let path = std::path::Path::new(display);
+    let stem = path
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let stem = stem
+        .strip_suffix(".yaml")
+        .or_else(|| stem.strip_suffix(".yml"))
+        .unwrap_or(&stem)
+        .to_string();
+    match path
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|f| f.to_string_lossy().to_string())
+    {
+        Some(dir) => format!("{dir}/{stem}"),
+        None => stem,
+    }
+}
+
+fn calls_json(calls: &[Call]) -> String {
+    let list: Vec<Value> = calls
+        .iter()
+        .map(|c| {
+            json!({"id": c.id, "name": c.name,
+                   "arguments": js::parse_json(&c.args).unwrap_or_else(|_| json!(c.args))})
+        })
+        .collect();
+    js::stringify(&Value::Array(list))
+}
+
+fn message_event(kind: EventKind, m: &Msg) -> Event {
+    let mut e = Event::new(kind);
+    e.role = Some(m.role);
+    e.text = Some(m.text.clone());
+    e.call_id = m.call_id.clone();
+    e.tool_name = m.tool_name.clone();
+    e.error = m.error;
+    if !m.calls.is_empty() {
+        e.arguments = Some(calls_json(&m.calls));
+    }
+    e
+}
+
+/// Build the runs of one chain. `first_turn` numbers the chain's first run.
+fn chain_runs(chain: &Chain, conv_id: &str, source: &str, first_turn: u32) -> Vec<Run> {
+    // Run boundaries: the first request's messages open run 0; a user prompt (not a retry
+    // prompt) sent in a later request opens the next.
+    let mut starts = vec![0usize];
+    for (i, (m, origin)) in chain.items.iter().enumerate() {
+        if let Origin::Request(k) = origin {
+            if *k > 0 && m.role == Role::User && !m.is_retry_prompt() {
+                starts.push(i);
+            }
+        }
+    }
+    let run_of_item = |i: usize| starts.iter().rposition(|&s| s <= i).unwrap_or(0);
+    // Each model call belongs to the run where its request's new messages start (a request
+    // that added nothing stays with the run before it).
+    let mut owner = vec![0usize; chain.exchanges.len()];
+    for k in 1..chain.exchanges.len() {
+        // The run in force when the request was sent: where its newest message sits.
+        owner[k] = chain
+            .items
+            .iter()
+            .rposition(|(_, o)| *o == Origin::Request(k))
+            .map(run_of_item)
+            .unwrap_or(owner[k - 1]);
+    }
+    let mut runs = Vec::new();
+    for (r, &start) in starts.iter().enumerate() {
+        let end = starts.get(r + 1).copied().unwrap_or(chain.items.len());
+        let items = &chain.items[start..end];
+        let ks: Vec<usize> = (0..chain.exchanges.len())
+            .filter(|k| owner[*k] == r)
+            .collect();
+        let turn = first_turn + r as u32;
+        let mut b = RunBuilder::new(chain, &ks);
+        b.run.run_id = format!("{conv_id}#{turn}");
+        b.run.conversation_id = conv_id.to_string();
+        b.run.turn = turn;
+        b.run.format = crate::ingest::Format::Vcr.name().to_string();
+        b.run.source = source.to_string();
+        b.run.user_message = items
+            .iter()
+            .rfind(|(m, _)| m.role == Role::User && !m.is_retry_prompt())
+            .map(|(m, _)| m.text.clone());
+        b.run.model = ks
+            .first()
+            .and_then(|k| chain.exchanges[*k].request.model.clone());
+        for (m, origin) in items {
+            match origin {
+                Origin::Request(j) => b.calls_before(*j),
+                Origin::Response(k) => b.calls_before(*k + 1),
+            }
+            b.message(m);
+        }
+        b.calls_before(usize::MAX);
+        // The history the model saw at the run's last model call.
+        if let Some(&last_k) = ks.last() {
+            let seen = chain
+                .items
+                .iter()
+                .take_while(|(_, o)| *o != Origin::Response(last_k))
+                .filter(|(_, o)| match o {
+                    Origin::Request(k) => *k <= last_k,
+                    Origin::Response(k) => *k < last_k,
+                });
+            for (m, _) in seen {
+                b.run.events.push(message_event(EventKind::Context, m));
+            }
+        }
+        let mut run = b.run;
+        run.answer = b.answer;
+        run.renumber();
+        runs.push(run);
+    }
+    runs
+}
+
+/// Writes one run's rows in order.
+struct RunBuilder<'c> {
+    chain: &'c Chain,
+    run: Run,
+    /// This run's model calls (indexes into the chain's exchanges) and how many were written.
+    ks: Vec<usize>,
+    written: usize,
+    contract: Option<ContractSpec>,
+    output_names: Vec<String>,
+    /// Open landings: (event index, call id, tool name).
+    pending: Vec<(usize, Option<String>, String)>,
+    attempts: u32,
+    /// The latest judged answer not yet followed by anything: (output call id, attempt,
+    /// iteration); the call id is `None` for a text answer.
+    open: Option<(Option<String>, u32, u32)>,
+    answer: Option<String>,
+}
+
+impl<'c> RunBuilder<'c> {
+    fn new(chain: &'c Chain, ks: &[usize]) -> RunBuilder<'c> {
+        let contract = ks
+            .iter()
+            .find_map(|k| chain.exchanges[*k].request.contract.clone());
+        let mut run = Run::default();
+        if let Some(c) = &contract {
+            let mut e = Event::new(EventKind::Other);
+            e.source_type = Some("output-contract".into());
+            e.text = Some(c.mode.clone());
+            e.payload = Some(js::stringify(&json!({
+                "mode": c.mode,
+                "schema": c.schema,
+                "tools": c.tools,
+                "terminalVerdicts": false,
+            })));
+            run.events.push(e);
+        }
+        RunBuilder {
+            chain,
+            run,
+            ks: ks.to_vec(),
+            written: 0,
+            output_names: contract
+                .as_ref()
+                .map(|c| c.tools.keys().cloned().collect())
+                .unwrap_or_default(),
+            contract,
+            pending: Vec::new(),
+            attempts: 0,
+            open: None,
+            answer: None,
+        }
+    }
+
+    /// Write the model-call rows of this run's exchanges numbered below `limit`.
+    fn calls_before(&mut self, limit: usize) {
+        while self.written < self.ks.len() && self.ks[self.written] < limit {
+            let k = self.ks[self.written];
+            self.written += 1;
+            let iteration = self.written as u32;
+            self.model_call(k, iteration);
+        }
+    }
+
+    fn model_call(&mut self, k: usize, iteration: u32) {
+        let ex = &self.chain.exchanges[k];
+        let m = ex.response.message.clone();
+        let mut call = Event::new(EventKind::ModelCall);
+        call.source_type = Some("http.response".into());
+        call.role = Some(Role::Assistant);
+        call.iteration = Some(iteration);
+        call.error = ex.response.status.is_some_and(|c| c >= 400);
+        if let Some(m) = &m {
+            call.text = Some(m.text.clone());
+            if !m.calls.is_empty() {
+                call.arguments = Some(calls_json(&m.calls));
+            }
+        }
+        let mut payload = json!({
+            "provider": ex.request.provider,
+            "uri": ex.request.uri,
+            "status": ex.response.status,
+            "stopReason": ex.response.stop,
+            "interaction": ex.record,
+        });
+        self.open = None;
+        if let (Some(_), Some(m)) = (&self.contract, &m) {
+            let out_call = m.calls.iter().find(|c| self.output_names.contains(&c.name));
+            if out_call.is_some() || m.calls.is_empty() {
+                self.attempts += 1;
+                let text = out_call
+                    .map(|c| c.args.clone())
+                    .unwrap_or_else(|| m.text.clone());
+                self.answer = Some(text.clone());
+                payload["answer"] = json!({"text": text, "tool": out_call.map(|c| c.name.clone())});
+                self.open = Some((
+                    out_call.and_then(|c| c.id.clone()),
+                    self.attempts,
+                    iteration,
+                ));
+            }
+        }
+        if self.contract.is_none() {
+            if let Some(m) = m.as_ref().filter(|m| m.calls.is_empty()) {
+                self.answer = Some(m.text.clone());
+            }
+        }
+        call.payload = Some(js::stringify(&payload));
+        self.run.events.push(call);
+    }
+
+    fn is_output(&self, name: &str) -> bool {
+        self.output_names.iter().any(|n| n == name)
+    }
+
+    fn message(&mut self, m: &Msg) {
+        let mut e = message_event(EventKind::Message, m);
+        match m.role {
+            Role::Assistant => {
+                self.run.events.push(e);
+                for c in &m.calls {
+                    if self.is_output(&c.name) {
+                        continue;
+                    }
+                    let mut l = Event::new(EventKind::Landing);
+                    l.role = Some(Role::Assistant);
+                    l.tool_name = Some(c.name.clone());
+                    l.call_id = c.id.clone();
+                    l.arguments = Some(c.args.clone());
+                    l.flags = LandingFlags::UNANSWERED;
+                    self.run.events.push(l);
+                    self.pending
+                        .push((self.run.events.len() - 1, c.id.clone(), c.name.clone()));
+                }
+            }
+            Role::Tool => {
+                let to_output = m.tool_name.as_deref().is_some_and(|n| self.is_output(n))
+                    || self
+                        .open
+                        .as_ref()
+                        .is_some_and(|(id, ..)| id.is_some() && *id == m.call_id);
+                if to_output {
+                    // A retry prompt answering the output call rejects that attempt.
+                    if m.is_retry_prompt() {
+                        if let Some((Some(_), attempt, iteration)) = self.open.take() {
+                            self.run.events.push(retry_verdict(m, attempt, iteration));
+                        }
+                    }
+                    self.run.events.push(e);
+                    return;
+                }
+                let slot = m
+                    .call_id
+                    .as_ref()
+                    .and_then(|id| self.pending.iter().position(|p| p.1.as_ref() == Some(id)))
+                    .or_else(|| {
+                        m.tool_name
+                            .as_ref()
+                            .and_then(|n| self.pending.iter().position(|p| p.2 == *n))
+                    })
+                    .or_else(|| (!self.pending.is_empty()).then_some(0));
+                if let Some(i) = slot {
+                    let (index, _, name) = self.pending.remove(i);
+                    let landing = &mut self.run.events[index];
+                    landing.text = Some(m.text.clone());
+                    landing.error = m.error || m.is_retry_prompt();
+                    landing.flags &= !LandingFlags::UNANSWERED;
+                    if e.tool_name.is_none() {
+                        e.tool_name = Some(name);
+                    }
+                }
+                self.run.events.push(e);
+            }
+            Role::User => {
+                if m.is_retry_prompt() {
+                    if let Some((None, attempt, iteration)) = self.open.clone() {
+                        self.run.events.push(retry_verdict(m, attempt, iteration));
+                        self.open = None;
+                    }
+                }
+                self.run.events.push(e);
+            }
+            Role::System => self.run.events.push(e),
+        }
+    }
+}
+
+fn retry_verdict(m: &Msg, attempt: u32, iteration: u32) -> Event {
+    let (stage, error, path) = retry_details(&m.text);
+    let mut v = Event::new(EventKind::Verdict);
+    v.source_type = Some("http.retry_prompt".into());
+    v.text = Some("schema-retry".into());
+    v.iteration = Some(iteration);
+    v.call_id = m.call_id.clone();
+    v.payload = Some(js::stringify(&json!({
+        "type": "http.retry_prompt",
+        "payload": {
+            "attempt": attempt,
+            "iteration": iteration,
+            "stage": stage,
+            "error": error,
+            "path": path,
+            "correctiveMessageHash": js::hash_hex(&m.text),
+        }
+    })));
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading a file
+
+/// Read one cassette: each interaction is a record.
+pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+    let bytes = std::fs::read(input.path)?;
+    let parsed = std::str::from_utf8(&bytes)
+        .map_err(|e| format!("cassette is not valid UTF-8 (byte {})", e.valid_up_to()))
+        .and_then(|text| {
+            serde_norway::from_str::<serde_norway::Value>(text)
+                .map_err(|e| format!("cassette is not valid YAML: {e}"))
+        });
+    let doc = match parsed {
+        Ok(v) => yaml_to_json(v),
+        Err(reason) => {
+            sink.records_read(1);
+            sink.quarantine(Quarantined::dropped(input.display, Locator::File, reason));
+            return Ok(());
+        }
+    };
+    let Some(interactions) = doc.get("interactions").and_then(Value::as_array) else {
+        sink.records_read(1);
+        sink.quarantine(Quarantined::dropped(
+            input.display,
+            Locator::File,
+            "YAML document has no `interactions` list",
+        ));
+        return Ok(());
+    };
+    if interactions.is_empty() {
+        sink.records_read(1);
+        sink.quarantine(Quarantined::dropped(
+            input.display,
+            Locator::File,
+            "cassette records no interaction",
+        ));
+        return Ok(());
+    }
+    sink.records_read(interactions.len() as u64);
+    let mut exchanges = Vec::new();
+    for (i, it) in interactions.iter().enumerate() {
+        match exchange(i, it, input, sink) {
+            Ok(Some(ex)) => exchanges.push(ex),
+            Ok(None) => {}
+            Err(reason) => sink.quarantine(Quarantined::dropped(
+                input.display,
+                Locator::Record(i as u64),
+                reason,
+            )),
+        }
+    }
+    if exchanges.is_empty() {
+        return Ok(());
+    }
+    let conv_id = conversation_id(input.display);
+    let first_record = exchanges[0].record as u64;
+    let mut runs = Vec::new();
+    for chain in chains(exchanges) {
+        let first_turn = runs.len() as u32 + 1;
+        runs.extend(chain_runs(&chain, &conv_id, input.display, first_turn));
+    }
+    sink.conversation(Conversation { id: conv_id, runs }, first_record);
+    Ok(())
+}
+
+/// One interaction as an exchange; `Ok(None)` when it is kept as nothing (a non-model call that
+/// was reported).
+fn exchange(
+    i: usize,
+    it: &Value,
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+) -> Result<Option<Exchange>, String> {
+    // xAI's gRPC recordings keep JSON samples of both sides.
+    if let (Some(rq), Some(rs)) = (
+        it.get("request_sample").and_then(|r| r.get("json")),
+        it.get("response_sample").and_then(|r| r.get("json")),
+    ) {
+        let request = xai_request(rq, "xai-grpc");
+        let response = parse_response("xai", rs);
+        return Ok(Some(Exchange {
+            record: i,
+            request,
+            response,
+        }));
+    }
+    let Some(req_side) = it.get("request") else {
+        return Err("interaction has no request".into());
+    };
+    let uri = s(req_side, "uri").unwrap_or_default();
+    let (req_body, req_raw) = body_of(req_side);
+    let Some(req_body) = req_body else {
+        return Err(match req_raw {
+            Some(_) => format!("request body to {uri} is not JSON"),
+            None => format!("request to {uri} has no body"),
+        });
+    };
+    let request = parse_request(&req_body, &uri)?;
+    let resp_side = it.get("response").cloned().unwrap_or(Value::Null);
+    let status = resp_side
+        .get("status")
+        .and_then(|st| st.get("code").or(Some(st)))
+        .and_then(Value::as_i64);
+    let (resp_body, resp_raw) = body_of(&resp_side);
+    let mut response = match (resp_body, resp_raw) {
+        (Some(b), _) => parse_response(request.provider, &b),
+        (None, Some(raw)) => match assemble_stream(request.provider, &raw) {
+            Some(b) => parse_response(request.provider, &b),
+            None => Response {
+                unreadable: Some(
+                    "response body is neither JSON nor a readable event stream".into(),
+                ),
+                ..Response::default()
+            },
+        },
+        (None, None) => Response {
+            unreadable: Some("response body is not text (a binary event stream)".into()),
+            ..Response::default()
+        },
+    };
+    response.status = status;
+    if request.auxiliary {
+        return Err(format!("{uri} is a token count, not a model call"));
+    }
+    if status.is_some_and(|c| c >= 400) {
+        response.message = None;
+        sink.quarantine(Quarantined::partial(
+            input.display,
+            Locator::Record(i as u64),
+            format!(
+                "the model call failed with HTTP status {}; its answer is taken from the next \
+                 request when the framework re-sent it",
+                status.unwrap_or(0)
+            ),
+        ));
+    } else if let Some(why) = &response.unreadable {
+        sink.quarantine(Quarantined::partial(
+            input.display,
+            Locator::Record(i as u64),
+            format!("{why}; the model call is kept without its answer"),
+        ));
+    }
+    Ok(Some(Exchange {
+        record: i,
+        request,
+        response,
+    }))
+}
+
+#[cfg(test)]
+mod tests;
