@@ -8,6 +8,8 @@
 
 pub mod agentfootprint;
 pub mod driver;
+pub mod openinference;
+pub mod otel;
 pub mod tau2;
 pub mod tau_bench;
 pub mod trajectory;
@@ -27,14 +29,21 @@ pub enum Format {
     TauBench,
     /// tau2-bench simulations (a results document, a wrapped list, or a bare list).
     Tau2,
+    /// OpenTelemetry GenAI spans: an OTLP JSON export, or one export request per line.
+    Otel,
+    /// OpenInference (Arize Phoenix) spans in an OTLP JSON export; read by the same adapter.
+    #[value(name = "openinference")]
+    OpenInference,
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [
+    pub const ALL: [Format; 6] = [
         Format::AgentfootprintNdjson,
         Format::AgentfootprintRecording,
         Format::TauBench,
         Format::Tau2,
+        Format::Otel,
+        Format::OpenInference,
     ];
 
     /// The stable name written into the store (`runs.format`, `--format`).
@@ -44,6 +53,8 @@ impl Format {
             Format::AgentfootprintRecording => "agentfootprint-recording",
             Format::TauBench => "tau-bench",
             Format::Tau2 => "tau2",
+            Format::Otel => "otel",
+            Format::OpenInference => "openinference",
         }
     }
 
@@ -53,6 +64,8 @@ impl Format {
             Format::AgentfootprintNdjson | Format::AgentfootprintRecording => "agentfootprint",
             Format::TauBench => "tau-bench",
             Format::Tau2 => "tau2",
+            Format::Otel => "otel",
+            Format::OpenInference => "openinference",
         }
     }
 
@@ -61,7 +74,17 @@ impl Format {
     pub fn detect(head: &[u8]) -> Option<Format> {
         let text = String::from_utf8_lossy(head);
         let trimmed = text.trim_start_matches('\u{feff}').trim_start();
-        if trimmed.starts_with('{') {
+        if let Some(after_brace) = trimmed.strip_prefix('{') {
+            // An OTLP trace export (or one per line): the first key is the resource-spans list.
+            let after_brace = after_brace.trim_start();
+            if after_brace.starts_with("\"resourceSpans\"")
+                || after_brace.starts_with("\"resource_spans\"")
+            {
+                if trimmed.contains("\"openinference.span.kind\"") {
+                    return Some(Format::OpenInference);
+                }
+                return Some(Format::Otel);
+            }
             // One envelope per line: the first line is a complete object with a dotted type.
             let first_line = trimmed.lines().next().unwrap_or("");
             if first_line.contains("\"type\"")
@@ -160,6 +183,19 @@ pub trait Sink {
     fn quarantine(&mut self, item: Quarantined);
     /// Count records read (stored or dropped).
     fn records_read(&mut self, n: u64);
+    /// One file's OpenTelemetry spans, grouped by trace. A trace can continue in another file,
+    /// so a sink that sees every file of an ingest (the driver) joins them across files with an
+    /// [`otel::Stitcher`]; the default builds this file's traces at once.
+    fn otel_spans(&mut self, batch: otel::SpanBatch) {
+        let mut out = Collect::default();
+        otel::assemble_batch(batch, &mut out);
+        for q in out.quarantined {
+            self.quarantine(q);
+        }
+        for (c, record) in out.conversations {
+            self.conversation(c, record);
+        }
+    }
 }
 
 /// Everything an adapter needs to read one file.
@@ -176,6 +212,7 @@ pub fn read_file(format: Format, input: &Input<'_>, sink: &mut dyn Sink) -> std:
         Format::AgentfootprintRecording => agentfootprint::read_recording(input, sink),
         Format::TauBench => tau_bench::read(input, sink),
         Format::Tau2 => tau2::read(input, sink),
+        Format::Otel | Format::OpenInference => otel::read(input, sink),
     }
 }
 
