@@ -164,6 +164,9 @@ fn content_left_out_is_flagged_not_passed() {
             && l.text.is_none()
             && !l.has_flag(LandingFlags::UNANSWERED)));
     assert_eq!(run.answer, None);
+    // The run did answer; the answer row says its text was not recorded.
+    let answer = run.events_of(EventKind::Answer).next().unwrap();
+    assert!(answer.text.is_none() && answer.has_flag(LandingFlags::CONTENT_OMITTED));
     assert_eq!(wasted(&c[0], false), vec![(Disposition::NotApplicable, 0)]);
 }
 

@@ -4,7 +4,8 @@
 //! # Wire shapes
 //! Two shapes are read, and give the same runs: one OTLP/JSON `ExportTraceServiceRequest`
 //! document (`{"resourceSpans":[{resource, scopeSpans:[{scope, spans:[...]}]}]}`), and the
-//! collector file exporter's output, one such request per line. Attribute values are
+//! collector file exporter's output, one such request per line (streamed: the traces completed
+//! so far are handed on every 32 MiB of input). Attribute values are
 //! `{stringValue|intValue|doubleValue|boolValue|arrayValue|kvlistValue|bytesValue}` (int64 as
 //! strings); a value of any other shape is ignored. Every span is one record. A line that is not
 //! JSON, a request without `resourceSpans`, or a span without a trace or span id is quarantined.
@@ -53,7 +54,8 @@
 //! - Besides messages, landings, the answer and context rows, a run keeps one model-call row per
 //!   model-call span (model, token counts, status), one `exception` row per exception event, a
 //!   `run_error` row when the agent span itself failed, and the tool span's retry markers
-//!   (`pydantic_ai.tool.retry.*`) in its landing's payload.
+//!   (`pydantic_ai.tool.retry.*`) in its landing's payload. A run that answered without its
+//!   content recorded has an answer row with no text, flagged `CONTENT_OMITTED`.
 //!
 //! Spans of a trace that gave runs count as stored, whatever their kind (HTTP or database spans
 //! under an agent are kept only as part of the trace). A trace with no agent, model-call or tool
@@ -93,6 +95,13 @@ const JSON_KEYS: [&str; 8] = [
     "gen_ai.completion",
     "events",
     "model_request_parameters",
+];
+/// The members of pydantic-ai's `model_request_parameters` that declare the run's output.
+const OUTPUT_KEYS: [&str; 4] = [
+    "output_mode",
+    "output_tools",
+    "output_object",
+    "allow_text_output",
 ];
 /// pydantic-ai's retry prompt when it has no tool to answer: a user message that starts no turn.
 const RETRY_FRAME: &str = "Validation feedback:";
@@ -180,40 +189,78 @@ impl SpanBatch {
     }
 }
 
-/// Read one OTLP JSON file (a document, or one request per line) and hand its spans to the sink.
+/// Input read, in one-request-per-line files, between two hand-offs of the traces completed so
+/// far: what a file holds in memory at once is bounded by this plus its incomplete traces.
+const FLUSH_BYTES: usize = 32 << 20;
+
+/// Read one OTLP JSON file (a document, or one request per line) and hand its spans to the sink,
+/// grouped by trace. One request per line is streamed: every [`FLUSH_BYTES`] of input, the traces
+/// already complete are handed over; the rest follow at the end of the file.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let bytes = std::fs::read(input.path)?;
-    let batch = parse(&bytes, input.display, sink);
-    if !batch.traces.is_empty() {
-        sink.otel_spans(batch);
+    read_flushing(input, sink, FLUSH_BYTES)
+}
+
+fn read_flushing(input: &Input<'_>, sink: &mut dyn Sink, flush_bytes: usize) -> io::Result<()> {
+    use std::io::{BufRead, Read};
+    let mut file = io::BufReader::new(std::fs::File::open(input.path)?);
+    let mut reader = Reader::new(input.display, sink);
+    // Everything read so far, up to the first line with content.
+    let mut head: Vec<u8> = Vec::new();
+    let mut line_no = 0u64;
+    loop {
+        let start = head.len();
+        if file.read_until(b'\n', &mut head)? == 0 {
+            break;
+        }
+        line_no += 1;
+        let line = &head[start..];
+        let line = if start == 0 {
+            line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line)
+        } else {
+            line
+        };
+        let line = trim_line(line);
+        if line.is_empty() {
+            continue;
+        }
+        let first = std::str::from_utf8(line)
+            .ok()
+            .and_then(|t| js::parse_json(t).ok());
+        let Some(first) = first else {
+            // A document over several lines (or a broken first line): read it whole.
+            file.read_to_end(&mut head)?;
+            reader.whole(&head);
+            reader.flush(false);
+            return Ok(());
+        };
+        reader.request(&first, Some(line_no));
+        break;
     }
+    drop(head);
+    let mut buf = Vec::new();
+    let mut since_flush = 0usize;
+    loop {
+        buf.clear();
+        if file.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        line_no += 1;
+        since_flush += buf.len();
+        reader.line(line_no, &buf);
+        if since_flush >= flush_bytes {
+            reader.flush(true);
+            since_flush = 0;
+        }
+    }
+    reader.flush(false);
     Ok(())
 }
 
 /// Parse an OTLP JSON file's bytes: count every span as a record, quarantine what cannot be
 /// used, and return the usable spans grouped by trace.
 pub fn parse(bytes: &[u8], display: &str, sink: &mut dyn Sink) -> SpanBatch {
-    let mut reader = Reader {
-        file: Arc::from(display),
-        sink,
-        spans: Vec::new(),
-        next_record: 0,
-    };
-    let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
-    let whole = std::str::from_utf8(body)
-        .map_err(|e| format!("the file is not valid UTF-8 (byte {})", e.valid_up_to()))
-        .and_then(|text| js::parse_json(text).map_err(|e| format!("the file is not JSON: {e}")));
-    match whole {
-        Ok(doc) => reader.request(&doc, None),
-        Err(reason) => {
-            if looks_like_lines(body) {
-                reader.lines(body);
-            } else {
-                reader.sink.records_read(1);
-                reader.drop(Locator::File, reason);
-            }
-        }
-    }
+    let mut reader = Reader::new(display, sink);
+    reader.whole(bytes);
     group_by_trace(reader.spans)
 }
 
@@ -232,12 +279,28 @@ fn looks_like_lines(body: &[u8]) -> bool {
 }
 
 fn trim_line(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let start = line
         .iter()
         .position(|b| !b.is_ascii_whitespace())
         .unwrap_or(line.len());
     &line[start..]
+}
+
+/// A trace whose spans are all present: a root, and every parent a span names.
+fn is_complete<'a>(spans: impl Iterator<Item = &'a Span> + Clone) -> bool {
+    let ids: HashSet<&str> = spans.clone().map(|s| s.span_id.as_str()).collect();
+    let mut roots = 0;
+    for s in spans {
+        match &s.parent_id {
+            None => roots += 1,
+            Some(_) if s.remote_parent => roots += 1,
+            Some(p) if ids.contains(p.as_str()) => {}
+            Some(_) => return false,
+        }
+    }
+    roots > 0
 }
 
 struct Reader<'a> {
@@ -247,30 +310,73 @@ struct Reader<'a> {
     next_record: u64,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    fn new(display: &str, sink: &'a mut dyn Sink) -> Reader<'a> {
+        Reader {
+            file: Arc::from(display),
+            sink,
+            spans: Vec::new(),
+            next_record: 0,
+        }
+    }
+
     fn drop(&mut self, locator: Locator, reason: impl Into<String>) {
         let mut q = Quarantined::dropped(&self.file, locator, reason);
         q.format = Some(FORMAT);
         self.sink.quarantine(q);
     }
 
-    fn lines(&mut self, body: &[u8]) {
-        for (i, raw) in body.split(|&b| b == b'\n').enumerate() {
-            let line = trim_line(raw);
-            if line.is_empty() {
-                continue;
-            }
-            let n = i as u64 + 1;
-            let parsed = std::str::from_utf8(line)
-                .map_err(|e| format!("line is not valid UTF-8 (byte {})", e.valid_up_to()))
-                .and_then(|t| js::parse_json(t).map_err(|e| format!("line is not JSON: {e}")));
-            match parsed {
-                Ok(doc) => self.request(&doc, Some(n)),
-                Err(reason) => {
-                    self.sink.records_read(1);
-                    self.drop(Locator::Line(n), reason);
+    /// A whole file in memory: one document, else one request per line.
+    fn whole(&mut self, bytes: &[u8]) {
+        let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+        let whole = std::str::from_utf8(body)
+            .map_err(|e| format!("the file is not valid UTF-8 (byte {})", e.valid_up_to()))
+            .and_then(|text| {
+                js::parse_json(text).map_err(|e| format!("the file is not JSON: {e}"))
+            });
+        match whole {
+            Ok(doc) => self.request(&doc, None),
+            Err(_) if looks_like_lines(body) => {
+                for (i, raw) in body.split(|&b| b == b'\n').enumerate() {
+                    self.line(i as u64 + 1, raw);
                 }
             }
+            Err(reason) => {
+                self.sink.records_read(1);
+                self.drop(Locator::File, reason);
+            }
+        }
+    }
+
+    /// One line of a one-request-per-line file (1-based number).
+    fn line(&mut self, n: u64, raw: &[u8]) {
+        let line = trim_line(raw);
+        if line.is_empty() {
+            return;
+        }
+        let parsed = std::str::from_utf8(line)
+            .map_err(|e| format!("line is not valid UTF-8 (byte {})", e.valid_up_to()))
+            .and_then(|t| js::parse_json(t).map_err(|e| format!("line is not JSON: {e}")));
+        match parsed {
+            Ok(doc) => self.request(&doc, Some(n)),
+            Err(reason) => {
+                self.sink.records_read(1);
+                self.drop(Locator::Line(n), reason);
+            }
+        }
+    }
+
+    /// Hand the spans read so far to the sink: only the complete traces when `complete_only`
+    /// (the others wait for more of the file), else all of them.
+    fn flush(&mut self, complete_only: bool) {
+        let batch = group_by_trace(std::mem::take(&mut self.spans));
+        let (ready, waiting): (Vec<_>, Vec<_>) = batch
+            .traces
+            .into_iter()
+            .partition(|(_, spans)| !complete_only || is_complete(spans.iter()));
+        self.spans = waiting.into_iter().flat_map(|(_, spans)| spans).collect();
+        if !ready.is_empty() {
+            self.sink.otel_spans(SpanBatch { traces: ready });
         }
     }
 
@@ -349,6 +455,18 @@ fn parse_span(v: &Value, file: &Arc<str>, locator: Locator, record: u64) -> Resu
         if let Some(Value::String(text)) = attrs.get(key) {
             if let Ok(parsed @ (Value::Array(_) | Value::Object(_))) = js::parse_json(text) {
                 attrs.insert(key.to_string(), parsed);
+            }
+        }
+    }
+    // pydantic-ai's request parameters repeat the whole tool catalogue on every model call:
+    // only the output declaration is read.
+    if let Some(Value::Object(params)) = attrs.get_mut("model_request_parameters") {
+        params.retain(|k, _| OUTPUT_KEYS.contains(&k.as_str()));
+        if let Some(Value::Array(tools)) = params.get_mut("output_tools") {
+            for tool in tools.iter_mut() {
+                if let Value::Object(t) = tool {
+                    t.retain(|k, _| k == "name" || k == "parameters_json_schema");
+                }
             }
         }
     }
@@ -609,17 +727,7 @@ struct Pending {
 
 impl Pending {
     fn is_complete(&self) -> bool {
-        let ids: HashSet<&str> = self.ids.iter().map(String::as_str).collect();
-        let mut roots = 0;
-        for s in &self.spans {
-            match &s.parent_id {
-                None => roots += 1,
-                Some(_) if s.remote_parent => roots += 1,
-                Some(p) if ids.contains(p.as_str()) => {}
-                Some(_) => return false,
-            }
-        }
-        roots > 0
+        is_complete(self.spans.iter())
     }
 }
 
@@ -2011,10 +2119,20 @@ fn build_run(trace_id: &str, rs: &RunSpans<'_>) -> Run {
         e.timestamp_ms = end_key;
         events.push(e);
     }
-    if let Some(answer) = &run.answer {
+    let failed = root.is_some_and(|r| r.status == 2);
+    let omitted = inputs
+        .iter()
+        .chain(outputs.iter())
+        .flatten()
+        .any(|m| m.omitted || m.calls.iter().any(|c| c.arguments.is_none()));
+    if run.answer.is_some() || (omitted && !failed) {
+        // Without content, the run still answered: an answer row that says its text is missing.
         let mut e = Event::new(EventKind::Answer);
         e.role = Some(Role::Assistant);
-        e.text = Some(answer.clone());
+        e.text = run.answer.clone();
+        if run.answer.is_none() {
+            e.flags = LandingFlags::CONTENT_OMITTED;
+        }
         e.timestamp_ms = end_key;
         events.push(e);
     }
@@ -2591,33 +2709,18 @@ mod tests {
                 (x.turn, &x.answer, &x.user_message),
                 (y.turn, &y.answer, &y.user_message)
             );
-            let key = |r: &Run| -> Vec<(
-                Option<String>,
-                Option<String>,
-                Option<String>,
-                Option<String>,
-            )> {
-                r.landings()
-                    .map(|l| {
-                        (
-                            l.tool_name.clone(),
-                            l.call_id.clone(),
-                            l.arguments.clone(),
-                            l.text.clone(),
-                        )
-                    })
-                    .collect()
+            // The same JSON, whichever writer serialised it.
+            let canonical = |t: &Option<String>| {
+                t.as_deref()
+                    .map(|t| js::stable_string(&js::parse_json(t).unwrap()))
             };
-            assert_eq!(key(x).len(), key(y).len());
-            for (p, q) in key(x).iter().zip(key(y)) {
-                assert_eq!((&p.0, &p.1), (&q.0, &q.1));
-                // The same JSON, whichever writer serialised it.
-                let parse = |t: &Option<String>| {
-                    t.as_deref()
-                        .map(|t| js::stable_string(&js::parse_json(t).unwrap()))
-                };
-                assert_eq!(parse(&p.2), parse(&q.2));
-                assert_eq!(parse(&p.3), parse(&q.3));
+            let lx: Vec<&Event> = x.landings().collect();
+            let ly: Vec<&Event> = y.landings().collect();
+            assert_eq!(lx.len(), ly.len());
+            for (p, q) in lx.iter().zip(&ly) {
+                assert_eq!((&p.tool_name, &p.call_id), (&q.tool_name, &q.call_id));
+                assert_eq!(canonical(&p.arguments), canonical(&q.arguments));
+                assert_eq!(canonical(&p.text), canonical(&q.text));
             }
         }
         // The follow-up's history holds the earlier turn's tool result.
@@ -2625,6 +2728,60 @@ mod tests {
         assert!(history
             .iter()
             .any(|m| m.role == Role::Tool && m.text.contains("41200")));
+    }
+
+    fn read_file_text(text: &str, flush_bytes: usize) -> Collect {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spans.jsonl");
+        std::fs::write(&path, text).unwrap();
+        let mut sink = Collect::default();
+        let input = Input {
+            path: &path,
+            display: "spans.jsonl",
+        };
+        read_flushing(&input, &mut sink, flush_bytes).unwrap();
+        sink
+    }
+
+    #[test]
+    fn files_are_streamed_and_complete_traces_handed_over_early() {
+        // Two traces, one span per line, children before their parents.
+        let first = small_trace(false, full_tool(false));
+        let second: Vec<Value> = first
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                s["traceId"] = json!("1af7651916cd43dd8448eb211c80319c");
+                s
+            })
+            .collect();
+        let lines: Vec<String> = first
+            .iter()
+            .chain(&second)
+            .map(|s| request(std::slice::from_ref(s)))
+            .collect();
+        let text = format!("\u{feff}\n{}\n", lines.join("\n"));
+        let whole = read_text(&request(&first));
+        for flush_bytes in [1, FLUSH_BYTES] {
+            let c = read_file_text(&text, flush_bytes);
+            assert_eq!(c.records, 8);
+            assert!(c.quarantined.is_empty(), "{:?}", c.quarantined);
+            // Handed over early or at the end, each trace is whole.
+            assert_eq!(c.conversations.len(), if flush_bytes == 1 { 2 } else { 1 });
+            let runs: Vec<&Run> = c.conversations.iter().flat_map(|(c, _)| &c.runs).collect();
+            assert_eq!(runs.len(), 2);
+            assert_eq!(runs[0].events, only_run(&whole).events);
+        }
+        // A pretty-printed document, and a broken first line, are read whole.
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(&request(&first)).unwrap())
+                .unwrap();
+        let c = read_file_text(&pretty, 1);
+        assert_eq!(only_run(&c).events, only_run(&whole).events);
+        let c = read_file_text(&format!("oops\n{}", lines.join("\n")), 1);
+        assert_eq!(c.records, 9);
+        assert_eq!(c.quarantined.len(), 1);
+        assert_eq!(c.quarantined[0].locator, Locator::Line(1));
     }
 
     #[test]
