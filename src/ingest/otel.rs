@@ -14,7 +14,7 @@
 //! A run needs all the spans of its trace, and spans arrive out of order (children end, and are
 //! exported, before their parents) and may be split over files. The adapter therefore does not
 //! build runs itself: it hands each file's spans, grouped by trace, to
-//! [`Sink::otel_spans`](crate::ingest::Sink::otel_spans). The ingest driver passes them, in
+//! [`Sink::otel_spans`]. The ingest driver passes them, in
 //! input order, to one [`Stitcher`] per ingest, which keeps each trace until it is complete (a
 //! root span is present and every parent a span names has been read), builds it then, and
 //! builds whatever is still incomplete once every input has been read (with a note). A sink that
@@ -194,7 +194,7 @@ impl SpanBatch {
 const FLUSH_BYTES: usize = 32 << 20;
 
 /// Read one OTLP JSON file (a document, or one request per line) and hand its spans to the sink,
-/// grouped by trace. One request per line is streamed: every [`FLUSH_BYTES`] of input, the traces
+/// grouped by trace. One request per line is streamed: every 32 MiB of input, the traces
 /// already complete are handed over; the rest follow at the end of the file.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     read_flushing(input, sink, FLUSH_BYTES)
