@@ -74,17 +74,10 @@ impl Format {
     pub fn detect(head: &[u8]) -> Option<Format> {
         let text = String::from_utf8_lossy(head);
         let trimmed = text.trim_start_matches('\u{feff}').trim_start();
-        if let Some(after_brace) = trimmed.strip_prefix('{') {
-            // An OTLP trace export (or one per line): the first key is the resource-spans list.
-            let after_brace = after_brace.trim_start();
-            if after_brace.starts_with("\"resourceSpans\"")
-                || after_brace.starts_with("\"resource_spans\"")
-            {
-                if trimmed.contains("\"openinference.span.kind\"") {
-                    return Some(Format::OpenInference);
-                }
-                return Some(Format::Otel);
-            }
+        if let Some(format) = otel::detect(trimmed) {
+            return Some(format);
+        }
+        if trimmed.starts_with('{') {
             // One envelope per line: the first line is a complete object with a dotted type.
             let first_line = trimmed.lines().next().unwrap_or("");
             if first_line.contains("\"type\"")

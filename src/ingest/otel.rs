@@ -71,7 +71,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::ingest::openinference as oi;
-use crate::ingest::{Input, Locator, Quarantined, Severity, Sink};
+use crate::ingest::{Format, Input, Locator, Quarantined, Severity, Sink};
 use crate::js;
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
 
@@ -186,6 +186,22 @@ pub struct SpanBatch {
 impl SpanBatch {
     pub fn span_count(&self) -> usize {
         self.traces.iter().map(|(_, s)| s.len()).sum()
+    }
+}
+
+/// Is this the start of an OTLP trace export (a document, or one per line)? Its first key is the
+/// resource-spans list. Spans carrying OpenInference attributes make it [`Format::OpenInference`].
+pub fn detect(head: &str) -> Option<Format> {
+    let after_brace = head.strip_prefix('{')?.trim_start();
+    if !(after_brace.starts_with("\"resourceSpans\"")
+        || after_brace.starts_with("\"resource_spans\""))
+    {
+        return None;
+    }
+    if head.contains(&format!("\"{}\"", oi::SPAN_KIND)) {
+        Some(Format::OpenInference)
+    } else {
+        Some(Format::Otel)
     }
 }
 
