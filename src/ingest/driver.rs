@@ -43,6 +43,8 @@ enum Message {
     Conversation(Conversation, u64),
     Quarantine(Quarantined),
     Records(u64),
+    /// One file's OpenTelemetry spans, joined across files by the writer's stitcher.
+    Spans(crate::ingest::otel::SpanBatch),
     Done {
         format: Option<Format>,
         sha256: String,
@@ -64,6 +66,24 @@ impl Sink for ChannelSink<'_> {
     fn records_read(&mut self, n: u64) {
         let _ = self.tx.send(Message::Records(n));
     }
+    fn otel_spans(&mut self, batch: crate::ingest::otel::SpanBatch) {
+        let _ = self.tx.send(Message::Spans(batch));
+    }
+}
+
+/// Run the stitcher and turn what it built into the writer's messages.
+fn stitched(
+    stitcher: &std::cell::RefCell<crate::ingest::otel::Stitcher>,
+    step: impl FnOnce(&mut crate::ingest::otel::Stitcher, &mut crate::ingest::Collect),
+) -> Vec<Message> {
+    let mut out = crate::ingest::Collect::default();
+    step(&mut stitcher.borrow_mut(), &mut out);
+    let quarantined = out.quarantined.into_iter().map(Message::Quarantine);
+    let built = out
+        .conversations
+        .into_iter()
+        .map(|(c, record)| Message::Conversation(c, record));
+    quarantined.chain(built).collect()
 }
 
 /// Every file under the given paths (directories recursively), sorted, de-duplicated.
@@ -213,6 +233,9 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
     let mut seen_runs: HashSet<String> = HashSet::new();
     let mut seen_conversations: HashSet<String> = HashSet::new();
     let mut fatal: Option<io::Error> = None;
+    // Traces whose spans are spread over files are joined here, in input order.
+    let stitcher = std::cell::RefCell::new(crate::ingest::otel::Stitcher::default());
+    let last_input = files.len() - 1;
 
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -234,7 +257,19 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
                 size: sizes[i],
                 ..InputEntry::default()
             };
-            for message in rx {
+            // After the last input, the traces that never became complete are built.
+            let unfinished = (i == last_input)
+                .then_some(())
+                .into_iter()
+                .flat_map(|()| stitched(&stitcher, |s, out| s.finish(out)));
+            let messages = rx
+                .into_iter()
+                .flat_map(|m| match m {
+                    Message::Spans(batch) => stitched(&stitcher, |s, out| s.add(batch, out)),
+                    other => vec![other],
+                })
+                .chain(unfinished);
+            for message in messages {
                 if fatal.is_some() {
                     continue;
                 }
@@ -292,6 +327,7 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
                             ))
                         }
                     }
+                    Message::Spans(_) => Ok(()),
                     Message::Done {
                         format,
                         sha256,

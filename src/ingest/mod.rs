@@ -10,6 +10,8 @@ pub mod agentfootprint;
 pub mod driver;
 pub mod inspect;
 pub mod json_pick;
+pub mod openinference;
+pub mod otel;
 pub mod swe_agent;
 pub mod tau2;
 pub mod tau_bench;
@@ -37,10 +39,15 @@ pub enum Format {
     SweAgent,
     /// VCR HTTP cassettes of model calls (YAML `interactions`), as pydantic-ai records them.
     Vcr,
+    /// OpenTelemetry GenAI spans: an OTLP JSON export, or one export request per line.
+    Otel,
+    /// OpenInference (Arize Phoenix) spans in an OTLP JSON export; read by the same adapter.
+    #[value(name = "openinference")]
+    OpenInference,
 }
 
 impl Format {
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 9] = [
         Format::AgentfootprintNdjson,
         Format::AgentfootprintRecording,
         Format::TauBench,
@@ -48,6 +55,8 @@ impl Format {
         Format::InspectAi,
         Format::SweAgent,
         Format::Vcr,
+        Format::Otel,
+        Format::OpenInference,
     ];
 
     /// The stable name written into the store (`runs.format`, `--format`).
@@ -60,6 +69,8 @@ impl Format {
             Format::InspectAi => "inspect-ai",
             Format::SweAgent => "swe-agent",
             Format::Vcr => "vcr",
+            Format::Otel => "otel",
+            Format::OpenInference => "openinference",
         }
     }
 
@@ -72,6 +83,8 @@ impl Format {
             Format::InspectAi => "inspect-ai",
             Format::SweAgent => "swe-agent",
             Format::Vcr => "vcr",
+            Format::Otel => "otel",
+            Format::OpenInference => "openinference",
         }
     }
 
@@ -88,6 +101,9 @@ impl Format {
         }
         if swe_agent::is_trajectory(trimmed) {
             return Some(Format::SweAgent);
+        }
+        if let Some(format) = otel::detect(trimmed) {
+            return Some(format);
         }
         if trimmed.starts_with('{') {
             // One envelope per line: the first line is a complete object with a dotted type.
@@ -199,6 +215,19 @@ pub trait Sink {
     fn quarantine(&mut self, item: Quarantined);
     /// Count records read (stored or dropped).
     fn records_read(&mut self, n: u64);
+    /// One file's OpenTelemetry spans, grouped by trace. A trace can continue in another file,
+    /// so a sink that sees every file of an ingest (the driver) joins them across files with an
+    /// [`otel::Stitcher`]; the default builds this file's traces at once.
+    fn otel_spans(&mut self, batch: otel::SpanBatch) {
+        let mut out = Collect::default();
+        otel::assemble_batch(batch, &mut out);
+        for q in out.quarantined {
+            self.quarantine(q);
+        }
+        for (c, record) in out.conversations {
+            self.conversation(c, record);
+        }
+    }
 }
 
 /// Everything an adapter needs to read one file.
@@ -218,6 +247,7 @@ pub fn read_file(format: Format, input: &Input<'_>, sink: &mut dyn Sink) -> std:
         Format::InspectAi => inspect::read(input, sink),
         Format::SweAgent => swe_agent::read(input, sink),
         Format::Vcr => vcr::read(input, sink),
+        Format::Otel | Format::OpenInference => otel::read(input, sink),
     }
 }
 

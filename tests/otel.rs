@@ -1,0 +1,658 @@
+//! OpenTelemetry GenAI and OpenInference spans end to end: the excerpts in `testdata/otel/`
+//! always, and every file of the shared data set (`../shared/data/otel/`) when it is present,
+//! checked against its `expected_counts.json`.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use traceaudit::audit::{audit, AuditOptions};
+use traceaudit::config::Config;
+use traceaudit::corpus::Disposition;
+use traceaudit::ingest::driver::{ingest, IngestOptions};
+use traceaudit::ingest::{read_path, Format, Severity};
+use traceaudit::model::{Conversation, Event, EventKind, LandingFlags, Run};
+use traceaudit::passes::prior_turn_evidence::PriorTurnEvidence;
+use traceaudit::passes::repeated_call::RepeatedCall;
+use traceaudit::passes::{Pass, PassContext};
+use traceaudit::store::Store;
+
+/// Read one file; conversations merged by id, runs in store order.
+fn read(path: &Path) -> (Vec<Conversation>, traceaudit::ingest::Collect) {
+    let collect = read_path(path, None).unwrap();
+    let mut merged: Vec<Conversation> = Vec::new();
+    for (c, _) in &collect.conversations {
+        match merged.iter_mut().find(|m| m.id == c.id) {
+            Some(m) => m.runs.extend(c.runs.iter().cloned()),
+            None => merged.push(c.clone()),
+        }
+    }
+    for c in &mut merged {
+        c.runs.sort_by_key(|r| (r.turn, r.started_ms));
+    }
+    (merged, collect)
+}
+
+fn payload(e: &Event) -> Value {
+    e.payload
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn is_output_tool(e: &Event) -> bool {
+    payload(e)["output_tool"] == Value::Bool(true)
+}
+
+/// Backed by a tool span (not only by a tool call in the messages).
+fn has_span(e: &Event) -> bool {
+    payload(e).get("span_id").is_some()
+}
+
+/// Wasted landings the repeated-call pass reports for a run, with every tool judged on
+/// arguments alone when `arguments_only`.
+fn wasted(conv: &Conversation, arguments_only: bool) -> Vec<(Disposition, u32)> {
+    let mut config = Config::default();
+    if arguments_only {
+        let tools: std::collections::BTreeSet<String> = conv
+            .runs
+            .iter()
+            .flat_map(|r| r.landings())
+            .filter_map(|l| l.tool_name.clone())
+            .collect();
+        let text: String = tools
+            .iter()
+            .map(|t| format!("[tools.{t}]\nrepeated_when = \"arguments\"\n"))
+            .collect();
+        config = Config::from_toml(&text).unwrap();
+    }
+    RepeatedCall
+        .check(
+            conv,
+            &PassContext {
+                config,
+                ..PassContext::default()
+            },
+        )
+        .into_iter()
+        .map(|o| {
+            let n = o
+                .findings
+                .iter()
+                .map(|f| f.columns.wasted_landings.unwrap_or(0))
+                .sum();
+            (o.disposition, n)
+        })
+        .collect()
+}
+
+/// The run's identity, without where it was read from.
+fn comparable(run: &Run) -> Run {
+    Run {
+        source: String::new(),
+        ..run.clone()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The excerpts in testdata/otel
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn json_and_jsonl_give_identical_runs() {
+    let (a, qa) = read(&testdata(
+        "otel/pydantic-ai-v5-content/s1_repeated_identical_call.json",
+    ));
+    let (b, qb) = read(&testdata(
+        "otel/pydantic-ai-v5-content/s1_repeated_identical_call.jsonl",
+    ));
+    assert_eq!((qa.records, qb.records), (8, 8));
+    assert!(qa.quarantined.is_empty() && qb.quarantined.is_empty());
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].id, "conv-s1-repeated-lookup");
+    let ra: Vec<Run> = a[0].runs.iter().map(comparable).collect();
+    let rb: Vec<Run> = b[0].runs.iter().map(comparable).collect();
+    assert_eq!(ra, rb);
+    let run = &a[0].runs[0];
+    assert_eq!(run.format, "otel");
+    assert_eq!(run.turn, 1);
+    assert_eq!(run.agent.as_deref(), Some("logistics_assistant"));
+    assert_eq!(run.model.as_deref(), Some("scripted-loop-model"));
+    assert_eq!(
+        run.user_message.as_deref(),
+        Some("What was the top shipment in Q3?")
+    );
+    assert!(run.answer.as_deref().unwrap().starts_with("Top Q3 result"));
+    let landings: Vec<&Event> = run.landings().collect();
+    assert_eq!(landings.len(), 3);
+    for (i, l) in landings.iter().enumerate() {
+        assert_eq!(l.tool_name.as_deref(), Some("lookup"));
+        assert_eq!(
+            l.call_id.as_deref(),
+            Some(format!("call_s1_lookup_{}", i + 1).as_str())
+        );
+        assert_eq!(l.arguments.as_deref(), Some(r#"{"q":"Q3","n":1}"#));
+        assert_eq!(
+            l.text.as_deref(),
+            Some("Q3 top 1: SHPMAXDLVAP001 weight_kg=41200 carrier=NordFreight")
+        );
+        assert_eq!(l.iteration, Some(i as u32 + 1));
+        assert_eq!(l.flags, 0);
+        assert!(l.duration_ms.is_some());
+    }
+    assert_eq!(wasted(&a[0], false), vec![(Disposition::CheckedFail, 2)]);
+    // The history the answer was judged against: instructions, the last call's input, output.
+    let history = a[0].history_for(0);
+    assert_eq!(history.len(), 9);
+    assert_eq!(history[0].role, traceaudit::model::Role::System);
+}
+
+#[test]
+fn content_left_out_is_flagged_not_passed() {
+    let (c, q) = read(&testdata(
+        "otel/pydantic-ai-v5-nocontent/s1_repeated_identical_call.json",
+    ));
+    assert!(q.quarantined.is_empty());
+    let run = &c[0].runs[0];
+    assert_eq!(run.landings().count(), 3);
+    assert!(run
+        .landings()
+        .all(|l| l.has_flag(LandingFlags::CONTENT_OMITTED)
+            && l.arguments.is_none()
+            && l.text.is_none()
+            && !l.has_flag(LandingFlags::UNANSWERED)));
+    assert_eq!(run.answer, None);
+    // The run did answer; the answer row says its text was not recorded.
+    let answer = run.events_of(EventKind::Answer).next().unwrap();
+    assert!(answer.text.is_none() && answer.has_flag(LandingFlags::CONTENT_OMITTED));
+    assert_eq!(wasted(&c[0], false), vec![(Disposition::NotApplicable, 0)]);
+}
+
+#[test]
+fn format_2_running_tool_spans() {
+    let (c, q) = read(&testdata(
+        "otel/pydantic-ai-v2-content/s4b_output_function_retry.json",
+    ));
+    assert!(q.quarantined.is_empty());
+    let run = &c[0].runs[0];
+    let landings: Vec<&Event> = run.landings().collect();
+    let names: Vec<(&str, &str)> = landings
+        .iter()
+        .map(|l| {
+            (
+                l.tool_name.as_deref().unwrap(),
+                l.source_type.as_deref().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("get_shipment", "running tool"),
+            ("submit_summary", "running output function"),
+            ("submit_summary", "running output function"),
+        ]
+    );
+    assert!(landings[0].text.as_deref().unwrap().contains("NordFreight"));
+    // The failed output-function call: no result on its span; the retry text comes from the
+    // next model call's input, and the span's retry markers are kept.
+    let failed = landings[1];
+    assert!(failed.error && is_output_tool(failed));
+    assert!(failed.text.as_deref().unwrap().contains("not \"Unknown\""));
+    assert_eq!(payload(failed)["retry"]["cause"], "model_retry");
+    assert!(!landings[2].error);
+    assert!(run
+        .answer
+        .as_deref()
+        .unwrap()
+        .contains("\"carrier\":\"NordFreight\""));
+}
+
+#[test]
+fn structured_output_retry_is_kept_for_the_schema_pass() {
+    let (c, q) = read(&testdata(
+        "otel/pydantic-ai-v6-content/s4_structured_output_retry.jsonl",
+    ));
+    assert!(q.quarantined.is_empty());
+    let run = &c[0].runs[0];
+    let declaration = run
+        .events
+        .iter()
+        .find(|e| e.source_type.as_deref() == Some("pydantic_ai.output"))
+        .map(payload)
+        .expect("the output declaration");
+    assert_eq!(declaration["output_tools"][0]["name"], "final_result");
+    assert_eq!(
+        declaration["output_tools"][0]["parameters_json_schema"]["title"],
+        "ShipmentSummary"
+    );
+    let attempts: Vec<&Event> = run.landings().filter(|l| is_output_tool(l)).collect();
+    assert_eq!(attempts.len(), 2);
+    assert!(attempts[0]
+        .arguments
+        .as_deref()
+        .unwrap()
+        .contains("forty-one tonnes"));
+    assert!(attempts[0].error);
+    assert!(attempts[0].text.as_deref().unwrap().contains("int_parsing"));
+    assert!(!attempts[1].error);
+    assert_eq!(attempts[1].text.as_deref(), Some("Final result processed."));
+    // The retry prompt is a tool message (role `tool` in format 6, `user` before).
+    let prompt = run
+        .events_of(EventKind::Message)
+        .find(|m| m.call_id.as_deref() == Some("call_s4_output_1"))
+        .unwrap();
+    assert_eq!(prompt.role, Some(traceaudit::model::Role::Tool));
+    assert!(prompt.error);
+    assert_eq!(run.landings().filter(|l| has_span(l)).count(), 1);
+}
+
+#[test]
+fn openinference_follow_up_is_judged_against_the_earlier_turn() {
+    for (file, format) in [
+        (
+            "otel/openinference-v5-content/s3_followup_from_history.json",
+            "openinference",
+        ),
+        (
+            "otel/pydantic-ai-v5-content/s3_followup_from_history.json",
+            "otel",
+        ),
+    ] {
+        let (c, q) = read(&testdata(file));
+        assert!(q.quarantined.is_empty());
+        assert_eq!(c.len(), 1);
+        let conv = &c[0];
+        assert_eq!(conv.id, "conv-s3-followup");
+        assert_eq!(conv.runs.iter().map(|r| r.turn).collect::<Vec<_>>(), [1, 2]);
+        assert!(conv.runs.iter().all(|r| r.format == format));
+        assert_eq!(conv.runs[0].landings().count(), 1);
+        assert_eq!(conv.runs[1].landings().count(), 0);
+        assert_eq!(
+            conv.runs[1].user_message.as_deref(),
+            Some("How heavy was it, and which carrier handled it?")
+        );
+        let outcomes = PriorTurnEvidence.check(conv, &PassContext::default());
+        assert_eq!(outcomes[1].disposition, Disposition::CheckedFail, "{file}");
+        assert_eq!(outcomes[1].findings[0].columns.latest_prior_turn, Some(1));
+    }
+}
+
+#[test]
+fn openinference_processor_error_spans_are_not_run_failures() {
+    let (c, q) = read(&testdata(
+        "otel/openinference-v5-nocontent/s4_structured_output_retry.json",
+    ));
+    assert!(q.quarantined.is_empty());
+    let run = &c[0].runs[0];
+    assert_eq!(run.format, "openinference");
+    let failed_calls = run
+        .events_of(EventKind::ModelCall)
+        .filter(|e| e.error)
+        .count();
+    assert_eq!(failed_calls, 2);
+    assert!(!run
+        .events
+        .iter()
+        .any(|e| e.source_type.as_deref() == Some("run_error")));
+    assert_eq!(run.landings().count(), 3);
+    assert!(run
+        .landings()
+        .all(|l| l.has_flag(LandingFlags::CONTENT_OMITTED)));
+}
+
+#[test]
+fn detection_and_format_names() {
+    let head = |rel: &str| traceaudit::ingest::read_head(&testdata(rel)).unwrap();
+    assert_eq!(
+        Format::detect(&head(
+            "otel/pydantic-ai-v5-content/s1_repeated_identical_call.jsonl"
+        )),
+        Some(Format::Otel)
+    );
+    assert_eq!(
+        Format::detect(&head(
+            "otel/openinference-v5-content/s3_followup_from_history.json"
+        )),
+        Some(Format::OpenInference)
+    );
+    assert_eq!(Format::Otel.family(), "otel");
+    assert_eq!(Format::OpenInference.family(), "openinference");
+    assert!(Format::ALL.contains(&Format::Otel) && Format::ALL.contains(&Format::OpenInference));
+}
+
+/// A trace whose spans are split over two files is joined when both are ingested together.
+#[test]
+fn a_trace_split_over_two_files_is_joined_by_the_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::read_to_string(testdata(
+        "otel/pydantic-ai-v5-content/s1_repeated_identical_call.jsonl",
+    ))
+    .unwrap();
+    let lines: Vec<&str> = source.lines().collect();
+    assert_eq!(lines.len(), 8);
+    // The root (agent) span ends last; the first file holds children only.
+    let inputs = dir.path().join("inputs");
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::write(inputs.join("a.jsonl"), lines[..5].join("\n")).unwrap();
+    std::fs::write(inputs.join("b.jsonl"), lines[5..].join("\n")).unwrap();
+    for threads in [1, 3] {
+        let out = dir.path().join(format!("store{threads}"));
+        let summary = ingest(
+            std::slice::from_ref(&inputs),
+            &out,
+            &IngestOptions {
+                threads,
+                ..IngestOptions::default()
+            },
+        )
+        .unwrap();
+        let c = &summary.manifest.counts;
+        assert_eq!((c.records_read, c.records_quarantined), (8, 0));
+        assert_eq!((c.conversations, c.runs, c.landings), (1, 1, 3));
+        let store = Store::open(&out).unwrap();
+        let convs = store.read_part(0).unwrap();
+        let run = &convs[0].runs[0];
+        assert_eq!(
+            run.answer.as_deref().map(|a| a.starts_with("Top Q3")),
+            Some(true)
+        );
+        assert!(run.landings().all(|l| l.text.is_some() && l.flags == 0));
+    }
+    // Read alone, each file gives what it can, and says that a part is missing.
+    let alone = read_path(&inputs.join("a.jsonl"), None).unwrap();
+    assert_eq!(alone.records, 5);
+    assert!(alone
+        .quarantined
+        .iter()
+        .any(|q| q.severity == Severity::Partial && q.reason.contains("no input held")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared data set
+// ---------------------------------------------------------------------------------------------
+
+fn expected() -> Option<(PathBuf, Value)> {
+    let root = shared_data("otel")?;
+    let text = std::fs::read_to_string(root.join("expected_counts.json")).ok()?;
+    Some((root, serde_json::from_str(&text).unwrap()))
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json" || e == "jsonl"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_shared_file_gives_the_expected_counts() {
+    let Some((root, expected)) = expected() else {
+        eprintln!("note: ../shared/data/otel is absent; the shared-data check is skipped");
+        return;
+    };
+    let formats = expected["formats"].as_object().unwrap();
+    let mut table: BTreeMap<String, [u64; 6]> = BTreeMap::new();
+    let mut files = 0;
+    for (dir, settings) in formats {
+        let content = settings["include_content"].as_bool().unwrap();
+        let openinference = settings["openinference"].as_bool().unwrap();
+        let mut json_runs: BTreeMap<String, Vec<Run>> = BTreeMap::new();
+        for path in files_in(&root.join(dir)) {
+            files += 1;
+            let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+            let what = format!("{dir}/{}", path.file_name().unwrap().to_string_lossy());
+            let e = &expected["scenarios"][&stem];
+            let (convs, collect) = read(&path);
+            assert_eq!(
+                collect.records,
+                e["spans"].as_u64().unwrap(),
+                "{what}: records"
+            );
+            assert!(
+                collect
+                    .quarantined
+                    .iter()
+                    .all(|q| q.severity != Severity::Dropped),
+                "{what}: {:?}",
+                collect.quarantined
+            );
+            assert_eq!(convs.len(), 1, "{what}");
+            let conv = &convs[0];
+            assert_eq!(conv.id, e["conversation_id"].as_str().unwrap(), "{what}");
+            let runs = &conv.runs;
+            assert_eq!(
+                runs.len() as u64,
+                e["runs"].as_u64().unwrap(),
+                "{what}: runs"
+            );
+            let format = if openinference {
+                "openinference"
+            } else {
+                "otel"
+            };
+            assert!(runs.iter().all(|r| r.format == format), "{what}");
+
+            let landings: Vec<&Event> = runs.iter().flat_map(|r| r.landings()).collect();
+            let mut by_name: BTreeMap<String, u64> = BTreeMap::new();
+            for l in &landings {
+                *by_name.entry(l.tool_name.clone().unwrap()).or_default() += 1;
+            }
+            let want: BTreeMap<String, u64> = e["model_tool_calls_by_name"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+                .collect();
+            assert_eq!(by_name, want, "{what}: landings by tool");
+            let spans = landings.iter().filter(|l| has_span(l)).count() as u64;
+            assert_eq!(
+                spans,
+                e["tool_spans"].as_u64().unwrap(),
+                "{what}: tool spans"
+            );
+            let model_calls: u64 = runs
+                .iter()
+                .map(|r| r.events_of(EventKind::ModelCall).count() as u64)
+                .sum();
+            assert_eq!(
+                model_calls,
+                e["chat_spans"].as_u64().unwrap(),
+                "{what}: chat spans"
+            );
+            if let Some(turns) = e["turns"].as_array() {
+                for (run, t) in runs.iter().zip(turns) {
+                    assert_eq!(
+                        run.events_of(EventKind::ModelCall).count() as u64,
+                        t["chat_spans"].as_u64().unwrap()
+                    );
+                    assert_eq!(
+                        run.landings().filter(|l| has_span(l)).count() as u64,
+                        t["tool_spans"].as_u64().unwrap()
+                    );
+                }
+                assert_eq!(runs.iter().map(|r| r.turn).collect::<Vec<_>>(), [1, 2]);
+            }
+
+            // Retries: a tool span's retry markers; an output tool called again.
+            let tool_retries = landings
+                .iter()
+                .filter(|l| !is_output_tool(l) && payload(l).get("retry").is_some())
+                .count() as u64;
+            assert_eq!(tool_retries, e["tool_retries"].as_u64().unwrap(), "{what}");
+            let run_failed = runs.iter().any(|r| {
+                r.events
+                    .iter()
+                    .any(|x| x.source_type.as_deref() == Some("run_error"))
+            });
+            assert_eq!(run_failed, e["run_failed"].as_bool().unwrap(), "{what}");
+            let output_calls = landings.iter().filter(|l| is_output_tool(l)).count() as u64;
+            let output_retries = output_calls.saturating_sub(u64::from(!run_failed));
+            assert_eq!(
+                output_retries,
+                e["output_retries"].as_u64().unwrap(),
+                "{what}"
+            );
+            if content && output_retries > 0 {
+                let failed = landings
+                    .iter()
+                    .filter(|l| is_output_tool(l) && l.error)
+                    .count() as u64;
+                assert_eq!(failed, output_retries, "{what}: failed output attempts");
+            }
+            let exceptions = runs
+                .iter()
+                .flat_map(|r| r.events.iter())
+                .filter(|x| x.source_type.as_deref() == Some("exception"))
+                .count() as u64;
+            assert_eq!(
+                exceptions,
+                e["exception_events"].as_u64().unwrap(),
+                "{what}"
+            );
+            let error_spans = runs
+                .iter()
+                .flat_map(|r| r.events.iter())
+                .filter(|x| {
+                    x.error
+                        && (x.kind() == EventKind::ModelCall
+                            || x.source_type.as_deref() == Some("run_error")
+                            || (x.kind() == EventKind::Landing && has_span(x)))
+                })
+                .count() as u64;
+            let extra = settings["extra_error_spans"][&stem].as_u64().unwrap_or(0);
+            assert_eq!(
+                error_spans,
+                e["error_spans"].as_u64().unwrap() + extra,
+                "{what}"
+            );
+
+            // Content, and what the repeated-call pass makes of it.
+            let identical = wasted(conv, false);
+            let same_args = wasted(conv, true);
+            if content {
+                assert!(landings
+                    .iter()
+                    .all(|l| !l.has_flag(LandingFlags::CONTENT_OMITTED)));
+                let sum = |v: &[(Disposition, u32)]| v.iter().map(|x| x.1 as u64).sum::<u64>();
+                assert_eq!(
+                    sum(&identical),
+                    e["identical_result_repeats"].as_u64().unwrap(),
+                    "{what}"
+                );
+                assert_eq!(
+                    sum(&same_args),
+                    e["same_args_repeats"].as_u64().unwrap(),
+                    "{what}"
+                );
+                let answered = runs.iter().filter(|r| r.answer.is_some()).count();
+                assert_eq!(
+                    answered,
+                    runs.len() - usize::from(run_failed),
+                    "{what}: answers"
+                );
+            } else {
+                assert!(
+                    landings
+                        .iter()
+                        .all(|l| l.has_flag(LandingFlags::CONTENT_OMITTED)),
+                    "{what}"
+                );
+                assert!(
+                    identical.iter().all(|(d, n)| *n == 0
+                        && matches!(d, Disposition::NotApplicable | Disposition::Unreachable)),
+                    "{what}: {identical:?}"
+                );
+            }
+            let row = table.entry(dir.clone()).or_default();
+            row[0] += 1;
+            row[1] += runs.len() as u64;
+            row[2] += landings.len() as u64;
+            row[3] += spans;
+            row[4] += identical.iter().map(|x| x.1 as u64).sum::<u64>();
+            row[5] += same_args.iter().map(|x| x.1 as u64).sum::<u64>();
+
+            // The JSON document and the JSONL file of a scenario give the same runs.
+            let comparable_runs: Vec<Run> = runs.iter().map(comparable).collect();
+            match json_runs.get(&stem) {
+                Some(other) => assert_eq!(other, &comparable_runs, "{what}: JSON vs JSONL"),
+                None => {
+                    json_runs.insert(stem, comparable_runs);
+                }
+            }
+        }
+    }
+    assert_eq!(files, 12 * 14);
+    eprintln!("directory                    files runs landings tool-spans identical-repeats same-args-repeats");
+    for (dir, r) in &table {
+        eprintln!(
+            "{dir:<28} {:>5} {:>4} {:>8} {:>10} {:>17} {:>17}",
+            r[0], r[1], r[2], r[3], r[4], r[5]
+        );
+    }
+}
+
+/// The audit over one directory: repeated-call findings where the scenario repeats.
+#[test]
+fn audit_files_repeated_call_findings_for_the_shared_data() {
+    let Some((root, expected)) = expected() else {
+        eprintln!("note: ../shared/data/otel is absent; the shared-data audit is skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for sub in [
+        "pydantic-ai-v5-content",
+        "openinference-v5-content",
+        "pydantic-ai-v2-nocontent",
+    ] {
+        let out = dir.path().join(sub);
+        let summary = audit(
+            &[root.join(sub)],
+            &out,
+            &AuditOptions {
+                threads: 2,
+                ..AuditOptions::default()
+            },
+        )
+        .unwrap();
+        let _ = summary;
+        let lines = std::fs::read_to_string(out.join("findings.jsonl")).unwrap();
+        let findings: Vec<Value> = lines
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|f: &Value| f["check"] == "repeated-call")
+            .collect();
+        let content = !sub.ends_with("nocontent");
+        let mut by_conversation: BTreeMap<String, u64> = BTreeMap::new();
+        for f in &findings {
+            *by_conversation
+                .entry(f["conversation_id"].as_str().unwrap().to_string())
+                .or_default() += f["wasted_landings"].as_u64().unwrap();
+        }
+        let mut want: BTreeMap<String, u64> = BTreeMap::new();
+        if content {
+            for (_, e) in expected["scenarios"].as_object().unwrap() {
+                let n = e["identical_result_repeats"].as_u64().unwrap();
+                if n > 0 {
+                    want.insert(e["conversation_id"].as_str().unwrap().to_string(), n);
+                }
+            }
+        }
+        assert_eq!(by_conversation, want, "{sub}");
+        let sources: Vec<&str> = findings
+            .iter()
+            .filter_map(|f| f["source"].as_str())
+            .collect();
+        let family = if sub.starts_with("openinference") {
+            "openinference"
+        } else {
+            "otel"
+        };
+        assert!(sources.iter().all(|s| *s == family), "{sub}: {sources:?}");
+    }
+}
