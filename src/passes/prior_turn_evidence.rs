@@ -66,18 +66,22 @@ fn parse_disposition(s: &str) -> Disposition {
 }
 
 fn check_run(run: &Run, evidence_index: &EvidenceIndex, ctx: &PassContext) -> RunOutcome {
+    // Absence of content is not a clean run: a source that dropped tool results or the answer
+    // text cannot be judged either way.
+    let omitted = run
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind(), EventKind::Landing | EventKind::Answer))
+        .any(|e| e.has_flag(crate::model::LandingFlags::CONTENT_OMITTED));
+    if omitted {
+        return RunOutcome::new(
+            Disposition::NotApplicable,
+            "the recording omitted tool results or the answer, so grounding cannot be judged",
+        );
+    }
     let answer = run.answer.as_deref().unwrap_or("");
     if answer.trim().is_empty() {
         return RunOutcome::new(Disposition::Unreachable, "the run gave no answer to judge");
-    }
-    if run
-        .landings()
-        .any(|l| l.has_flag(crate::model::LandingFlags::CONTENT_OMITTED))
-    {
-        return RunOutcome::new(
-            Disposition::NotApplicable,
-            "the recording omitted tool results, so grounding cannot be judged",
-        );
     }
     let reading = read_answer(answer, evidence_index, &ctx.evidence);
     let (name, reason) = disposition(&reading);
