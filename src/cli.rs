@@ -142,6 +142,9 @@ pub struct ExplainArgs {
     /// Steps shown; past it the middle is cut (steps with findings are kept).
     #[arg(long, default_value_t = 60)]
     pub max_steps: usize,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
 }
 
 pub fn threads(requested: Option<usize>) -> usize {

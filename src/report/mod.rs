@@ -152,7 +152,7 @@ pub fn cli_explain(args: ExplainArgs) -> ExitCode {
             ExplainFormat::Text => explain::render_text(&e),
             ExplainFormat::Json => json(&e)?,
         };
-        emit(&text, None)
+        emit(&text, args.out.as_deref())
     };
     match run() {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,7 +7,7 @@
 use crate::report::corpus::{counts, f64s, pl, strings, CorpusDir};
 use crate::report::groups::{checks_without_tools, group_counts, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{rate, wilson};
-use crate::report::text::{fit, interval, md_code, md_text, pct};
+use crate::report::text::{fit, interval, md_code, md_text, pct, wrap};
 use polars::prelude::*;
 use serde::Serialize;
 use std::io;
@@ -584,7 +584,7 @@ pub fn render_table(r: &Report) -> String {
         }
     }
     for n in &r.notes {
-        o.push_str(&format!("note: {}\n", fit(n, 200)));
+        o.push_str(&wrap(n, 400, 100, "note: ", "      "));
     }
     trim_lines(&o)
 }

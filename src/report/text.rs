@@ -139,6 +139,31 @@ pub fn html_bounded(s: &str, max: usize) -> String {
     out
 }
 
+/// `terminal(s)` bounded to `max` characters and wrapped at spaces into lines of at most
+/// `width` characters, the first starting with `first`, the rest with `rest`.
+pub fn wrap(s: &str, max: usize, width: usize, first: &str, rest: &str) -> String {
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in bounded(s, max).split(' ') {
+        let len = line.chars().count();
+        if !empty && len + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = rest.to_string();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(&fit(word, width - rest.chars().count()));
+        empty = false;
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
 /// A rate as a percentage with one decimal, `-` when there is nothing to divide by.
 pub fn pct(rate: Option<f64>) -> String {
     rate.map(|r| format!("{:.1}", r * 100.0))
@@ -180,6 +205,15 @@ mod tests {
         );
         assert_eq!(md_code("a|b`c", 10), "`a\\|b'c`");
         assert_eq!(md_text("<b>*x*</b>", 20), "&lt;b&gt;\\*x\\*&lt;/b&gt;");
+    }
+
+    #[test]
+    fn wrap_keeps_lines_short() {
+        let w = wrap("aaa bbb ccc ddd", 100, 9, "- ", "  ");
+        assert_eq!(w, "- aaa bbb\n  ccc ddd\n");
+        assert!(wrap(&"x".repeat(50), 100, 10, "", "")
+            .lines()
+            .all(|l| l.chars().count() <= 10));
     }
 
     #[test]
