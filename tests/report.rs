@@ -241,7 +241,7 @@ fn injected_loops_are_a_regression_and_are_named() {
         .as_str()
         .unwrap()
         .starts_with("get_user_details:"));
-    assert_eq!(v["runs"]["only_baseline"].as_u64().unwrap() >= 1, true);
+    assert!(v["runs"]["only_baseline"].as_u64().unwrap() >= 1);
 }
 
 #[test]
