@@ -263,7 +263,7 @@ fn findings_of(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Re
                 seam: seam[i].clone(),
                 advisory: advisory[i] != 0,
                 iteration: iteration[i],
-                message: Preview::of(&message[i], opts.preview.max(400)),
+                message: Preview::of(&message[i], opts.preview.max(1000)),
                 witnesses: (0..wit.height())
                     .filter(|&j| w_id[j] == id[i])
                     .map(|j| WitnessView {

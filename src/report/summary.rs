@@ -512,7 +512,10 @@ pub fn render_table(r: &Report) -> String {
                 l.max_occurrences
             ));
         }
-        if r.loops.iter().any(|l| l.untimed > 0) {
+        if r.loops
+            .iter()
+            .any(|l| l.untimed > 0 && l.wasted_ms.is_some())
+        {
             o.push_str("≥: some wasted landings were not timed; the time is a lower bound\n");
         }
     }
@@ -667,7 +670,10 @@ pub fn render_markdown(r: &Report) -> String {
                 l.max_occurrences
             ));
         }
-        if r.loops.iter().any(|l| l.untimed > 0) {
+        if r.loops
+            .iter()
+            .any(|l| l.untimed > 0 && l.wasted_ms.is_some())
+        {
             o.push_str("\n≥: some wasted landings were not timed; the time is a lower bound.\n");
         }
     }
