@@ -387,6 +387,13 @@ pub fn build(base: &CorpusDir, cand: &CorpusDir, opts: &DiffOptions) -> io::Resu
         only_baseline_sample: only_b.iter().take(5).map(|s| s.to_string()).collect(),
         only_candidate_sample: only_c.iter().take(5).map(|s| s.to_string()).collect(),
     };
+    if shared.is_empty() {
+        notes.push(
+            "no run is in both corpora: findings keyed by run (not by tool call) are not \
+             compared"
+                .into(),
+        );
+    }
     let (bk, ck) = (keys(base)?, keys(cand)?);
     let mut appeared = only_in(&ck, &bk, &shared);
     let mut vanished = only_in(&bk, &ck, &shared);
