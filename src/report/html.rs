@@ -4,7 +4,7 @@
 //! [`html`] / [`html_bounded`], so recorded text cannot inject markup.
 
 use crate::report::summary::{duration, label, RateRow, Report};
-use crate::report::text::{html, html_bounded, interval, pct};
+use crate::report::text::{fit, html, html_bounded, interval, pct};
 
 const STYLE: &str = "
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:980px;color:#1d2330;padding:0 1em}
@@ -244,7 +244,7 @@ pub fn rate_chart(rows: &[&RateRow]) -> String {
             html_bounded(name, 200),
             label_w - 8.0,
             y + 15.0,
-            html_bounded(name, 30)
+            html(&fit(name, 30))
         ));
         if let Some(rate) = r.fail_rate {
             s.push_str(&format!(
