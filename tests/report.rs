@@ -375,7 +375,10 @@ fn html_report_in_headless_chromium() {
     ]);
     let url = format!("file://{}", page.display());
     let chrome = |extra: &[&str], profile: &str| {
-        let out = Command::new(chromium)
+        // Bounded in time: a browser that hangs fails the test instead of the whole run.
+        let out = Command::new("timeout")
+            .arg("120")
+            .arg(chromium)
             .args([
                 "--headless",
                 "--no-sandbox",
