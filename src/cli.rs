@@ -27,6 +27,13 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Run every check over a store or raw inputs and write a finding corpus.
     Audit(AuditArgs),
+    /// Summarise a corpus: dispositions and fail rates per check, top findings, agreement.
+    Report(ReportArgs),
+    /// Compare two corpora: rate changes, finding keys that appear or vanish (exit 1 on a
+    /// regression past --fail-on).
+    Diff(DiffArgs),
+    /// Tell one run as a story: its tool calls, its answer, and every finding where it fired.
+    Explain(ExplainArgs),
 }
 
 /// Flags shared by every command that reads raw inputs.
@@ -80,6 +87,66 @@ pub struct AuditArgs {
     pub read: ReadArgs,
 }
 
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A corpus directory written by `audit`.
+    pub corpus: PathBuf,
+    /// Also break the rates down per group of runs.
+    #[arg(long, value_enum)]
+    pub by: Option<crate::report::groups::GroupBy>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: crate::report::ReportFormat,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Rows of each top-findings table.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The corpus to compare against (for example last night's or the release's).
+    pub baseline: PathBuf,
+    /// The corpus under test.
+    pub candidate: PathBuf,
+    /// Also compare the rates per group of runs.
+    #[arg(long, value_enum)]
+    pub by: Option<crate::report::groups::GroupBy>,
+    /// Regression rules: `rate=PP` (a check's fail rate up by more than PP percentage points,
+    /// 95% interval above zero), `new-keys=N` (N or more finding keys only in the candidate),
+    /// comma-separated; `none` for no rule.
+    #[arg(long, default_value = crate::report::diff::DEFAULT_RULES)]
+    pub fail_on: String,
+    #[arg(long, value_enum, default_value = "markdown")]
+    pub format: crate::report::DiffFormat,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Finding keys listed in each direction.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// A corpus directory written by `audit`.
+    pub corpus: PathBuf,
+    /// The run to explain (`run_id` in the corpus tables).
+    pub run_id: String,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::report::ExplainFormat,
+    /// Characters of each recorded text (arguments, results, messages) shown.
+    #[arg(long, default_value_t = 200)]
+    pub preview: usize,
+    /// Steps shown; past it the middle is cut (steps with findings are kept).
+    #[arg(long, default_value_t = 60)]
+    pub max_steps: usize,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+}
+
 pub fn threads(requested: Option<usize>) -> usize {
     requested.filter(|&n| n > 0).unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -98,6 +165,9 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Ingest(args) => run_ingest(args),
         Command::Audit(args) => crate::audit::cli_audit(args),
+        Command::Report(args) => crate::report::cli_report(args),
+        Command::Diff(args) => crate::report::cli_diff(args),
+        Command::Explain(args) => crate::report::cli_explain(args),
     }
 }
 

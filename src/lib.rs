@@ -15,4 +15,5 @@ pub mod js;
 pub mod model;
 pub mod passes;
 pub mod progress;
+pub mod report;
 pub mod store;

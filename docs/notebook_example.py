@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Open a traceaudit corpus the way a notebook does: findings and dispositions with Polars,
+the run attributes from the store, a fail rate per check and model, and a plot of it.
+
+    python docs/notebook_example.py CORPUS [--plot rates.png]
+
+It also checks what a notebook relies on: every table and column documented in
+schemas/corpus.md and schemas/store.md reads with the documented type, non-nullable columns hold
+no nulls, and the list and struct columns (subjects, witnesses, grounded_values) come back as
+lists of structs. CI runs it on a corpus built from testdata.
+"""
+
+import argparse
+import json
+import pathlib
+import re
+import sys
+
+import polars as pl
+import pyarrow.parquet as pq
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def store_dir(corpus: pathlib.Path) -> pathlib.Path:
+    """The store a corpus was audited from: `store/` inside it, else the manifest's `store`."""
+    inside = corpus / "store"
+    if (inside / "runs.parquet").exists():
+        return inside
+    recorded = pathlib.Path(json.loads((corpus / "manifest.json").read_text())["store"])
+    return recorded if recorded.is_absolute() else corpus.parent / recorded
+
+
+def fail_rates(corpus: pathlib.Path) -> pl.DataFrame:
+    """checked-fail among checked runs, per check and model (the headline rate of the report)."""
+    dispositions = pl.scan_parquet(corpus / "dispositions.parquet")
+    runs = pl.scan_parquet(store_dir(corpus) / "runs.parquet").select("run_id", "model")
+    return (
+        dispositions.join(runs, on="run_id", how="left")
+        .with_columns(pl.col("model").fill_null("(unrecorded)"))
+        .filter(pl.col("disposition").is_in(["checked-pass", "checked-fail"]))
+        .group_by("check", "model")
+        .agg(
+            checked=pl.len(),
+            failed=(pl.col("disposition") == "checked-fail").sum(),
+        )
+        .with_columns(fail_rate=pl.col("failed") / pl.col("checked"))
+        .sort("check", "model")
+        .collect()
+    )
+
+
+# --- checking the files against the documents -------------------------------------------------
+
+SCALARS = {
+    "utf8": pl.String,
+    "large_utf8": pl.String,
+    "bool": pl.Boolean,
+    "uint32": pl.UInt32,
+    "uint64": pl.UInt64,
+    "float64": pl.Float64,
+}
+
+
+def documented_tables(doc: str) -> dict:
+    """`## name` sections of a schema document -> [(column, type, nullable)]."""
+    tables, current = {}, None
+    for line in doc.splitlines():
+        heading = re.match(r"^## (\w+)", line)
+        if heading:
+            current = heading.group(1)
+            continue
+        row = re.match(r"^\| `([^`]+)` \| `([^`]+)` \| (yes|no) \|", line)
+        if row and current:
+            tables.setdefault(current, []).append((row.group(1), row.group(2), row.group(3) == "yes"))
+    return tables  # sections without a column table (prose) are not tables
+
+
+def top_level_fields(struct_type: str) -> list:
+    """Field names of `struct<a: t, b: struct<...>>` at the outer level."""
+    body = struct_type[len("struct<") : -1]
+    names, depth, token = [], 0, ""
+    for ch in body + ",":
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        if ch == "," and depth == 0:
+            names.append(token.split(":")[0].strip())
+            token = ""
+        else:
+            token += ch
+    return names
+
+
+def type_matches(dtype: pl.DataType, doc_type: str) -> bool:
+    if doc_type in SCALARS:
+        return dtype == SCALARS[doc_type]
+    if doc_type.startswith("timestamp[ms"):
+        return dtype == pl.Datetime("ms", "UTC")
+    if doc_type.startswith("list<") and isinstance(dtype, pl.List):
+        return type_matches(dtype.inner, doc_type[len("list<") : -1])
+    if doc_type.startswith("struct<") and isinstance(dtype, pl.Struct):
+        return [f.name for f in dtype.fields] == top_level_fields(doc_type)
+    return False
+
+
+def check_table(path: pathlib.Path, documented: list) -> int:
+    df = pl.read_parquet(path)
+    assert pq.read_table(path).num_rows == df.height, f"{path}: pyarrow and polars disagree"
+    for column, doc_type, nullable in documented:
+        assert column in df.columns, f"{path.name}: documented column {column} is missing"
+        dtype = df.schema[column]
+        assert type_matches(dtype, doc_type), f"{path.name}.{column}: {dtype} is not {doc_type}"
+        if not nullable:
+            assert df[column].null_count() == 0, f"{path.name}.{column} holds nulls"
+    undocumented = set(df.columns) - {c for c, _, _ in documented}
+    assert not undocumented, f"{path.name}: undocumented columns {sorted(undocumented)}"
+    return df.height
+
+
+def check_documents(corpus: pathlib.Path) -> None:
+    corpus_doc = documented_tables((REPO / "schemas" / "corpus.md").read_text())
+    store_doc = documented_tables((REPO / "schemas" / "store.md").read_text())
+    for name, columns in corpus_doc.items():
+        path = corpus / f"{name}.parquet"
+        if not path.exists():
+            # A table a check owns is written only when that check ran.
+            print(f"{name}.parquet: not written by this audit")
+            continue
+        rows = check_table(path, columns)
+        print(f"{name}.parquet: {rows} rows, {len(columns)} columns as documented")
+    rows = check_table(store_dir(corpus) / "runs.parquet", store_doc["runs"])
+    print(f"store runs.parquet: {rows} rows, {len(store_doc['runs'])} columns as documented")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", type=pathlib.Path)
+    parser.add_argument("--plot", type=pathlib.Path, help="write a bar chart of the rates here")
+    args = parser.parse_args()
+    corpus = args.corpus
+
+    check_documents(corpus)
+
+    findings = pl.read_parquet(corpus / "findings.parquet")
+    # Nested columns: each witness is a struct whose subject is a struct.
+    witnesses = (
+        findings.select("finding_id", "check", "witnesses")
+        .explode("witnesses")
+        .unnest("witnesses")
+        .unnest("subject")
+    )
+    print(witnesses.select("check", "kind", "id", "predicate", "value").head(5))
+    loops = (
+        findings.filter(pl.col("check") == "repeated-call")
+        .group_by("tool_name")
+        .agg(
+            findings=pl.len(),
+            wasted_landings=pl.col("wasted_landings").sum(),
+            wasted_ms=pl.col("wasted_ms").sum(),
+        )
+        .sort("wasted_landings", descending=True)
+    )
+    print(loops)
+
+    rates = fail_rates(corpus)
+    print(rates)
+    # The notebook's numbers are the audit's: failed runs per check match the manifest.
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    for counts in manifest["counts"]:
+        failed = rates.filter(pl.col("check") == counts["check"])["failed"].sum()
+        assert failed == counts["checked_fail"], (counts["check"], failed, counts["checked_fail"])
+
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        labels = [f"{c} · {m}" for c, m in zip(rates["check"], rates["model"])]
+        fig, ax = plt.subplots(figsize=(8, 0.35 * len(labels) + 1.2))
+        ax.barh(labels, (rates["fail_rate"] * 100).to_list(), color="#4a78c2")
+        ax.set_xlabel("fail rate, % of checked runs")
+        ax.invert_yaxis()
+        fig.tight_layout()
+        fig.savefig(args.plot)
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,635 @@
+//! `traceaudit diff BASELINE CANDIDATE`: the nightly regression report. Per check (and per
+//! group with `--by`) the fail rate in each corpus, the change in percentage points with a 95%
+//! interval (Newcombe's hybrid score interval from the two Wilson intervals), the finding keys
+//! that appear or vanish, and the runs present in only one corpus. `--fail-on` rules decide the
+//! exit status: 0 no regression, 1 regression, 2 error.
+
+use crate::report::corpus::{pl, strings, strs, u64s, CorpusDir};
+use crate::report::groups::{group_counts, GroupBy, GroupCounts, ALL};
+use crate::report::stats::{newcombe, rate};
+use crate::report::text::{fit, md_code, md_text};
+use polars::prelude::*;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+/// The rules that make a diff a regression.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rules {
+    /// A check's fail rate rose by more than this many percentage points and the 95% interval
+    /// of the change lies above zero.
+    pub rate_pp: Option<f64>,
+    /// At least this many finding keys are present only in the candidate.
+    pub new_keys: Option<u64>,
+}
+
+/// The default `--fail-on`.
+pub const DEFAULT_RULES: &str = "rate=2,new-keys=1";
+
+impl Rules {
+    /// Parse `rate=PP,new-keys=N`; `none` turns every rule off.
+    pub fn parse(text: &str) -> Result<Rules, String> {
+        let mut rules = Rules {
+            rate_pp: None,
+            new_keys: None,
+        };
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "none" {
+                continue;
+            }
+            let (name, value) = part.split_once('=').ok_or_else(|| {
+                format!("rule {part:?} is not NAME=VALUE (rate=PP, new-keys=N, none)")
+            })?;
+            match name.trim() {
+                "rate" => {
+                    let pp: f64 = value.trim().trim_end_matches("pp").parse().map_err(|_| {
+                        format!("rate={value}: expected percentage points, e.g. rate=2")
+                    })?;
+                    if !(0.0..=100.0).contains(&pp) {
+                        return Err(format!("rate={value}: between 0 and 100 percentage points"));
+                    }
+                    rules.rate_pp = Some(pp);
+                }
+                "new-keys" => {
+                    let n: u64 = value.trim().parse().map_err(|_| {
+                        format!("new-keys={value}: expected a count, e.g. new-keys=1")
+                    })?;
+                    rules.new_keys = (n > 0).then_some(n);
+                }
+                other => {
+                    return Err(format!(
+                        "unknown rule {other:?}: the rules are rate=PP and new-keys=N (or none)"
+                    ))
+                }
+            }
+        }
+        Ok(rules)
+    }
+
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(pp) = self.rate_pp {
+            parts.push(format!("rate={pp}"));
+        }
+        if let Some(n) = self.new_keys {
+            parts.push(format!("new-keys={n}"));
+        }
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(",")
+        }
+    }
+}
+
+/// What the diff says about one corpus.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CorpusInfo {
+    /// The directory's name.
+    pub name: String,
+    pub engine_version: String,
+    pub config_hash: String,
+    pub conversations: u64,
+    pub runs: u64,
+    pub findings: u64,
+}
+
+/// One side of a rate comparison.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Side {
+    pub checked: u64,
+    pub fail: u64,
+    pub rate: Option<f64>,
+}
+
+impl Side {
+    fn of(c: Option<&GroupCounts>) -> Side {
+        let (fail, checked) = c.map(|c| (c.checked_fail, c.checked())).unwrap_or((0, 0));
+        Side {
+            checked,
+            fail,
+            rate: rate(fail, checked),
+        }
+    }
+}
+
+/// A check's fail rate in both corpora.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RateChange {
+    pub check: String,
+    pub group: String,
+    pub baseline: Side,
+    pub candidate: Side,
+    /// Candidate minus baseline, as a fraction (0.01 = one percentage point).
+    pub change: Option<f64>,
+    /// 95% Newcombe interval of the change.
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// The `rate` rule fired here.
+    pub regression: bool,
+}
+
+/// A finding key present in only one corpus.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KeyChange {
+    pub check: String,
+    /// `tool:argsFp` for findings about a tool call (compared across the whole corpus), else
+    /// the run id (compared over runs present in both corpora).
+    pub key: String,
+    /// `corpus` or `run`.
+    pub scope: String,
+    pub findings: u64,
+    pub runs: u64,
+    pub wasted_landings: Option<u64>,
+}
+
+/// Runs present in only one corpus.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunPresence {
+    pub both: u64,
+    pub only_baseline: u64,
+    pub only_candidate: u64,
+    /// Up to five of each, in id order.
+    pub only_baseline_sample: Vec<String>,
+    pub only_candidate_sample: Vec<String>,
+}
+
+/// Everything `traceaudit diff` shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diff {
+    pub baseline: CorpusInfo,
+    pub candidate: CorpusInfo,
+    pub by: Option<GroupBy>,
+    pub rules: Rules,
+    pub interval: &'static str,
+    pub checks: Vec<RateChange>,
+    pub groups: Vec<RateChange>,
+    pub appeared: Vec<KeyChange>,
+    pub vanished: Vec<KeyChange>,
+    pub appeared_total: u64,
+    pub vanished_total: u64,
+    pub runs: RunPresence,
+    /// Each rule that fired, in words.
+    pub regressions: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl Diff {
+    pub fn is_regression(&self) -> bool {
+        !self.regressions.is_empty()
+    }
+}
+
+const INTERVAL: &str = "Newcombe hybrid score interval (from Wilson intervals), 95%";
+
+fn info(c: &CorpusDir) -> CorpusInfo {
+    CorpusInfo {
+        name: c
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| c.dir.display().to_string()),
+        engine_version: c.str_field("engine_version"),
+        config_hash: c.str_field("config_hash"),
+        conversations: c.count("conversations"),
+        runs: c.count("runs"),
+        findings: c.count("findings"),
+    }
+}
+
+fn changes(
+    base: &[GroupCounts],
+    cand: &[GroupCounts],
+    checks: &[String],
+    rules: &Rules,
+) -> Vec<RateChange> {
+    let index = |rows: &[GroupCounts]| -> BTreeMap<(String, String), GroupCounts> {
+        rows.iter()
+            .map(|r| ((r.check.clone(), r.group.clone()), r.clone()))
+            .collect()
+    };
+    let b = index(base);
+    let c = index(cand);
+    let keys: BTreeSet<&(String, String)> = b.keys().chain(c.keys()).collect();
+    let mut out: Vec<RateChange> = keys
+        .into_iter()
+        .map(|k| {
+            let bs = Side::of(b.get(k));
+            let cs = Side::of(c.get(k));
+            let change = bs.rate.zip(cs.rate).map(|(x, y)| y - x);
+            let ci = newcombe(bs.fail, bs.checked, cs.fail, cs.checked);
+            let regression = match (rules.rate_pp, change, ci) {
+                (Some(pp), Some(d), Some((lo, _))) => d * 100.0 > pp && lo > 0.0,
+                _ => false,
+            };
+            RateChange {
+                check: k.0.clone(),
+                group: k.1.clone(),
+                baseline: bs,
+                candidate: cs,
+                change,
+                ci_low: ci.map(|c| c.0),
+                ci_high: ci.map(|c| c.1),
+                regression,
+            }
+        })
+        .collect();
+    let order = |c: &str| checks.iter().position(|x| x == c).unwrap_or(usize::MAX);
+    out.sort_by(|a, b| {
+        (order(&a.check), &a.check, &a.group).cmp(&(order(&b.check), &b.check, &b.group))
+    });
+    out
+}
+
+/// Per finding key of a corpus: (check, key) -> (scope, findings, runs, wasted landings).
+type KeyTable = BTreeMap<(String, String), (String, u64, BTreeSet<String>, Option<u64>)>;
+
+fn keys(c: &CorpusDir) -> io::Result<KeyTable> {
+    let mut lf = c.table("findings")?;
+    let names = crate::report::corpus::columns(&mut lf)?;
+    let pick = |n: &str| {
+        if names.iter().any(|x| x == n) {
+            col(n)
+        } else {
+            lit(NULL).cast(DataType::String).alias(n)
+        }
+    };
+    let df = lf
+        .select([
+            col("check"),
+            col("run_id"),
+            pick("tool_name"),
+            pick("args_fingerprint"),
+            pick("wasted_landings"),
+        ])
+        .collect()
+        .map_err(pl)?;
+    let check = strings(&df, "check")?;
+    let run = strings(&df, "run_id")?;
+    let tool = strs(&df, "tool_name")?;
+    let args = strs(&df, "args_fingerprint")?;
+    let wasted = u64s(&df, "wasted_landings")?;
+    let mut table = KeyTable::new();
+    for i in 0..df.height() {
+        let (key, scope) = match (&tool[i], &args[i]) {
+            (Some(t), Some(a)) => (format!("{t}:{a}"), "corpus"),
+            _ => (run[i].clone(), "run"),
+        };
+        let e = table
+            .entry((check[i].clone(), key))
+            .or_insert_with(|| (scope.to_string(), 0, BTreeSet::new(), None));
+        e.1 += 1;
+        e.2.insert(run[i].clone());
+        if let Some(w) = wasted[i] {
+            e.3 = Some(e.3.unwrap_or(0) + w);
+        }
+    }
+    Ok(table)
+}
+
+fn run_ids(c: &CorpusDir) -> io::Result<BTreeSet<String>> {
+    let df = c
+        .table("dispositions")?
+        .select([col("run_id")])
+        .unique(None, UniqueKeepStrategy::Any)
+        .collect()
+        .map_err(pl)?;
+    Ok(strings(&df, "run_id")?.into_iter().collect())
+}
+
+/// Keys of `a` that `b` lacks. Run-scoped keys count only for runs present in both corpora.
+fn only_in(a: &KeyTable, b: &KeyTable, shared_runs: &BTreeSet<String>) -> Vec<KeyChange> {
+    let mut out: Vec<KeyChange> = a
+        .iter()
+        .filter(|(k, v)| !b.contains_key(*k) && (v.0 == "corpus" || shared_runs.contains(&k.1)))
+        .map(|((check, key), (scope, n, runs, wasted))| KeyChange {
+            check: check.clone(),
+            key: key.clone(),
+            scope: scope.clone(),
+            findings: *n,
+            runs: runs.len() as u64,
+            wasted_landings: *wasted,
+        })
+        .collect();
+    out.sort_by(|x, y| {
+        (y.wasted_landings, y.findings, &x.check, &x.key).cmp(&(
+            x.wasted_landings,
+            x.findings,
+            &y.check,
+            &y.key,
+        ))
+    });
+    out
+}
+
+/// Options of `build`.
+#[derive(Debug, Clone)]
+pub struct DiffOptions {
+    pub by: Option<GroupBy>,
+    pub rules: Rules,
+    /// Keys listed in each direction.
+    pub top: usize,
+}
+
+/// Compare two corpora.
+pub fn build(base: &CorpusDir, cand: &CorpusDir, opts: &DiffOptions) -> io::Result<Diff> {
+    let mut notes = Vec::new();
+    let mut checks = base.checks();
+    for c in cand.checks() {
+        if !checks.contains(&c) {
+            checks.push(c);
+        }
+    }
+    for c in &checks {
+        match (base.checks().contains(c), cand.checks().contains(c)) {
+            (true, false) => notes.push(format!("check {c} ran only in the baseline")),
+            (false, true) => notes.push(format!("check {c} ran only in the candidate")),
+            _ => {}
+        }
+    }
+    let (bi, ci) = (info(base), info(cand));
+    if bi.config_hash != ci.config_hash {
+        notes.push(
+            "the two corpora were audited with different configurations (config_hash differs)"
+                .into(),
+        );
+    }
+    if bi.engine_version != ci.engine_version {
+        notes.push(format!(
+            "engine versions differ: {} vs {}",
+            bi.engine_version, ci.engine_version
+        ));
+    }
+    let rows = changes(
+        &group_counts(base, None)?,
+        &group_counts(cand, None)?,
+        &checks,
+        &opts.rules,
+    );
+    let groups = match opts.by {
+        None => Vec::new(),
+        Some(by) => changes(
+            &group_counts(base, Some(by))?,
+            &group_counts(cand, Some(by))?,
+            &checks,
+            &opts.rules,
+        ),
+    };
+    let base_runs = run_ids(base)?;
+    let cand_runs = run_ids(cand)?;
+    let shared: BTreeSet<String> = base_runs.intersection(&cand_runs).cloned().collect();
+    let only_b: Vec<&String> = base_runs.difference(&cand_runs).collect();
+    let only_c: Vec<&String> = cand_runs.difference(&base_runs).collect();
+    let runs = RunPresence {
+        both: shared.len() as u64,
+        only_baseline: only_b.len() as u64,
+        only_candidate: only_c.len() as u64,
+        only_baseline_sample: only_b.iter().take(5).map(|s| s.to_string()).collect(),
+        only_candidate_sample: only_c.iter().take(5).map(|s| s.to_string()).collect(),
+    };
+    if shared.is_empty() {
+        notes.push(
+            "no run is in both corpora: findings keyed by run (not by tool call) are not \
+             compared"
+                .into(),
+        );
+    }
+    let (bk, ck) = (keys(base)?, keys(cand)?);
+    let mut appeared = only_in(&ck, &bk, &shared);
+    let mut vanished = only_in(&bk, &ck, &shared);
+    let (appeared_total, vanished_total) = (appeared.len() as u64, vanished.len() as u64);
+    appeared.truncate(opts.top);
+    vanished.truncate(opts.top);
+
+    let mut regressions = Vec::new();
+    for r in rows.iter().chain(&groups).filter(|r| r.regression) {
+        let what = if r.group == ALL {
+            r.check.clone()
+        } else {
+            format!("{} in {}", r.check, r.group)
+        };
+        regressions.push(format!(
+            "{what}: fail rate {} -> {} ({:+.1} pp, 95% CI {}), past rate={}",
+            crate::report::text::pct(r.baseline.rate) + "%",
+            crate::report::text::pct(r.candidate.rate) + "%",
+            r.change.unwrap_or(0.0) * 100.0,
+            pp_interval(r.ci_low.zip(r.ci_high)),
+            opts.rules.rate_pp.unwrap_or(0.0)
+        ));
+    }
+    if let Some(n) = opts.rules.new_keys {
+        if appeared_total >= n {
+            regressions.push(format!(
+                "{appeared_total} finding key(s) only in the candidate, past new-keys={n}"
+            ));
+        }
+    }
+    Ok(Diff {
+        baseline: bi,
+        candidate: ci,
+        by: opts.by,
+        rules: opts.rules.clone(),
+        interval: INTERVAL,
+        checks: rows,
+        groups,
+        appeared,
+        vanished,
+        appeared_total,
+        vanished_total,
+        runs,
+        regressions,
+        notes,
+    })
+}
+
+/// An interval of a change, in signed percentage points.
+pub fn pp_interval(ci: Option<(f64, f64)>) -> String {
+    ci.map(|(lo, hi)| format!("[{:+.1}, {:+.1}]", lo * 100.0, hi * 100.0))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn side(s: &Side) -> String {
+    match s.rate {
+        Some(r) => format!("{:.1}% ({}/{})", r * 100.0, s.fail, s.checked),
+        None => format!("- (0/{})", s.checked),
+    }
+}
+
+fn change(r: &RateChange) -> String {
+    r.change
+        .map(|d| format!("{:+.1}", d * 100.0))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn key_line(k: &KeyChange) -> String {
+    let wasted = k
+        .wasted_landings
+        .map(|w| format!(", {w} wasted landings"))
+        .unwrap_or_default();
+    format!(
+        "{} {}: {} finding(s) in {} run(s){wasted}",
+        md_code(&k.check, 40),
+        md_code(&k.key, 100),
+        k.findings,
+        k.runs
+    )
+}
+
+/// The diff as Markdown for a pull request or a chat message.
+pub fn render_markdown(d: &Diff) -> String {
+    let mut o = String::new();
+    let verdict = if d.is_regression() {
+        "REGRESSION"
+    } else {
+        "no regression"
+    };
+    o.push_str(&format!(
+        "## traceaudit diff: {verdict}\n\nBaseline {} ({} runs, {} findings) vs candidate {} ({} runs, {} findings). Runs in both: {}; only in the baseline: {}; only in the candidate: {}.\n\n",
+        md_code(&d.baseline.name, 60),
+        d.baseline.runs,
+        d.baseline.findings,
+        md_code(&d.candidate.name, 60),
+        d.candidate.runs,
+        d.candidate.findings,
+        d.runs.both,
+        d.runs.only_baseline,
+        d.runs.only_candidate,
+    ));
+    if d.is_regression() {
+        o.push_str("**Regressions**\n\n");
+        for r in &d.regressions {
+            o.push_str(&format!("- {}\n", md_text(r, 300)));
+        }
+        o.push('\n');
+    }
+    let table = |o: &mut String, rows: &[RateChange], group: Option<&str>| {
+        match group {
+            Some(g) => o.push_str(&format!(
+                "| {g} | check | baseline fail % | candidate fail % | change (pp) | 95% CI (pp) | |\n|---|---|---:|---:|---:|---|---|\n"
+            )),
+            None => o.push_str(
+                "| check | baseline fail % | candidate fail % | change (pp) | 95% CI (pp) | |\n|---|---:|---:|---:|---|---|\n",
+            ),
+        }
+        for r in rows {
+            let flag = if r.regression { "regression" } else { "" };
+            let lead = match group {
+                Some(_) => format!("| {} | {} ", md_code(&r.group, 60), md_code(&r.check, 40)),
+                None => format!("| {} ", md_code(&r.check, 40)),
+            };
+            o.push_str(&format!(
+                "{lead}| {} | {} | {} | {} | {flag} |\n",
+                side(&r.baseline),
+                side(&r.candidate),
+                change(r),
+                pp_interval(r.ci_low.zip(r.ci_high)),
+            ));
+        }
+    };
+    o.push_str("### Fail rate per check\n\n");
+    table(&mut o, &d.checks, None);
+    if let Some(by) = d.by {
+        o.push_str(&format!("\n### Per {}\n\n", by.as_str()));
+        table(&mut o, &d.groups, Some(by.as_str()));
+    }
+    o.push_str(&format!(
+        "\nfail % = checked-fail among checked runs. Change = candidate minus baseline, in percentage points; interval: {}. Rules: `{}` (rate=PP: a rise of more than PP points whose interval lies above zero; new-keys=N: N or more finding keys only in the candidate).\n",
+        d.interval,
+        d.rules.describe()
+    ));
+    let keys = |o: &mut String, title: &str, list: &[KeyChange], total: u64| {
+        o.push_str(&format!("\n### {title} ({total})\n\n"));
+        if list.is_empty() {
+            o.push_str("None.\n");
+        }
+        for k in list {
+            o.push_str(&format!("- {}\n", key_line(k)));
+        }
+        if total > list.len() as u64 {
+            o.push_str(&format!("- … and {} more\n", total - list.len() as u64));
+        }
+    };
+    keys(
+        &mut o,
+        "Finding keys only in the candidate",
+        &d.appeared,
+        d.appeared_total,
+    );
+    keys(
+        &mut o,
+        "Finding keys only in the baseline",
+        &d.vanished,
+        d.vanished_total,
+    );
+    o.push_str("\nKeys: `tool:argsFingerprint` for repeated calls (compared across the whole corpus), the run id for other findings (compared over runs in both corpora).\n");
+    if d.runs.only_baseline + d.runs.only_candidate > 0 {
+        o.push_str("\n### Runs in only one corpus\n\n");
+        let list = |v: &[String]| {
+            v.iter()
+                .map(|s| md_code(s, 80))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if d.runs.only_baseline > 0 {
+            o.push_str(&format!(
+                "- only in the baseline: {} ({}{})\n",
+                d.runs.only_baseline,
+                list(&d.runs.only_baseline_sample),
+                if d.runs.only_baseline > 5 {
+                    ", …"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if d.runs.only_candidate > 0 {
+            o.push_str(&format!(
+                "- only in the candidate: {} ({}{})\n",
+                d.runs.only_candidate,
+                list(&d.runs.only_candidate_sample),
+                if d.runs.only_candidate > 5 {
+                    ", …"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    if !d.notes.is_empty() {
+        o.push('\n');
+        for n in &d.notes {
+            o.push_str(&format!("- note: {}\n", md_text(n, 300)));
+        }
+    }
+    o
+}
+
+/// A one-line verdict for stderr.
+pub fn verdict_line(d: &Diff) -> String {
+    if d.is_regression() {
+        format!(
+            "traceaudit diff: regression ({} rule(s) fired: {})",
+            d.regressions.len(),
+            fit(&d.regressions.join("; "), 300)
+        )
+    } else {
+        "traceaudit diff: no regression".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_parse() {
+        let r = Rules::parse(DEFAULT_RULES).unwrap();
+        assert_eq!(r.rate_pp, Some(2.0));
+        assert_eq!(r.new_keys, Some(1));
+        assert_eq!(Rules::parse("none").unwrap().describe(), "none");
+        assert_eq!(Rules::parse("rate=0.5pp").unwrap().rate_pp, Some(0.5));
+        assert!(Rules::parse("rate=abc").is_err());
+        assert!(Rules::parse("loops=3").is_err());
+        assert_eq!(Rules::parse("new-keys=0").unwrap().new_keys, None);
+    }
+}

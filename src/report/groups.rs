@@ -1,0 +1,267 @@
+//! Disposition counts per check, optionally per group of runs. The groups come from run
+//! attributes the corpus does not carry: `agent`, `model` and `day` (UTC date of `started_at`)
+//! are joined from the store's `runs.parquet`; `tool` pairs runs with the tools they landed
+//! (store events) and counts a run as failed for a tool when one of the check's findings names
+//! that tool.
+
+use crate::report::corpus::{counts, pl, strings, CorpusDir};
+use polars::prelude::*;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io;
+
+/// How to group runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    Agent,
+    Model,
+    Source,
+    Day,
+    Tool,
+}
+
+impl GroupBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupBy::Agent => "agent",
+            GroupBy::Model => "model",
+            GroupBy::Source => "source",
+            GroupBy::Day => "day",
+            GroupBy::Tool => "tool",
+        }
+    }
+}
+
+/// The group label of runs that do not record the attribute.
+pub const UNRECORDED: &str = "(unrecorded)";
+/// The group label when there is no grouping.
+pub const ALL: &str = "all";
+
+/// Disposition counts of one check over one group of runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GroupCounts {
+    pub check: String,
+    pub group: String,
+    pub runs: u64,
+    pub checked_pass: u64,
+    pub checked_fail: u64,
+    pub not_applicable: u64,
+    pub unreachable: u64,
+    /// Finding rows filed in this group.
+    pub findings: u64,
+}
+
+impl GroupCounts {
+    pub fn checked(&self) -> u64 {
+        self.checked_pass + self.checked_fail
+    }
+}
+
+/// Run id to group label, as a lazy frame `(run_id, group)`; `None` for source and no grouping
+/// (the corpus tables carry `source` themselves).
+fn run_groups(corpus: &CorpusDir, by: GroupBy) -> io::Result<Option<LazyFrame>> {
+    let expr = match by {
+        GroupBy::Agent => col("agent"),
+        GroupBy::Model => col("model"),
+        GroupBy::Day => col("started_at").dt().strftime("%Y-%m-%d"),
+        GroupBy::Source | GroupBy::Tool => return Ok(None),
+    };
+    Ok(Some(corpus.runs()?.select([
+        col("run_id"),
+        expr.cast(DataType::String).alias("group"),
+    ])))
+}
+
+/// `lf` (which has `run_id` and `source`) with a `group` column for `by`.
+pub fn with_group(corpus: &CorpusDir, lf: LazyFrame, by: Option<GroupBy>) -> io::Result<LazyFrame> {
+    let lf = match by {
+        None => lf.with_column(lit(ALL).alias("group")),
+        Some(GroupBy::Source) => lf.with_column(col("source").alias("group")),
+        Some(GroupBy::Tool) => lf.with_column(col("tool_name").alias("group")),
+        Some(by) => {
+            let groups = run_groups(corpus, by)?.expect("joined attribute");
+            lf.left_join(groups, col("run_id"), col("run_id"))
+        }
+    };
+    Ok(lf.with_column(col("group").fill_null(lit(UNRECORDED))))
+}
+
+fn disposition_sums() -> [Expr; 5] {
+    let is = |d: &str| col("disposition").eq(lit(d)).cast(DataType::UInt64).sum();
+    [
+        len().cast(DataType::UInt64).alias("runs"),
+        is("checked-pass").alias("checked_pass"),
+        is("checked-fail").alias("checked_fail"),
+        is("not-applicable").alias("not_applicable"),
+        is("unreachable").alias("unreachable"),
+    ]
+}
+
+/// Per check and group: disposition counts and finding rows, checks in registry order, groups
+/// by label.
+pub fn group_counts(corpus: &CorpusDir, by: Option<GroupBy>) -> io::Result<Vec<GroupCounts>> {
+    if by == Some(GroupBy::Tool) {
+        return tool_counts(corpus);
+    }
+    let disp = with_group(corpus, corpus.table("dispositions")?, by)?
+        .group_by([col("check"), col("group")])
+        .agg(disposition_sums())
+        .collect()
+        .map_err(pl)?;
+    let finds = with_group(
+        corpus,
+        corpus
+            .table("findings")?
+            .select([col("run_id"), col("source"), col("check")]),
+        by,
+    )?
+    .group_by([col("check"), col("group")])
+    .agg([len().cast(DataType::UInt64).alias("findings")])
+    .collect()
+    .map_err(pl)?;
+    let mut finding_rows: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for ((check, group), n) in strings(&finds, "check")?
+        .into_iter()
+        .zip(strings(&finds, "group")?)
+        .zip(counts(&finds, "findings")?)
+    {
+        finding_rows.insert((check, group), n);
+    }
+    let mut rows = rows_of(&disp)?;
+    for r in &mut rows {
+        r.findings = finding_rows
+            .get(&(r.check.clone(), r.group.clone()))
+            .copied()
+            .unwrap_or(0);
+    }
+    sort_rows(&mut rows, &corpus.checks());
+    Ok(rows)
+}
+
+fn rows_of(df: &DataFrame) -> io::Result<Vec<GroupCounts>> {
+    let check = strings(df, "check")?;
+    let group = strings(df, "group")?;
+    let runs = counts(df, "runs")?;
+    let pass = counts(df, "checked_pass")?;
+    let fail = counts(df, "checked_fail")?;
+    let na = counts(df, "not_applicable")?;
+    let unreachable = counts(df, "unreachable")?;
+    Ok((0..df.height())
+        .map(|i| GroupCounts {
+            check: check[i].clone(),
+            group: group[i].clone(),
+            runs: runs[i],
+            checked_pass: pass[i],
+            checked_fail: fail[i],
+            not_applicable: na[i],
+            unreachable: unreachable[i],
+            findings: 0,
+        })
+        .collect())
+}
+
+/// Checks in registry order (unknown ones after, by name), then groups by label.
+pub fn sort_rows(rows: &mut [GroupCounts], checks: &[String]) {
+    let order = |c: &str| checks.iter().position(|x| x == c).unwrap_or(usize::MAX);
+    rows.sort_by(|a, b| {
+        (order(&a.check), &a.check, &a.group).cmp(&(order(&b.check), &b.check, &b.group))
+    });
+}
+
+/// The checks whose findings name a tool, and those that filed findings without one.
+fn tool_scoped_checks(corpus: &CorpusDir) -> io::Result<(Vec<String>, Vec<String>)> {
+    let df = corpus
+        .table("findings")?
+        .group_by([col("check")])
+        .agg([col("tool_name")
+            .is_not_null()
+            .cast(DataType::UInt64)
+            .sum()
+            .alias("named")])
+        .collect()
+        .map_err(pl)?;
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    for (check, named) in strings(&df, "check")?
+        .into_iter()
+        .zip(counts(&df, "named")?)
+    {
+        if named > 0 {
+            with.push(check);
+        } else {
+            without.push(check);
+        }
+    }
+    Ok((with, without))
+}
+
+/// The checks `--by tool` leaves out: they filed findings but none names a tool.
+pub fn checks_without_tools(corpus: &CorpusDir) -> io::Result<Vec<String>> {
+    let mut without = tool_scoped_checks(corpus)?.1;
+    let checks = corpus.checks();
+    without.sort_by_key(|c| checks.iter().position(|x| x == c));
+    Ok(without)
+}
+
+/// Per check and tool: runs that landed the tool, by disposition; a run counts as failed for
+/// the tool when one of the check's findings in it names the tool.
+fn tool_counts(corpus: &CorpusDir) -> io::Result<Vec<GroupCounts>> {
+    let excluded = tool_scoped_checks(corpus)?.1;
+    let run_tools = corpus
+        .events()?
+        .filter(
+            col("kind")
+                .eq(lit("landing"))
+                .and(col("tool_name").is_not_null()),
+        )
+        .select([col("run_id"), col("tool_name").alias("group")])
+        .unique(None, UniqueKeepStrategy::Any);
+    let disp = corpus
+        .table("dispositions")?
+        .select([col("run_id"), col("check"), col("disposition")])
+        .inner_join(run_tools, col("run_id"), col("run_id"))
+        .group_by([col("check"), col("group")])
+        .agg(disposition_sums())
+        .collect()
+        .map_err(pl)?;
+    let findings = corpus
+        .table("findings")?
+        .filter(col("tool_name").is_not_null())
+        .group_by([col("check"), col("tool_name").alias("group")])
+        .agg([
+            len().cast(DataType::UInt64).alias("findings"),
+            col("run_id")
+                .n_unique()
+                .cast(DataType::UInt64)
+                .alias("failed_runs"),
+        ])
+        .collect()
+        .map_err(pl)?;
+    let mut failed: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for (((check, group), n), runs) in strings(&findings, "check")?
+        .into_iter()
+        .zip(strings(&findings, "group")?)
+        .zip(counts(&findings, "findings")?)
+        .zip(counts(&findings, "failed_runs")?)
+    {
+        failed.insert((check, group), (n, runs));
+    }
+    let mut rows: Vec<GroupCounts> = rows_of(&disp)?
+        .into_iter()
+        .filter(|r| !excluded.contains(&r.check))
+        .map(|mut r| {
+            let checked = r.checked();
+            let (n, runs) = failed
+                .get(&(r.check.clone(), r.group.clone()))
+                .copied()
+                .unwrap_or((0, 0));
+            r.findings = n;
+            r.checked_fail = runs.min(checked);
+            r.checked_pass = checked - r.checked_fail;
+            r
+        })
+        .collect();
+    sort_rows(&mut rows, &corpus.checks());
+    Ok(rows)
+}

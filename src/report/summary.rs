@@ -1,0 +1,752 @@
+//! `traceaudit report`: what a corpus says, for people. The disposition table per check (and
+//! per group with `--by`), with `checked-fail` among `checked` runs as the headline rate and its
+//! 95% Wilson interval; the top findings (the tools that loop most, the conversations with the
+//! most stale answers, findings by kind); the agreement with recorded framework verdicts.
+//! Every number comes from lazy Polars scans over the corpus Parquet files.
+
+use crate::report::corpus::{counts, f64s, pl, strings, CorpusDir};
+use crate::report::groups::{checks_without_tools, group_counts, GroupBy, GroupCounts, ALL};
+use crate::report::stats::{rate, wilson};
+use crate::report::text::{fit, interval, md_code, md_text, pct, wrap};
+use polars::prelude::*;
+use serde::Serialize;
+use std::io;
+
+/// One check (over one group of runs) with its rate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RateRow {
+    pub check: String,
+    pub group: String,
+    pub runs: u64,
+    pub checked_pass: u64,
+    pub checked_fail: u64,
+    pub not_applicable: u64,
+    pub unreachable: u64,
+    /// `checked_pass + checked_fail`.
+    pub checked: u64,
+    pub findings: u64,
+    /// `checked_fail / checked`; null when nothing was checked.
+    pub fail_rate: Option<f64>,
+    /// 95% Wilson score interval of `fail_rate`.
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+}
+
+impl RateRow {
+    pub fn from_counts(c: &GroupCounts) -> RateRow {
+        let checked = c.checked();
+        let ci = wilson(c.checked_fail, checked);
+        RateRow {
+            check: c.check.clone(),
+            group: c.group.clone(),
+            runs: c.runs,
+            checked_pass: c.checked_pass,
+            checked_fail: c.checked_fail,
+            not_applicable: c.not_applicable,
+            unreachable: c.unreachable,
+            checked,
+            findings: c.findings,
+            fail_rate: rate(c.checked_fail, checked),
+            ci_low: ci.map(|c| c.0),
+            ci_high: ci.map(|c| c.1),
+        }
+    }
+
+    pub fn ci(&self) -> Option<(f64, f64)> {
+        self.ci_low.zip(self.ci_high)
+    }
+}
+
+/// A tool that landed again with identical arguments (repeated-call findings).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoopRow {
+    pub tool: String,
+    pub findings: u64,
+    pub runs: u64,
+    pub conversations: u64,
+    /// Landings after the first, summed over the findings.
+    pub wasted_landings: u64,
+    /// Tool time of those landings, summed over the findings that timed every one.
+    pub wasted_ms: Option<f64>,
+    /// Findings whose wasted time is unknown (some landing untimed).
+    pub untimed: u64,
+    /// The most landings of one key in one run.
+    pub max_occurrences: u64,
+}
+
+/// A conversation whose answers were grounded only by earlier turns (prior-turn-evidence).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StaleRow {
+    pub conversation_id: String,
+    pub source: String,
+    pub stale_answers: u64,
+    pub max_turns_back: u64,
+}
+
+/// Findings of one check and kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KindRow {
+    pub check: String,
+    pub kind: String,
+    pub findings: u64,
+    pub runs: u64,
+    pub advisory: u64,
+}
+
+/// Agreement of the engine with the recorded framework verdicts, per check.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AgreementSummary {
+    pub check: String,
+    /// Runs whose recording carries the framework's own verdicts.
+    pub runs: u64,
+    pub agrees: u64,
+    pub differs: u64,
+    pub engine_only: u64,
+    pub recorded_only: u64,
+}
+
+/// One key where the engine and the framework disagree.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Disagreement {
+    pub check: String,
+    pub run_id: String,
+    pub key: String,
+    pub status: String,
+    pub detail: Option<String>,
+}
+
+/// Everything `traceaudit report` shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub engine_version: String,
+    pub conversations: u64,
+    pub runs: u64,
+    pub findings: u64,
+    pub by: Option<GroupBy>,
+    /// One row per check over every run.
+    pub checks: Vec<RateRow>,
+    /// One row per check and group (with `--by`).
+    pub groups: Vec<RateRow>,
+    pub loops: Vec<LoopRow>,
+    pub stale: Vec<StaleRow>,
+    pub kinds: Vec<KindRow>,
+    pub agreement: Vec<AgreementSummary>,
+    pub disagreements: Vec<Disagreement>,
+    /// What the report left out or could not compute, in words.
+    pub notes: Vec<String>,
+}
+
+/// Options of `build`.
+#[derive(Debug, Clone, Copy)]
+pub struct ReportOptions {
+    pub by: Option<GroupBy>,
+    /// Rows of each top-findings table.
+    pub top: usize,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions { by: None, top: 10 }
+    }
+}
+
+/// Read a corpus into a [`Report`].
+pub fn build(corpus: &CorpusDir, opts: ReportOptions) -> io::Result<Report> {
+    let mut notes = Vec::new();
+    let checks: Vec<RateRow> = group_counts(corpus, None)?
+        .iter()
+        .map(RateRow::from_counts)
+        .collect();
+    let groups = match opts.by {
+        None => Vec::new(),
+        Some(by) => {
+            if by == GroupBy::Tool {
+                let left_out = checks_without_tools(corpus)?;
+                if !left_out.is_empty() {
+                    notes.push(format!(
+                        "--by tool leaves out {}: its findings name no tool",
+                        left_out.join(", ")
+                    ));
+                }
+                notes.push(
+                    "--by tool: a run counts under every tool it landed; it failed for a tool \
+                     when a finding names that tool"
+                        .to_string(),
+                );
+            }
+            group_counts(corpus, Some(by))?
+                .iter()
+                .map(RateRow::from_counts)
+                .collect()
+        }
+    };
+    let findings = corpus.table("findings")?;
+    let mut schema_probe = findings.clone();
+    let names = crate::report::corpus::columns(&mut schema_probe)?;
+    let has = |c: &str| names.iter().any(|n| n == c);
+    let loops = if has("wasted_landings") {
+        loops(findings.clone(), opts.top)?
+    } else {
+        Vec::new()
+    };
+    let stale = if has("turns_back") {
+        stale(findings.clone(), opts.top)?
+    } else {
+        Vec::new()
+    };
+    let kinds = kinds(findings, corpus.checks())?;
+    let (agreement, disagreements) = agreement(corpus, opts.top)?;
+    Ok(Report {
+        engine_version: corpus.str_field("engine_version"),
+        conversations: corpus.count("conversations"),
+        runs: corpus.count("runs"),
+        findings: corpus.count("findings"),
+        by: opts.by,
+        checks,
+        groups,
+        loops,
+        stale,
+        kinds,
+        agreement,
+        disagreements,
+        notes,
+    })
+}
+
+fn loops(findings: LazyFrame, top: usize) -> io::Result<Vec<LoopRow>> {
+    let df = findings
+        .filter(col("wasted_landings").is_not_null())
+        .group_by([col("tool_name")])
+        .agg([
+            len().cast(DataType::UInt64).alias("findings"),
+            col("run_id")
+                .n_unique()
+                .cast(DataType::UInt64)
+                .alias("runs"),
+            col("conversation_id")
+                .n_unique()
+                .cast(DataType::UInt64)
+                .alias("conversations"),
+            col("wasted_landings")
+                .cast(DataType::UInt64)
+                .sum()
+                .alias("wasted_landings"),
+            col("wasted_ms").sum().alias("wasted_ms"),
+            col("wasted_ms")
+                .null_count()
+                .cast(DataType::UInt64)
+                .alias("untimed"),
+            col("occurrences")
+                .cast(DataType::UInt64)
+                .max()
+                .alias("max_occurrences"),
+        ])
+        .collect()
+        .map_err(pl)?;
+    let tool = strings(&df, "tool_name")?;
+    let n = counts(&df, "findings")?;
+    let runs = counts(&df, "runs")?;
+    let convs = counts(&df, "conversations")?;
+    let wasted = counts(&df, "wasted_landings")?;
+    let ms = f64s(&df, "wasted_ms")?;
+    let untimed = counts(&df, "untimed")?;
+    let maxocc = counts(&df, "max_occurrences")?;
+    let mut rows: Vec<LoopRow> = (0..df.height())
+        .map(|i| LoopRow {
+            tool: tool[i].clone(),
+            findings: n[i],
+            runs: runs[i],
+            conversations: convs[i],
+            wasted_landings: wasted[i],
+            // Polars sums an all-null column to 0; only report time that was measured.
+            wasted_ms: (untimed[i] < n[i]).then(|| ms[i].unwrap_or(0.0)),
+            untimed: untimed[i],
+            max_occurrences: maxocc[i],
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.wasted_landings, b.findings, &a.tool).cmp(&(a.wasted_landings, a.findings, &b.tool))
+    });
+    rows.truncate(top);
+    Ok(rows)
+}
+
+fn stale(findings: LazyFrame, top: usize) -> io::Result<Vec<StaleRow>> {
+    let df = findings
+        .filter(col("turns_back").is_not_null())
+        .group_by([col("conversation_id")])
+        .agg([
+            col("source").first().alias("source"),
+            len().cast(DataType::UInt64).alias("stale_answers"),
+            col("turns_back")
+                .cast(DataType::UInt64)
+                .max()
+                .alias("max_turns_back"),
+        ])
+        .collect()
+        .map_err(pl)?;
+    let conv = strings(&df, "conversation_id")?;
+    let source = strings(&df, "source")?;
+    let n = counts(&df, "stale_answers")?;
+    let back = counts(&df, "max_turns_back")?;
+    let mut rows: Vec<StaleRow> = (0..df.height())
+        .map(|i| StaleRow {
+            conversation_id: conv[i].clone(),
+            source: source[i].clone(),
+            stale_answers: n[i],
+            max_turns_back: back[i],
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.stale_answers, b.max_turns_back, &a.conversation_id).cmp(&(
+            a.stale_answers,
+            a.max_turns_back,
+            &b.conversation_id,
+        ))
+    });
+    rows.truncate(top);
+    Ok(rows)
+}
+
+fn kinds(findings: LazyFrame, checks: Vec<String>) -> io::Result<Vec<KindRow>> {
+    let df = findings
+        .group_by([col("check"), col("kind")])
+        .agg([
+            len().cast(DataType::UInt64).alias("findings"),
+            col("run_id")
+                .n_unique()
+                .cast(DataType::UInt64)
+                .alias("runs"),
+            col("advisory")
+                .cast(DataType::UInt64)
+                .sum()
+                .alias("advisory"),
+        ])
+        .collect()
+        .map_err(pl)?;
+    let check = strings(&df, "check")?;
+    let kind = strings(&df, "kind")?;
+    let n = counts(&df, "findings")?;
+    let runs = counts(&df, "runs")?;
+    let advisory = counts(&df, "advisory")?;
+    let mut rows: Vec<KindRow> = (0..df.height())
+        .map(|i| KindRow {
+            check: check[i].clone(),
+            kind: kind[i].clone(),
+            findings: n[i],
+            runs: runs[i],
+            advisory: advisory[i],
+        })
+        .collect();
+    let order = |c: &str| checks.iter().position(|x| x == c).unwrap_or(usize::MAX);
+    rows.sort_by(|a, b| (order(&a.check), &a.kind).cmp(&(order(&b.check), &b.kind)));
+    Ok(rows)
+}
+
+fn agreement(
+    corpus: &CorpusDir,
+    top: usize,
+) -> io::Result<(Vec<AgreementSummary>, Vec<Disagreement>)> {
+    let table = corpus.table("agreement")?;
+    let is = |s: &str| col("status").eq(lit(s)).cast(DataType::UInt64).sum();
+    let df = table
+        .clone()
+        .group_by([col("check")])
+        .agg([
+            col("run_id")
+                .n_unique()
+                .cast(DataType::UInt64)
+                .alias("runs"),
+            is("agrees").alias("agrees"),
+            is("differs").alias("differs"),
+            is("engine-only").alias("engine_only"),
+            is("recorded-only").alias("recorded_only"),
+        ])
+        .collect()
+        .map_err(pl)?;
+    let check = strings(&df, "check")?;
+    let runs = counts(&df, "runs")?;
+    let agrees = counts(&df, "agrees")?;
+    let differs = counts(&df, "differs")?;
+    let engine_only = counts(&df, "engine_only")?;
+    let recorded_only = counts(&df, "recorded_only")?;
+    let mut summary: Vec<AgreementSummary> = (0..df.height())
+        .map(|i| AgreementSummary {
+            check: check[i].clone(),
+            runs: runs[i],
+            agrees: agrees[i],
+            differs: differs[i],
+            engine_only: engine_only[i],
+            recorded_only: recorded_only[i],
+        })
+        .collect();
+    let checks = corpus.checks();
+    let order = |c: &str| checks.iter().position(|x| x == c).unwrap_or(usize::MAX);
+    summary.sort_by(|a, b| (order(&a.check), &a.check).cmp(&(order(&b.check), &b.check)));
+
+    let df = table
+        .filter(col("status").neq(lit("agrees")))
+        .select([
+            col("check"),
+            col("run_id"),
+            col("key"),
+            col("status"),
+            col("detail"),
+        ])
+        .limit(top as IdxSize)
+        .collect()
+        .map_err(pl)?;
+    let check = strings(&df, "check")?;
+    let run = strings(&df, "run_id")?;
+    let key = strings(&df, "key")?;
+    let status = strings(&df, "status")?;
+    let detail = crate::report::corpus::strs(&df, "detail")?;
+    let disagreements = (0..df.height())
+        .map(|i| Disagreement {
+            check: check[i].clone(),
+            run_id: run[i].clone(),
+            key: key[i].clone(),
+            status: status[i].clone(),
+            detail: detail[i].clone(),
+        })
+        .collect();
+    Ok((summary, disagreements))
+}
+
+/// Milliseconds for people.
+pub fn duration(ms: Option<f64>) -> String {
+    match ms {
+        None => "-".into(),
+        Some(ms) if ms < 10.0 => format!("{ms:.1} ms"),
+        Some(ms) if ms < 1000.0 => format!("{ms:.0} ms"),
+        Some(ms) if ms < 120_000.0 => format!("{:.1} s", ms / 1000.0),
+        Some(ms) => format!("{:.1} min", ms / 60_000.0),
+    }
+}
+
+fn loop_time(l: &LoopRow) -> String {
+    let t = duration(l.wasted_ms);
+    if l.untimed > 0 && l.wasted_ms.is_some() {
+        format!("≥{t}")
+    } else {
+        t
+    }
+}
+
+const RATE_NOTE: &str =
+    "fail % = checked-fail among checked runs (pass + fail); 95% CI = Wilson score interval";
+
+/// The report as a terminal table, at most 100 columns wide.
+pub fn render_table(r: &Report) -> String {
+    let mut o = String::new();
+    o.push_str(&format!(
+        "traceaudit report: {} runs in {} conversations, {} findings (engine {})\n\n",
+        r.runs,
+        r.conversations,
+        r.findings,
+        fit(&r.engine_version, 20)
+    ));
+    o.push_str("Dispositions per check\n");
+    o.push_str(&format!(
+        "{:<22} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>6}  {:<14}\n",
+        "check", "runs", "pass", "fail", "n/a", "unreach", "findings", "fail %", "95% CI"
+    ));
+    for c in &r.checks {
+        o.push_str(&format!(
+            "{:<22} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>6}  {:<14}\n",
+            fit(&c.check, 22),
+            c.runs,
+            c.checked_pass,
+            c.checked_fail,
+            c.not_applicable,
+            c.unreachable,
+            c.findings,
+            pct(c.fail_rate),
+            interval(c.ci())
+        ));
+    }
+    o.push_str(RATE_NOTE);
+    o.push('\n');
+    if let Some(by) = r.by {
+        o.push_str(&format!("\nPer {}\n", by.as_str()));
+        o.push_str(&format!(
+            "{:<24} {:<20} {:>7} {:>6} {:>6}  {:<14} {:>6} {:>7}\n",
+            by.as_str(),
+            "check",
+            "checked",
+            "fail",
+            "fail %",
+            "95% CI",
+            "n/a",
+            "unreach"
+        ));
+        for g in &r.groups {
+            o.push_str(&format!(
+                "{:<24} {:<20} {:>7} {:>6} {:>6}  {:<14} {:>6} {:>7}\n",
+                fit(&g.group, 24),
+                fit(&g.check, 20),
+                g.checked,
+                g.checked_fail,
+                pct(g.fail_rate),
+                interval(g.ci()),
+                g.not_applicable,
+                g.unreachable
+            ));
+        }
+    }
+    if !r.loops.is_empty() {
+        o.push_str("\nTools that loop most (repeated-call: identical arguments landing again)\n");
+        o.push_str(&format!(
+            "{:<32} {:>8} {:>6} {:>6} {:>15} {:>12} {:>7}\n",
+            "tool", "findings", "runs", "convs", "wasted landings", "wasted time", "max rep"
+        ));
+        for l in &r.loops {
+            o.push_str(&format!(
+                "{:<32} {:>8} {:>6} {:>6} {:>15} {:>12} {:>7}\n",
+                fit(&l.tool, 32),
+                l.findings,
+                l.runs,
+                l.conversations,
+                l.wasted_landings,
+                loop_time(l),
+                l.max_occurrences
+            ));
+        }
+        if r.loops
+            .iter()
+            .any(|l| l.untimed > 0 && l.wasted_ms.is_some())
+        {
+            o.push_str("≥: some wasted landings were not timed; the time is a lower bound\n");
+        }
+    }
+    if !r.stale.is_empty() {
+        o.push_str(
+            "\nConversations with the most stale answers (prior-turn-evidence: every grounded \
+             value\nwas served in an earlier turn)\n",
+        );
+        o.push_str(&format!(
+            "{:<56} {:<14} {:>8} {:>10}\n",
+            "conversation", "source", "answers", "max back"
+        ));
+        for s in &r.stale {
+            o.push_str(&format!(
+                "{:<56} {:<14} {:>8} {:>10}\n",
+                fit(&s.conversation_id, 56),
+                fit(&s.source, 14),
+                s.stale_answers,
+                s.max_turns_back
+            ));
+        }
+    }
+    if !r.kinds.is_empty() {
+        o.push_str("\nFindings by kind\n");
+        o.push_str(&format!(
+            "{:<22} {:<26} {:>9} {:>7} {:>9}\n",
+            "check", "kind", "findings", "runs", "advisory"
+        ));
+        for k in &r.kinds {
+            o.push_str(&format!(
+                "{:<22} {:<26} {:>9} {:>7} {:>9}\n",
+                fit(&k.check, 22),
+                fit(&k.kind, 26),
+                k.findings,
+                k.runs,
+                k.advisory
+            ));
+        }
+    }
+    o.push_str("\nAgreement with recorded framework verdicts\n");
+    if r.agreement.is_empty() {
+        o.push_str("no run in this corpus records the framework's own verdicts\n");
+    } else {
+        o.push_str(&format!(
+            "{:<22} {:>7} {:>8} {:>8} {:>12} {:>14}\n",
+            "check", "runs", "agrees", "differs", "engine-only", "recorded-only"
+        ));
+        for a in &r.agreement {
+            o.push_str(&format!(
+                "{:<22} {:>7} {:>8} {:>8} {:>12} {:>14}\n",
+                fit(&a.check, 22),
+                a.runs,
+                a.agrees,
+                a.differs,
+                a.engine_only,
+                a.recorded_only
+            ));
+        }
+        for d in &r.disagreements {
+            o.push_str(&format!(
+                "  {:<14} {:<40} {}\n",
+                fit(&d.status, 14),
+                fit(&d.run_id, 40),
+                fit(&d.key, 40),
+            ));
+            if let Some(t) = &d.detail {
+                o.push_str(&format!("    {}\n", fit(t, 94)));
+            }
+        }
+    }
+    for n in &r.notes {
+        o.push_str(&wrap(n, 400, 100, "note: ", "      "));
+    }
+    trim_lines(&o)
+}
+
+/// `s` without trailing spaces on any line.
+pub fn trim_lines(s: &str) -> String {
+    let mut out: String = s
+        .lines()
+        .map(|l| l.trim_end())
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push('\n');
+    out
+}
+
+/// The report as Markdown (GitHub-flavoured tables).
+pub fn render_markdown(r: &Report) -> String {
+    let mut o = String::new();
+    o.push_str(&format!(
+        "## traceaudit report\n\n{} runs in {} conversations, {} findings (engine {}).\n\n",
+        r.runs,
+        r.conversations,
+        r.findings,
+        md_text(&r.engine_version, 20)
+    ));
+    o.push_str("### Dispositions per check\n\n");
+    o.push_str("| check | runs | pass | fail | n/a | unreachable | findings | fail % | 95% CI |\n");
+    o.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for c in &r.checks {
+        o.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            md_code(&c.check, 40),
+            c.runs,
+            c.checked_pass,
+            c.checked_fail,
+            c.not_applicable,
+            c.unreachable,
+            c.findings,
+            pct(c.fail_rate),
+            interval(c.ci())
+        ));
+    }
+    o.push_str(&format!("\n{RATE_NOTE}.\n"));
+    if let Some(by) = r.by {
+        o.push_str(&format!("\n### Per {}\n\n", by.as_str()));
+        o.push_str(&format!(
+            "| {} | check | checked | fail | fail % | 95% CI | n/a | unreachable |\n",
+            by.as_str()
+        ));
+        o.push_str("|---|---|---:|---:|---:|---|---:|---:|\n");
+        for g in &r.groups {
+            o.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                md_code(&g.group, 60),
+                md_code(&g.check, 40),
+                g.checked,
+                g.checked_fail,
+                pct(g.fail_rate),
+                interval(g.ci()),
+                g.not_applicable,
+                g.unreachable
+            ));
+        }
+    }
+    if !r.loops.is_empty() {
+        o.push_str("\n### Tools that loop most\n\nrepeated-call: a tool landing again with identical arguments.\n\n");
+        o.push_str(
+            "| tool | findings | runs | conversations | wasted landings | wasted time | max repeats |\n",
+        );
+        o.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
+        for l in &r.loops {
+            o.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                md_code(&l.tool, 60),
+                l.findings,
+                l.runs,
+                l.conversations,
+                l.wasted_landings,
+                loop_time(l),
+                l.max_occurrences
+            ));
+        }
+        if r.loops
+            .iter()
+            .any(|l| l.untimed > 0 && l.wasted_ms.is_some())
+        {
+            o.push_str("\n≥: some wasted landings were not timed; the time is a lower bound.\n");
+        }
+    }
+    if !r.stale.is_empty() {
+        o.push_str("\n### Conversations with the most stale answers\n\nprior-turn-evidence: every grounded value of the answer was served in an earlier turn.\n\n");
+        o.push_str("| conversation | source | stale answers | max turns back |\n");
+        o.push_str("|---|---|---:|---:|\n");
+        for s in &r.stale {
+            o.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                md_code(&s.conversation_id, 80),
+                md_code(&s.source, 30),
+                s.stale_answers,
+                s.max_turns_back
+            ));
+        }
+    }
+    if !r.kinds.is_empty() {
+        o.push_str("\n### Findings by kind\n\n| check | kind | findings | runs | advisory |\n|---|---|---:|---:|---:|\n");
+        for k in &r.kinds {
+            o.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                md_code(&k.check, 40),
+                md_code(&k.kind, 40),
+                k.findings,
+                k.runs,
+                k.advisory
+            ));
+        }
+    }
+    o.push_str("\n### Agreement with recorded framework verdicts\n\n");
+    if r.agreement.is_empty() {
+        o.push_str("No run in this corpus records the framework's own verdicts.\n");
+    } else {
+        o.push_str("| check | runs | agrees | differs | engine-only | recorded-only |\n|---|---:|---:|---:|---:|---:|\n");
+        for a in &r.agreement {
+            o.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                md_code(&a.check, 40),
+                a.runs,
+                a.agrees,
+                a.differs,
+                a.engine_only,
+                a.recorded_only
+            ));
+        }
+        if !r.disagreements.is_empty() {
+            o.push_str("\n| status | run | key | detail |\n|---|---|---|---|\n");
+            for d in &r.disagreements {
+                o.push_str(&format!(
+                    "| {} | {} | {} | {} |\n",
+                    md_code(&d.status, 20),
+                    md_code(&d.run_id, 80),
+                    md_code(&d.key, 80),
+                    md_text(d.detail.as_deref().unwrap_or(""), 200)
+                ));
+            }
+        }
+    }
+    if !r.notes.is_empty() {
+        o.push('\n');
+        for n in &r.notes {
+            o.push_str(&format!("- {}\n", md_text(n, 300)));
+        }
+    }
+    o
+}
+
+/// The group label of a report row, for charts: the check when there is no grouping.
+pub fn label(row: &RateRow) -> &str {
+    if row.group == ALL {
+        &row.check
+    } else {
+        &row.group
+    }
+}
