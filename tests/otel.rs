@@ -16,6 +16,7 @@ use traceaudit::ingest::{read_path, Format, Severity};
 use traceaudit::model::{Conversation, Event, EventKind, LandingFlags, Run};
 use traceaudit::passes::prior_turn_evidence::PriorTurnEvidence;
 use traceaudit::passes::repeated_call::RepeatedCall;
+use traceaudit::passes::schema_attempt::SchemaAttempt;
 use traceaudit::passes::{Pass, PassContext};
 use traceaudit::store::Store;
 
@@ -247,6 +248,105 @@ fn structured_output_retry_is_kept_for_the_schema_pass() {
     assert_eq!(prompt.role, Some(traceaudit::model::Role::Tool));
     assert!(prompt.error);
     assert_eq!(run.landings().filter(|l| has_span(l)).count(), 1);
+}
+
+/// The schema-attempt check on one file: (disposition, reason, attempt rows) per run.
+fn schema_attempts(path: &Path) -> Vec<(Disposition, String, Vec<Value>)> {
+    let (convs, q) = read(path);
+    assert!(q.quarantined.is_empty());
+    convs
+        .iter()
+        .flat_map(|c| SchemaAttempt.check(c, &PassContext::default()))
+        .map(|o| {
+            let rows = o.rows.into_iter().map(|(_, r)| r).collect();
+            (o.disposition, o.reason, rows)
+        })
+        .collect()
+}
+
+/// `attempt:outcome:stage` of each row.
+fn ledger_line(rows: &[Value]) -> Vec<String> {
+    rows.iter()
+        .map(|r| {
+            format!(
+                "{}:{}:{}",
+                r["attempt"],
+                r["outcome"].as_str().unwrap(),
+                r["stage"].as_str().unwrap_or("-")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn structured_output_retries_feed_the_schema_attempt_check() {
+    for (file, stage) in [
+        (
+            "otel/pydantic-ai-v5-content/s4_structured_output_retry.json",
+            "schema-validate",
+        ),
+        (
+            "otel/pydantic-ai-v6-content/s4_structured_output_retry.jsonl",
+            "schema-validate",
+        ),
+        (
+            "otel/pydantic-ai-v5-content/s4b_output_function_retry.json",
+            "custom-validate",
+        ),
+        (
+            "otel/pydantic-ai-v2-content/s4b_output_function_retry.json",
+            "custom-validate",
+        ),
+    ] {
+        let outcomes = schema_attempts(&testdata(file));
+        assert_eq!(outcomes.len(), 1, "{file}");
+        let (disposition, reason, rows) = &outcomes[0];
+        assert_eq!(*disposition, Disposition::CheckedPass, "{file}: {reason}");
+        assert_eq!(
+            ledger_line(rows),
+            [format!("1:retried:{stage}"), "2:passed:-".to_string()],
+            "{file}"
+        );
+        let first = &rows[0];
+        assert_eq!(first["ledger"], "rebuilt");
+        assert_eq!(first["event_joined"], true);
+        // pydantic-ai defines no corrective-message hash: that join does not apply.
+        assert_eq!(first["joins"], serde_json::json!(["retry-verdict"]));
+        assert!(first["corrective_message_hash"].is_null() && first["hash_joined"].is_null());
+        // Re-judged against the schema the spans carry.
+        let revalidated: Vec<&str> = rows
+            .iter()
+            .map(|r| r["revalidated"].as_str().unwrap())
+            .collect();
+        if stage == "schema-validate" {
+            assert_eq!(revalidated, ["invalid", "valid"], "{file}");
+            assert_eq!(first["path"], "weight_kg");
+            assert!(first["error"].as_str().unwrap().contains("int_parsing"));
+        } else {
+            // ModelRetry from the output function: the schema had accepted the answer.
+            assert_eq!(revalidated, ["valid", "valid"], "{file}");
+            assert!(first["error"].as_str().unwrap().contains("not \"Unknown\""));
+        }
+    }
+    for file in [
+        "otel/pydantic-ai-v5-nocontent/s4b_output_function_retry.json",
+        "otel/openinference-v5-nocontent/s4_structured_output_retry.json",
+    ] {
+        let outcomes = schema_attempts(&testdata(file));
+        let (disposition, reason, rows) = &outcomes[0];
+        assert_eq!(*disposition, Disposition::NotApplicable, "{file}");
+        assert!(reason.contains("omitted"), "{file}: {reason}");
+        assert!(rows.is_empty(), "{file}");
+    }
+    for file in [
+        "otel/pydantic-ai-v5-content/s1_repeated_identical_call.json",
+        "otel/openinference-v5-content/s3_followup_from_history.json",
+    ] {
+        for (disposition, reason, _) in schema_attempts(&testdata(file)) {
+            assert_eq!(disposition, Disposition::NotApplicable, "{file}");
+            assert!(reason.starts_with("no output contract"), "{file}: {reason}");
+        }
+    }
 }
 
 #[test]
@@ -654,5 +754,163 @@ fn audit_files_repeated_call_findings_for_the_shared_data() {
             "otel"
         };
         assert!(sources.iter().all(|s| *s == family), "{sub}: {sources:?}");
+    }
+}
+
+/// The rows of one corpus table, as JSON objects (null columns left out).
+fn table_rows(path: &Path) -> Vec<Value> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let file = std::fs::File::open(path).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut rows = Vec::new();
+    for batch in reader {
+        let mut writer = arrow::json::ArrayWriter::new(Vec::new());
+        writer.write_batches(&[&batch.unwrap()]).unwrap();
+        writer.finish().unwrap();
+        let text = writer.into_inner();
+        if !text.is_empty() {
+            let parsed: Vec<Value> = serde_json::from_slice(&text).unwrap();
+            rows.extend(parsed);
+        }
+    }
+    rows
+}
+
+/// The scenarios that declare structured output, and its output tool (the shared README: s4's
+/// `output_type=ShipmentSummary` through `final_result`, s4b's `ToolOutput(submit_summary)`).
+const OUTPUT_TOOLS: [(&str, &str); 2] = [
+    ("s4_structured_output_retry", "final_result"),
+    ("s4b_output_function_retry", "submit_summary"),
+];
+
+/// The audit of every shared directory: the schema-attempt ledger holds the runs with an output
+/// contract, their attempts and retries as `expected_counts.json` states them; without content,
+/// no run is ever a pass.
+#[test]
+fn audit_schema_attempts_for_every_shared_directory() {
+    let Some((root, expected)) = expected() else {
+        eprintln!(
+            "note: ../shared/data/otel is absent; the shared-data schema-attempt audit is skipped"
+        );
+        return;
+    };
+    let scenarios = expected["scenarios"].as_object().unwrap();
+    // Expected per directory with content: runs with a contract, attempts, retries.
+    let mut want = [0u64; 3];
+    let mut want_by_conversation: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (stem, tool) in OUTPUT_TOOLS {
+        let e = &scenarios[stem];
+        let attempts = e["model_tool_calls_by_name"][tool].as_u64().unwrap();
+        let retries = e["output_retries"].as_u64().unwrap();
+        want[0] += e["runs"].as_u64().unwrap();
+        want[1] += attempts;
+        want[2] += retries;
+        want_by_conversation.insert(
+            e["conversation_id"].as_str().unwrap().to_string(),
+            (attempts, retries),
+        );
+    }
+    let all_retries: u64 = scenarios
+        .values()
+        .map(|e| e["output_retries"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        all_retries, want[2],
+        "an output retry outside the contract scenarios"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut report = Vec::new();
+    for (sub, settings) in expected["formats"].as_object().unwrap() {
+        let content = settings["include_content"].as_bool().unwrap();
+        let out = dir.path().join(sub);
+        audit(
+            &[root.join(sub)],
+            &out,
+            &AuditOptions {
+                threads: 2,
+                checks: Some(vec!["schema-attempt".into()]),
+                ..AuditOptions::default()
+            },
+        )
+        .unwrap();
+        let dispositions: Vec<Value> = table_rows(&out.join("dispositions.parquet"))
+            .into_iter()
+            .filter(|d| d["check"] == "schema-attempt")
+            .collect();
+        let attempts = table_rows(&out.join("attempts.parquet"));
+        let runs = dispositions.len() as u64;
+        let contract_runs: std::collections::BTreeSet<&str> = attempts
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap())
+            .collect();
+        let retries = attempts
+            .iter()
+            .filter(|r| r["outcome"] == "retried")
+            .count() as u64;
+        let got = [contract_runs.len() as u64, attempts.len() as u64, retries];
+        // Runs with a contract whose content the source omitted.
+        let omitted = dispositions
+            .iter()
+            .filter(|d| d["reason"].as_str().unwrap().contains("omitted"))
+            .count() as u64;
+        let mut by_disposition: BTreeMap<String, u64> = BTreeMap::new();
+        for d in &dispositions {
+            *by_disposition
+                .entry(d["disposition"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+        if content {
+            assert_eq!(got, want, "{sub}: runs with a contract, attempts, retries");
+            let mut by_conversation: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+            for r in &attempts {
+                let entry = by_conversation
+                    .entry(r["conversation_id"].as_str().unwrap().to_string())
+                    .or_default();
+                entry.0 += 1;
+                entry.1 += u64::from(r["outcome"] == "retried");
+                assert_eq!(
+                    r["joins"].as_array().unwrap().len(),
+                    usize::from(r["outcome"] == "retried"),
+                    "{sub}: {r}"
+                );
+            }
+            assert_eq!(by_conversation, want_by_conversation, "{sub}");
+            // Every contract run holds its invariants and ends with a passing answer.
+            for d in &dispositions {
+                let with_contract = contract_runs.contains(d["run_id"].as_str().unwrap());
+                let want = if with_contract {
+                    "checked-pass"
+                } else {
+                    "not-applicable"
+                };
+                assert_eq!(d["disposition"], want, "{sub}: {d}");
+            }
+        } else {
+            assert!(attempts.is_empty(), "{sub}: {attempts:?}");
+            assert_eq!(omitted, want[0], "{sub}: contract runs without content");
+            for d in &dispositions {
+                assert_ne!(d["disposition"], "checked-pass", "{sub}: {d}");
+                if want_by_conversation.contains_key(d["conversation_id"].as_str().unwrap()) {
+                    assert!(
+                        d["reason"].as_str().unwrap().contains("omitted"),
+                        "{sub}: {d}"
+                    );
+                }
+            }
+        }
+        let findings = std::fs::read_to_string(out.join("findings.jsonl")).unwrap();
+        assert!(findings.trim().is_empty(), "{sub}: {findings}");
+        report.push(format!(
+            "{sub:<28} {runs:>4} {:>9} {:>8} {:>7} {omitted:>7}  {by_disposition:?}",
+            got[0], got[1], got[2]
+        ));
+    }
+    eprintln!("directory                    runs contracts attempts retries omitted  dispositions");
+    for line in report {
+        eprintln!("{line}");
     }
 }

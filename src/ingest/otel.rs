@@ -50,7 +50,9 @@
 //! - pydantic-ai's structured output: the output tools (`final_result`, output functions) and
 //!   their JSON Schemas are one `pydantic_ai.output` event; their calls are landings (marked
 //!   `"output_tool": true` in the payload) even when no span was written for them, and a
-//!   validation-error list answering one marks its landing and tool message as errors.
+//!   validation-error list answering one marks its landing and tool message as errors. The
+//!   attempts and their rejections are also written as the neutral rows the schema-attempt check
+//!   reads (`output-contract`, answer marks, `schema-retry`, `contract-unmet`; see [`output`]).
 //! - Besides messages, landings, the answer and context rows, a run keeps one model-call row per
 //!   model-call span (model, token counts, status), one `exception` row per exception event, a
 //!   `run_error` row when the agent span itself failed, and the tool span's retry markers
@@ -74,6 +76,8 @@ use crate::ingest::openinference as oi;
 use crate::ingest::{Format, Input, Locator, Quarantined, Severity, Sink};
 use crate::js;
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
+
+mod output;
 
 /// The format name of runs read from GenAI spans.
 pub const FORMAT: &str = "otel";
@@ -2125,6 +2129,8 @@ fn build_run(trace_id: &str, rs: &RunSpans<'_>) -> Run {
     let mut events: Vec<Event> = events.into_iter().map(|(_, e)| e).collect();
 
     run.answer = answer(root, &outputs);
+    let accepted = run.answer.is_some() && root.is_none_or(|r| r.status != 2);
+    output::add_rows(&mut events, output_decl.as_ref(), &output_tools, accepted);
     let end_key = end_ns.map(|n| n.div_euclid(1_000_000));
     // The agent run itself failed.
     if let Some(r) = root.filter(|r| r.status == 2) {

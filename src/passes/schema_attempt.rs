@@ -17,7 +17,11 @@
 //!    retried row joins its retry verdict and its correction (hashed with [`js::hash_hex`]) placed
 //!    right after the failed answer; every exhausted row joins one unmet verdict; a refusal is
 //!    never asked again. Each broken invariant is a finding of kind `schema-attempt` whose
-//!    predicate names it. An unmet contract is a finding of its own (`contract-unmet`).
+//!    predicate names it. An unmet contract is a finding of its own (`contract-unmet`). A join
+//!    applies only where the source defines what it joins: no correction-hash join for a
+//!    framework without corrective-message hashes (pydantic-ai's spans), no unmet join for a
+//!    source without terminal verdicts; each ledger row names the joins that applied. A source
+//!    that omitted the answers' content is not judged (`not-applicable`).
 //! 3. **Re-judging.** When the run's JSON Schema is known (configuration, or the contract the
 //!    recording carries), every attempt's answer is validated again. A recorded verdict the
 //!    validator contradicts is a `verdict-drift` finding.
@@ -42,6 +46,13 @@ pub const TABLE: &str = "attempts";
 
 /// The user-message prefix of the framework's corrections.
 pub const CORRECTION_PREFIX: &str = "[schema check";
+
+/// The stages an answer fails at: not JSON; JSON that fails the schema; or, after the schema
+/// passed, a check of the application's own (an output function or validator asking again).
+const STAGES: [&str; 3] = ["json-parse", "schema-validate", "custom-validate"];
+
+/// The stage no schema validator can contradict when it accepts the answer.
+const CUSTOM_STAGE: &str = "custom-validate";
 
 /// Stops under which a structured answer fails whatever its text says.
 const NATIVE_STOPS: [&str; 3] = ["refusal", "max_tokens", "model_context_window_exceeded"];
@@ -170,6 +181,12 @@ struct Contract {
     tools: BTreeMap<String, Value>,
     /// False when the source records no terminal verdict (the last answer's fate is inferred).
     terminal_verdicts: bool,
+    /// False when the framework defines no corrective-message hash (pydantic-ai's spans): the
+    /// correction-hash join does not apply, and a retried row carries no hash.
+    correction_hashes: bool,
+    /// The source dropped the judged answers or the messages rejecting them
+    /// (`include_content=False`): the ledger cannot be rebuilt.
+    content_omitted: bool,
     /// Configured retry budget.
     retries: Option<u32>,
 }
@@ -193,6 +210,7 @@ fn gather<'a>(conversation: &'a Conversation, index: usize, ctx: &PassContext) -
     let mut unmet = Vec::new();
     let mut contract = Contract {
         terminal_verdicts: true,
+        correction_hashes: true,
         ..Contract::default()
     };
     for e in run.events_of(EventKind::Verdict) {
@@ -257,6 +275,12 @@ fn gather<'a>(conversation: &'a Conversation, index: usize, ctx: &PassContext) -
                 }
                 if p.get("terminalVerdicts").and_then(Value::as_bool) == Some(false) {
                     contract.terminal_verdicts = false;
+                }
+                if p.get("correctionHashes").and_then(Value::as_bool) == Some(false) {
+                    contract.correction_hashes = false;
+                }
+                if p.get("contentOmitted").and_then(Value::as_bool) == Some(true) {
+                    contract.content_omitted = true;
                 }
             }
             Some("agentfootprint.context.injected") => {
@@ -613,6 +637,8 @@ pub fn judge(validator: &jsonschema::Validator, answer: &str) -> Judgement {
 struct RowCheck {
     hash_joined: Option<bool>,
     event_joined: Option<bool>,
+    /// The joins that apply to the row (`retry-verdict`, `correction-hash`, `unmet-verdict`).
+    joins: Vec<&'static str>,
     judgement: Option<Judgement>,
     answer_fingerprint: Option<String>,
 }
@@ -749,9 +775,15 @@ fn check_invariants(c: &mut Checker<'_, '_>, ledger: &[AttemptRow]) -> Vec<RowCh
             );
             continue;
         }
-        // The hash exactly on retried rows.
+        // The hash exactly on retried rows (when the framework defines one at all).
         let retried = row.outcome == "retried";
-        if retried != row.corrective_message_hash.is_some() {
+        let has_hash = row.corrective_message_hash.is_some();
+        let misplaced = if retried {
+            f.contract.correction_hashes && !has_hash
+        } else {
+            has_hash
+        };
+        if misplaced {
             c.file(
                 "schema-attempt",
                 "hash-only-on-retried",
@@ -787,13 +819,14 @@ fn check_invariants(c: &mut Checker<'_, '_>, ledger: &[AttemptRow]) -> Vec<RowCh
             );
         }
         if let Some(stage) = &row.stage {
-            if stage != "json-parse" && stage != "schema-validate" {
+            if !STAGES.contains(&stage.as_str()) {
                 c.file(
                     "schema-attempt",
                     "known-stage",
                     Some(row),
                     format!(
-                        "Attempt {} names a stage other than json-parse or schema-validate.",
+                        "Attempt {} names a stage other than json-parse, schema-validate or \
+                         custom-validate.",
                         row.attempt
                     ),
                     vec![],
@@ -997,10 +1030,14 @@ fn check_invariants(c: &mut Checker<'_, '_>, ledger: &[AttemptRow]) -> Vec<RowCh
             }
         };
         checks[i].event_joined = Some(event_ok);
+        checks[i].joins.push("retry-verdict");
 
-        if !has_history {
+        // The correction-hash join: only where the framework defines the hash, and a history
+        // was recorded to find the correction in.
+        if !has_history || !f.contract.correction_hashes {
             continue;
         }
+        checks[i].joins.push("correction-hash");
         let hash = row.corrective_message_hash.as_deref().unwrap_or("");
         let found = f.history.iter().enumerate().find(|(_, m)| {
             matches!(m.role, Role::User | Role::Tool) && js::hash_hex(m.text) == hash
@@ -1061,7 +1098,12 @@ fn check_invariants(c: &mut Checker<'_, '_>, ledger: &[AttemptRow]) -> Vec<RowCh
         checks[i].hash_joined = Some(joined);
     }
     // Every correction of this turn and every retry verdict belongs to a retried row.
-    for corr in &f.corrections {
+    let hashed_corrections = if f.contract.correction_hashes {
+        f.corrections.as_slice()
+    } else {
+        &[]
+    };
+    for corr in hashed_corrections {
         let claimed = ledger.iter().any(|r| {
             r.outcome == "retried"
                 && r.corrective_message_hash.as_deref() == Some(corr.hash.as_str())
@@ -1115,6 +1157,7 @@ fn check_invariants(c: &mut Checker<'_, '_>, ledger: &[AttemptRow]) -> Vec<RowCh
         if row.outcome != "exhausted" || !f.contract.terminal_verdicts || row.inferred {
             continue;
         }
+        checks[i].joins.push("unmet-verdict");
         let matching: Vec<&UnmetVerdict> = f
             .unmet
             .iter()
@@ -1255,6 +1298,8 @@ fn rejudge(c: &mut Checker<'_, '_>, ledger: &mut [AttemptRow], checks: &mut [Row
         }
         let row = row.clone();
         let excused = row.broken_by.is_some() || row.stop_reason.is_some();
+        // A rejection by the application's own check came after the schema passed.
+        let custom = row.stage.as_deref() == Some(CUSTOM_STAGE);
         let drift: Option<String> = match (&verdict, row.outcome.as_str()) {
             (Judgement::Valid, "passed") => None,
             (v, "passed") => Some(format!(
@@ -1262,7 +1307,7 @@ fn rejudge(c: &mut Checker<'_, '_>, ledger: &mut [AttemptRow], checks: &mut [Row
                 row.attempt,
                 v.detail().unwrap_or_default()
             )),
-            (Judgement::Valid, _) if !excused => Some(format!(
+            (Judgement::Valid, _) if !excused && !custom => Some(format!(
                 "The framework rejected attempt {} at stage {}; the validator accepts it.",
                 row.attempt,
                 row.stage.as_deref().unwrap_or("?")
@@ -1421,6 +1466,7 @@ fn table_row(run: &Run, row: &AttemptRow, check: &RowCheck, ledger_source: &str)
     m.insert("stop_reason".into(), json!(row.stop_reason));
     m.insert("hash_joined".into(), json!(check.hash_joined));
     m.insert("event_joined".into(), json!(check.event_joined));
+    m.insert("joins".into(), json!(check.joins));
     m.insert(
         "revalidated".into(),
         json!(check.judgement.as_ref().map(Judgement::label)),
@@ -1454,6 +1500,11 @@ pub fn attempts_schema() -> Arc<Schema> {
         utf8("stop_reason", true),
         Field::new("hash_joined", DataType::Boolean, true),
         Field::new("event_joined", DataType::Boolean, true),
+        Field::new(
+            "joins",
+            DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))),
+            false,
+        ),
         utf8("revalidated", true),
         utf8("revalidation_detail", true),
         utf8("ledger", false),
@@ -1490,6 +1541,18 @@ pub fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -
         return RunOutcome::new(
             Disposition::NotApplicable,
             "no output contract: the recording shows none and the configuration gives no schema",
+        );
+    }
+    if facts.recorded.is_none() && facts.contract.content_omitted {
+        // Like the other checks: a source that dropped content cannot be judged either way.
+        return RunOutcome::new(
+            Disposition::NotApplicable,
+            format!(
+                "an output contract is recorded and {} answer(s) were given under it, but the \
+                 source omitted the answers or the messages rejecting them: no ledger can be \
+                 rebuilt and nothing re-judged",
+                facts.candidates.len()
+            ),
         );
     }
     let rebuilt = rebuild(&facts);

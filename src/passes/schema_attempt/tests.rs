@@ -151,6 +151,19 @@ impl Fixture {
         self
     }
 
+    /// An ingest's neutral `output-contract` row.
+    fn contract(mut self, payload: Value) -> Self {
+        let mut e = Event::new(EventKind::Other);
+        e.source_type = Some("output-contract".into());
+        e.text = payload
+            .get("mode")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        e.payload = Some(js::stringify(&payload));
+        self.events.push(e);
+        self
+    }
+
     fn conversation(self) -> Conversation {
         let mut events = self.events;
         for (role, text) in self.context {
@@ -243,6 +256,9 @@ fn retried_then_passed_holds_every_invariant() {
         if row["outcome"] == "retried" {
             assert_eq!(row["hash_joined"], true);
             assert_eq!(row["event_joined"], true);
+            assert_eq!(row["joins"], json!(["retry-verdict", "correction-hash"]));
+        } else {
+            assert_eq!(row["joins"], json!([]));
         }
         assert_eq!(row["ledger"], "rebuilt");
     }
@@ -274,6 +290,104 @@ fn exhausted_is_an_unmet_contract() {
     assert_eq!(predicates(&out), ["contract-unmet output-contract"]);
     assert!(!out.findings[0].advisory);
     assert_eq!(out.rows[1].1["event_joined"], true);
+    assert_eq!(out.rows[1].1["joins"], json!(["unmet-verdict"]));
+}
+
+/// A retry as a source without corrective-message hashes writes it (pydantic-ai's spans): the
+/// retry verdict has no hash, and the history holds the rejection as a tool result.
+fn retried_without_hash(stage: &str, failed: &str) -> Fixture {
+    Fixture::default()
+        .user("q")
+        .answer(1, failed, "output-retry", "stop")
+        .retry_verdict(json!({"attempt": 1, "iteration": 1, "stage": stage, "error": ERR}))
+        .answer(2, GOOD, "final", "stop")
+}
+
+#[test]
+fn joins_apply_only_where_the_source_defines_them() {
+    let conv = |correction_hashes: bool| {
+        retried_without_hash("schema-validate", BAD_TYPE)
+            .contract(json!({"mode": "tool", "correctionHashes": correction_hashes}))
+            .conversation()
+            .with_context(&[
+                (Role::User, "q"),
+                (Role::Assistant, BAD_TYPE),
+                (Role::Tool, ERR),
+            ])
+    };
+    // A source that promises hashes and gives none: two invariants broken.
+    let out = run_check(&conv(true), with_schema(None));
+    assert_eq!(out.disposition, Disposition::CheckedFail);
+    assert_eq!(
+        predicates(&out),
+        [
+            "schema-attempt hash-only-on-retried",
+            "schema-attempt correction-join"
+        ]
+    );
+    assert_eq!(
+        out.rows[0].1["joins"],
+        json!(["retry-verdict", "correction-hash"])
+    );
+    // A source without hashes: the correction-hash join does not apply, and is not broken.
+    let out = run_check(&conv(false), with_schema(None));
+    assert_eq!(
+        out.disposition,
+        Disposition::CheckedPass,
+        "{:?}",
+        predicates(&out)
+    );
+    assert_eq!(out.rows[0].1["joins"], json!(["retry-verdict"]));
+    assert_eq!(out.rows[0].1["hash_joined"], Value::Null);
+    assert_eq!(out.rows[0].1["event_joined"], true);
+    // A hash on a row that was not retried is still out of place.
+    let out = run_check(
+        &Fixture::default()
+            .user("q")
+            .answer(1, GOOD, "final", "stop")
+            .contract(json!({"mode": "tool", "correctionHashes": false}))
+            .ledger(json!([{"attempt": 1, "iteration": 1, "outcome": "passed", "correctiveMessageHash": "abc"}]))
+            .conversation(),
+        Config::default(),
+    );
+    assert_eq!(predicates(&out), ["schema-attempt hash-only-on-retried"]);
+}
+
+#[test]
+fn a_custom_check_after_the_schema_is_not_drift() {
+    let contract = json!({"mode": "tool", "correctionHashes": false});
+    // The application rejected an answer the schema accepts: a known stage, no drift.
+    let conv = retried_without_hash("custom-validate", GOOD)
+        .contract(contract.clone())
+        .conversation();
+    let out = run_check(&conv, with_schema(None));
+    assert_eq!(
+        out.disposition,
+        Disposition::CheckedPass,
+        "{:?}",
+        predicates(&out)
+    );
+    assert_eq!(out.rows[0].1["stage"], "custom-validate");
+    assert_eq!(out.rows[0].1["revalidated"], "valid");
+    // An answer that fails the schema cannot have reached the application's check.
+    let conv = retried_without_hash("custom-validate", BAD_TYPE)
+        .contract(contract)
+        .conversation();
+    let out = run_check(&conv, with_schema(None));
+    assert_eq!(predicates(&out), ["verdict-drift revalidation"]);
+}
+
+#[test]
+fn omitted_content_is_not_judged() {
+    let conv = Fixture::default()
+        .user("q")
+        .answer(1, GOOD, "final", "stop")
+        .contract(json!({"mode": "tool", "contentOmitted": true, "terminalVerdicts": false}))
+        .conversation();
+    let out = run_check(&conv, with_schema(None));
+    assert_eq!(out.disposition, Disposition::NotApplicable);
+    assert!(out.reason.contains("omitted"), "{}", out.reason);
+    assert!(out.rows.is_empty() && out.findings.is_empty());
 }
 
 #[test]
