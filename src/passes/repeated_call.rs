@@ -161,8 +161,12 @@ fn check_run(run: &Run, ctx: &PassContext) -> RunOutcome {
     } else {
         judge(&landed, ctx)
     };
-    // Agreement with the framework, when it was watching this run.
-    if run.events_of(EventKind::Verdict).next().is_some() {
+    // Agreement with the framework, when it was watching this run: it filed a repeated-call
+    // verdict, or its per-run disposition ledger (which it writes for every run it audits).
+    let watched = run
+        .events_of(EventKind::Verdict)
+        .any(|e| matches!(e.text.as_deref(), Some("repeated-call" | "disposition")));
+    if watched {
         outcome.agreement = agreement(run, &outcome.findings);
     }
     outcome
