@@ -802,8 +802,12 @@ fn add_tool_timing(conversation: &mut Conversation, tools: &HashMap<String, Tool
 fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let mut doc = match open_json(input.path)? {
         Ok(doc) => doc,
-        Err(reason) => {
-            whole_file(input, sink, reason);
+        Err(not_json) => {
+            whole_file(
+                input,
+                sink,
+                not_json.reason("nothing but blanks", "a JSON document"),
+            );
             return Ok(());
         }
     };

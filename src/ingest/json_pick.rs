@@ -187,9 +187,32 @@ impl JsonDoc {
     }
 }
 
-/// Open a file for streaming after a UTF-8 byte-order mark and leading blanks. `Ok(Err(reason))`
+/// Why a file could not be opened as a JSON document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotJson {
+    /// Not a byte.
+    Empty,
+    /// Only blanks (and perhaps a byte-order mark).
+    Blank,
+    /// Something other than `{` or `[` comes first: the file's first bytes.
+    Starts(String),
+}
+
+impl NotJson {
+    /// The reason for a quarantine entry. Adapters word two of the three cases their own way
+    /// (what fills a blank file, what the file is not), so they pass those words in.
+    pub(crate) fn reason(&self, blank: &str, expected: &str) -> String {
+        match self {
+            NotJson::Empty => "the file is empty".to_string(),
+            NotJson::Blank => format!("the file holds {blank}"),
+            NotJson::Starts(start) => format!("not {expected} (the file starts with {start:?})"),
+        }
+    }
+}
+
+/// Open a file for streaming after a UTF-8 byte-order mark and leading blanks. `Ok(Err(..))`
 /// when the file is empty or does not start a JSON object or list.
-pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, String>> {
+pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, NotJson>> {
     let mut reader = BufReader::with_capacity(256 * 1024, File::open(path)?);
     let mut skipped = 0u64;
     if reader.fill_buf()?.starts_with(b"\xEF\xBB\xBF") {
@@ -200,9 +223,9 @@ pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, String>> {
         let buf = reader.fill_buf()?;
         let Some(&first) = buf.first() else {
             return Ok(Err(if skipped == 0 {
-                "the file is empty".to_string()
+                NotJson::Empty
             } else {
-                "the file holds nothing but blanks".to_string()
+                NotJson::Blank
             }));
         };
         let blanks = buf
@@ -212,9 +235,7 @@ pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, String>> {
         if blanks == 0 {
             if first != b'{' && first != b'[' {
                 let start = String::from_utf8_lossy(&buf[..buf.len().min(24)]).into_owned();
-                return Ok(Err(format!(
-                    "not a JSON document (the file starts with {start:?})"
-                )));
+                return Ok(Err(NotJson::Starts(start)));
             }
             break;
         }

@@ -147,8 +147,11 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     sink.records_read(1);
     let mut doc = match open_json(input.path)? {
         Ok(doc) => doc,
-        Err(reason) => {
-            sink.quarantine(dropped(input, reason));
+        Err(not_json) => {
+            sink.quarantine(dropped(
+                input,
+                not_json.reason("nothing but blanks", "a JSON document"),
+            ));
             return Ok(());
         }
     };
