@@ -17,6 +17,8 @@ use std::rc::Rc;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use crate::ingest::{Input, Locator, Quarantined, Sink};
+
 /// A value that should have been an object (or a list): `Err` says what it was instead, in words
 /// fit for a quarantine reason ("a string", "null", ...).
 pub(crate) type Shape<T> = Result<T, &'static str>;
@@ -160,6 +162,26 @@ pub(crate) fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Err
     Ok(())
 }
 
+/// Marks which record is being parsed while it is parsed, so that a syntax error can name it.
+/// The mark is set once the record starts and cleared once it is complete: an error between
+/// records (a missing comma) leaves no mark, and names a byte.
+pub(crate) struct Tracked<'c, S> {
+    pub(crate) current: &'c Cell<Option<u64>>,
+    pub(crate) index: u64,
+    pub(crate) inner: S,
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Tracked<'_, S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+        self.current.set(Some(self.index));
+        let value = self.inner.deserialize(deserializer)?;
+        self.current.set(None);
+        Ok(value)
+    }
+}
+
 /// A reader that counts the bytes handed to the parser (exact to its one byte of look-ahead).
 pub(crate) struct Counted<R> {
     inner: R,
@@ -253,6 +275,77 @@ pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, NotJson>> {
     }))
 }
 
+/// A dropped quarantine entry tagged with the adapter's format.
+pub(crate) fn dropped(
+    input: &Input<'_>,
+    format: &'static str,
+    locator: Locator,
+    reason: impl Into<String>,
+) -> Quarantined {
+    Quarantined {
+        format: Some(format),
+        ..Quarantined::dropped(input.display, locator, reason)
+    }
+}
+
+/// A partial quarantine entry tagged with the adapter's format.
+pub(crate) fn partial(
+    input: &Input<'_>,
+    format: &'static str,
+    locator: Locator,
+    reason: impl Into<String>,
+) -> Quarantined {
+    Quarantined {
+        format: Some(format),
+        ..Quarantined::partial(input.display, locator, reason)
+    }
+}
+
+/// The whole file could not be used: it counts as one record, dropped.
+pub(crate) fn whole_file(
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+    format: &'static str,
+    reason: impl Into<String>,
+) {
+    sink.records_read(1);
+    sink.quarantine(dropped(input, format, Locator::File, reason));
+}
+
+/// The parser stopped on an error. Everything emitted so far stays; what could not be read is one
+/// dropped entry: the record being parsed when it broke (`current`), or else the byte where it
+/// broke. `record` and `document` are the adapter's words for them ("sample" and "log", ...).
+/// Read failures of the file itself are returned.
+pub(crate) fn broken(
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+    format: &'static str,
+    [record, document]: [&str; 2],
+    err: serde_json::Error,
+    current: Option<u64>,
+    offset: u64,
+) -> io::Result<()> {
+    if err.is_io() {
+        return Err(err.into());
+    }
+    sink.records_read(1);
+    let (locator, reason) = match current {
+        Some(index) => (
+            Locator::Record(index),
+            format!(
+                "{record} {index} could not be read: {err} (near byte {offset}); nothing after \
+                 it was read"
+            ),
+        ),
+        None => (
+            Locator::Byte(offset),
+            format!("the {document} breaks near byte {offset}: {err}; nothing after it was read"),
+        ),
+    };
+    sink.quarantine(dropped(input, format, locator, reason));
+    Ok(())
+}
+
 /// The first key of the JSON object `text` starts with (leading blanks allowed), when it has no
 /// escapes. Detection uses it: writers put their format's telltale key first.
 pub(crate) fn first_key(text: &str) -> Option<&str> {
@@ -271,13 +364,18 @@ pub(crate) fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
-/// A non-empty string value.
+/// A string value that is not blank, trimmed.
 pub(crate) fn non_empty(value: Option<&Value>) -> Option<String> {
     value
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(str::to_string)
+}
+
+/// A non-empty string value as written (not trimmed, unlike [`non_empty`]).
+pub(crate) fn non_empty_str(value: &Value) -> Option<String> {
+    value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
 }
 
 /// The text of a chat message's `content`: a string as it is, or the `text` of each text part
