@@ -7,6 +7,7 @@
 //! an adapter reads is either stored or quarantined, never both, never neither.
 
 pub mod agentfootprint;
+pub mod chat;
 pub mod driver;
 pub mod inspect;
 pub mod json_pick;

@@ -16,8 +16,8 @@
 //! walked key by key (`tasks` and other bulky keys are skipped unread), `info` is read when it
 //! comes before `simulations` (it always does in files tau2 writes) to name the agent and model,
 //! and each simulation is parsed, built and handed to the sink before the next one is read.
-//! The streaming plumbing is [`super::json_pick`]; the messages are mapped by
-//! [`super::tau_bench`]'s chat-message mapping.
+//! The streaming plumbing is [`super::json_pick`]; messages are mapped by [`super::chat`], as
+//! tau-bench's are.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -27,11 +27,11 @@ use std::io;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use crate::ingest::chat::{chat_messages, RawMessage};
 use crate::ingest::json_pick::{
     broken, drain_map, dropped, non_empty_str, open_json, partial, scalar_text, scalars_are_wrong,
     skip, whole_file, ListOf, Pick, Picked, Shape, Tracked,
 };
-use crate::ingest::tau_bench::{chat_messages, RawMessage};
 use crate::ingest::trajectory::{self, RunTemplate};
 use crate::ingest::{Input, Locator, Sink};
 
