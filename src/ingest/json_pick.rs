@@ -1,10 +1,17 @@
-//! Reading large JSON documents one record at a time with serde, without building them whole.
+//! Reading large JSON documents one record at a time with serde, without building them whole:
+//! the toolkit the tau-bench, tau2, Inspect and SWE-agent adapters share.
 //!
-//! The pieces here let an adapter walk an object key by key ([`Pick`]), keep the few keys it
-//! needs and let the parser skip the rest unbuilt, and read a value that has the wrong kind (a
-//! string where a record should be, `null` for a list) as a named problem ([`Shape`]) rather than
-//! a parse error, so that one odd record is quarantined and the stream goes on. [`Counted`]
-//! tracks how far the parser got, so that a document that breaks can say where.
+//! - Picking: an adapter walks an object key by key ([`Pick`]), keeps the few keys it needs and
+//!   lets the parser [`skip`] the rest unbuilt. [`Picked`] and [`ListOf`] read a value that has
+//!   the wrong kind (a string where a record should be, `null` for a list) as a named problem
+//!   ([`Shape`]) rather than a parse error, so that one odd record is quarantined and the stream
+//!   goes on. [`Tracked`] marks the record being parsed, so that a syntax error can name it.
+//! - Documents: [`open_json`] opens a file after a byte-order mark and leading blanks, or says
+//!   why it holds no JSON document ([`NotJson`]); [`JsonDoc::offset`] says how far the parser
+//!   got, so that a document that breaks can say where.
+//! - Quarantine entries tagged with the adapter's format, and [`broken`] for a document the
+//!   parser stopped in.
+//! - Text out of values: [`scalar_text`], [`non_empty`], [`content_text`], [`first_key`].
 
 use std::cell::Cell;
 use std::fmt;
@@ -19,13 +26,17 @@ use serde_json::Value;
 
 use crate::ingest::{Input, Locator, Quarantined, Sink};
 
+// ---------------------------------------------------------------------------------------------
+// Picking keys out of objects.
+// ---------------------------------------------------------------------------------------------
+
 /// A value that should have been an object (or a list): `Err` says what it was instead, in words
 /// fit for a quarantine reason ("a string", "null", ...).
 pub(crate) type Shape<T> = Result<T, &'static str>;
 
 /// An object of which only some keys matter.
 pub(crate) trait Pick {
-    /// Read the value of `key` (or skip it with `map.next_value::<IgnoredAny>()`).
+    /// Read the value of `key` (or [`skip`] it).
     fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
 }
 
@@ -182,6 +193,10 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Tracked<'_, S> {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Opening documents.
+// ---------------------------------------------------------------------------------------------
+
 /// A reader that counts the bytes handed to the parser (exact to its one byte of look-ahead).
 pub(crate) struct Counted<R> {
     inner: R,
@@ -275,6 +290,10 @@ pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, NotJson>> {
     }))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Quarantine entries.
+// ---------------------------------------------------------------------------------------------
+
 /// A dropped quarantine entry tagged with the adapter's format.
 pub(crate) fn dropped(
     input: &Input<'_>,
@@ -346,6 +365,10 @@ pub(crate) fn broken(
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Text out of values.
+// ---------------------------------------------------------------------------------------------
+
 /// The first key of the JSON object `text` starts with (leading blanks allowed), when it has no
 /// escapes. Detection uses it: writers put their format's telltale key first.
 pub(crate) fn first_key(text: &str) -> Option<&str> {
@@ -409,6 +432,7 @@ pub(crate) fn content_text(content: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
     use serde_json::json;
 
     #[derive(Default, Debug)]
@@ -450,6 +474,50 @@ mod tests {
             vec![&"null", &"a list", &"a string", &"a number", &"a boolean"]
         );
         assert_eq!(list(r#"{"a": [1]}"#).unwrap_err(), "an object");
+    }
+
+    #[test]
+    fn tracked_marks_only_while_a_record_is_read() {
+        let current = Cell::new(None);
+        let mut de = serde_json::Deserializer::from_str(r#"{"a": 1} {"a": [2"#);
+        let seed = |index| Tracked {
+            current: &current,
+            index,
+            inner: Picked(Two::default()),
+        };
+        assert!(seed(0).deserialize(&mut de).unwrap().is_ok());
+        assert_eq!(current.get(), None);
+        assert!(seed(1).deserialize(&mut de).is_err());
+        assert_eq!(current.get(), Some(1));
+    }
+
+    fn open_text(text: &[u8]) -> Result<JsonDoc, NotJson> {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut file, text).unwrap();
+        open_json(file.path()).unwrap()
+    }
+
+    #[test]
+    fn opening_skips_a_byte_order_mark_and_blanks() {
+        let mut doc = open_text(b"\xEF\xBB\xBF \n[1]").unwrap();
+        assert_eq!(doc.offset(), 5);
+        assert_eq!(Value::deserialize(&mut doc.de).unwrap(), json!([1]));
+        for (text, verdict) in [
+            (&b""[..], NotJson::Empty),
+            (&b" \r\n\t"[..], NotJson::Blank),
+            (&b"\xEF\xBB\xBF"[..], NotJson::Blank),
+            (&b" 12"[..], NotJson::Starts("12".to_string())),
+        ] {
+            assert_eq!(open_text(text).err(), Some(verdict));
+        }
+        assert_eq!(
+            NotJson::Starts("x".to_string()).reason("only blanks", "a JSON list"),
+            "not a JSON list (the file starts with \"x\")"
+        );
+        assert_eq!(
+            NotJson::Blank.reason("only blanks", "a JSON list"),
+            "the file holds only blanks"
+        );
     }
 
     #[test]

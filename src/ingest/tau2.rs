@@ -16,8 +16,7 @@
 //! walked key by key (`tasks` and other bulky keys are skipped unread), `info` is read when it
 //! comes before `simulations` (it always does in files tau2 writes) to name the agent and model,
 //! and each simulation is parsed, built and handed to the sink before the next one is read.
-//! The streaming plumbing is [`super::json_pick`]; messages are mapped by [`super::chat`], as
-//! tau-bench's are.
+//! The streaming plumbing is `json_pick`; messages are mapped by `chat`, as tau-bench's are.
 
 use std::cell::Cell;
 use std::collections::HashMap;

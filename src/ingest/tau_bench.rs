@@ -1,12 +1,12 @@
 //! tau-bench v1 results: one JSON list of `{task_id, trial, reward, info, traj}` records, where
 //! `traj` is an OpenAI chat-completions message list (assistant `tool_calls` nest the name and the
 //! arguments, a JSON string, under `function`; tool messages answer with `tool_call_id`), mapped
-//! by [`super::chat`] as tau2's messages are.
+//! by `chat` as tau2's messages are.
 //!
-//! The list is read as a stream ([`super::json_pick`]), one record at a time: a record is parsed,
-//! turned into [`ChatMessage`]s, built into a conversation by [`trajectory::build`] and handed to
-//! the sink before the next one is read. Only the keys a record needs are kept; the rest is
-//! skipped by the parser without being built.
+//! The list is read as a stream (`json_pick`), one record at a time: a record is parsed, turned
+//! into [`ChatMessage`]s, built into a conversation by [`trajectory::build`] and handed to the
+//! sink before the next one is read. Only the keys a record needs are kept; the rest is skipped
+//! by the parser without being built.
 
 use std::cell::Cell;
 use std::collections::HashMap;
