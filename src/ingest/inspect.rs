@@ -35,11 +35,11 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::ingest::json_pick::{
-    content_text, drain_map, drain_seq, first_key, kind_of, non_empty, open_json, scalar_text,
-    scalars_are_wrong, skip, Pick, Picked, Shape,
+    broken, content_text, drain_map, drain_seq, dropped, first_key, kind_of, non_empty, open_json,
+    partial, scalar_text, scalars_are_wrong, skip, whole_file, Pick, Picked, Shape,
 };
 use crate::ingest::trajectory::{self, parse_iso_ms, ChatMessage, ChatToolCall, RunTemplate};
-use crate::ingest::{Input, Locator, Quarantined, Sink};
+use crate::ingest::{Input, Locator, Sink};
 use crate::model::{Conversation, EventKind, Role};
 
 const FORMAT: &str = "inspect-ai";
@@ -91,26 +91,6 @@ pub(crate) fn is_json_log(text: &str) -> bool {
     first_key(text) == Some("version")
         && text.contains("\"eval\"")
         && (text.contains("\"task\"") || text.contains("\"samples\""))
-}
-
-fn dropped(input: &Input<'_>, locator: Locator, reason: impl Into<String>) -> Quarantined {
-    Quarantined {
-        format: Some(FORMAT),
-        ..Quarantined::dropped(input.display, locator, reason)
-    }
-}
-
-fn partial(input: &Input<'_>, locator: Locator, reason: impl Into<String>) -> Quarantined {
-    Quarantined {
-        format: Some(FORMAT),
-        ..Quarantined::partial(input.display, locator, reason)
-    }
-}
-
-/// The whole file is one dropped record.
-fn whole_file(input: &Input<'_>, sink: &mut dyn Sink, reason: impl Into<String>) {
-    sink.records_read(1);
-    sink.quarantine(dropped(input, Locator::File, reason));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -418,7 +398,9 @@ impl Log<'_, '_> {
         let locator = Locator::Record(index);
         match self.convert(index, what, sample) {
             Ok(conversation) => self.sink.conversation(conversation, index),
-            Err(reason) => self.sink.quarantine(dropped(self.input, locator, reason)),
+            Err(reason) => self
+                .sink
+                .quarantine(dropped(self.input, FORMAT, locator, reason)),
         }
     }
 
@@ -477,7 +459,7 @@ impl Log<'_, '_> {
         let chat = chat_messages(&resolved, &label, &mut notes);
         for note in notes {
             self.sink
-                .quarantine(partial(self.input, Locator::Record(index), note));
+                .quarantine(partial(self.input, FORMAT, Locator::Record(index), note));
         }
         let template = RunTemplate {
             format: FORMAT.to_string(),
@@ -802,8 +784,13 @@ fn add_tool_timing(conversation: &mut Conversation, tools: &HashMap<String, Tool
 fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let mut doc = match open_json(input.path)? {
         Ok(doc) => doc,
-        Err(reason) => {
-            whole_file(input, sink, reason);
+        Err(not_json) => {
+            whole_file(
+                input,
+                sink,
+                FORMAT,
+                not_json.reason("nothing but blanks", "a JSON document"),
+            );
             return Ok(());
         }
     };
@@ -826,31 +813,21 @@ fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         })
         .and_then(|()| doc.de.end());
     if let Err(err) = outcome {
-        if err.is_io() {
-            return Err(err.into());
-        }
-        let offset = doc.offset();
-        log.sink.records_read(1);
-        let (locator, reason) = match top.current {
-            Some(index) => (
-                Locator::Record(index),
-                format!(
-                    "sample {index} could not be read: {err} (near byte {offset}); nothing after \
-                     it was read"
-                ),
-            ),
-            None => (
-                Locator::Byte(offset),
-                format!("the log breaks near byte {offset}: {err}; nothing after it was read"),
-            ),
-        };
-        log.sink.quarantine(dropped(input, locator, reason));
-        return Ok(());
+        return broken(
+            input,
+            log.sink,
+            FORMAT,
+            ["sample", "log"],
+            err,
+            top.current,
+            doc.offset(),
+        );
     }
     if let Some(kind) = top.top_kind {
         whole_file(
             input,
             log.sink,
+            FORMAT,
             format!("the document is {kind}, not an Inspect log object"),
         );
         return Ok(());
@@ -860,11 +837,13 @@ fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         None => whole_file(
             input,
             log.sink,
+            FORMAT,
             "the log holds no samples (written without samples, or not finished)",
         ),
         Some(Err(kind)) => whole_file(
             input,
             log.sink,
+            FORMAT,
             format!("the log's samples is {kind}, not a list"),
         ),
     }
@@ -1006,7 +985,12 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let mut zip = match zip::ZipArchive::new(BufReader::new(file)) {
         Ok(zip) => zip,
         Err(e) => {
-            whole_file(input, sink, format!("not a readable .eval archive: {e}"));
+            whole_file(
+                input,
+                sink,
+                FORMAT,
+                format!("not a readable .eval archive: {e}"),
+            );
             return Ok(());
         }
     };
@@ -1045,6 +1029,7 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         };
         log.sink.quarantine(partial(
             input,
+            FORMAT,
             Locator::File,
             format!("{}; {outcome}", problems.join("; ")),
         ));
@@ -1057,6 +1042,7 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         whole_file(
             input,
             log.sink,
+            FORMAT,
             "the archive holds no samples/<id>_epoch_<n>.json member",
         );
         return Ok(());
@@ -1070,6 +1056,7 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             Err(reason) => {
                 log.sink.quarantine(dropped(
                     input,
+                    FORMAT,
                     Locator::Record(record),
                     format!("{what} {reason}"),
                 ));

@@ -1,10 +1,17 @@
-//! Reading large JSON documents one record at a time with serde, without building them whole.
+//! Reading large JSON documents one record at a time with serde, without building them whole:
+//! the toolkit the tau-bench, tau2, Inspect and SWE-agent adapters share.
 //!
-//! The pieces here let an adapter walk an object key by key ([`Pick`]), keep the few keys it
-//! needs and let the parser skip the rest unbuilt, and read a value that has the wrong kind (a
-//! string where a record should be, `null` for a list) as a named problem ([`Shape`]) rather than
-//! a parse error, so that one odd record is quarantined and the stream goes on. [`Counted`]
-//! tracks how far the parser got, so that a document that breaks can say where.
+//! - Picking: an adapter walks an object key by key ([`Pick`]), keeps the few keys it needs and
+//!   lets the parser [`skip`] the rest unbuilt. [`Picked`] and [`ListOf`] read a value that has
+//!   the wrong kind (a string where a record should be, `null` for a list) as a named problem
+//!   ([`Shape`]) rather than a parse error, so that one odd record is quarantined and the stream
+//!   goes on. [`Tracked`] marks the record being parsed, so that a syntax error can name it.
+//! - Documents: [`open_json`] opens a file after a byte-order mark and leading blanks, or says
+//!   why it holds no JSON document ([`NotJson`]); [`JsonDoc::offset`] says how far the parser
+//!   got, so that a document that breaks can say where.
+//! - Quarantine entries tagged with the adapter's format, and [`broken`] for a document the
+//!   parser stopped in.
+//! - Text out of values: [`scalar_text`], [`non_empty`], [`content_text`], [`first_key`].
 
 use std::cell::Cell;
 use std::fmt;
@@ -17,13 +24,19 @@ use std::rc::Rc;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use crate::ingest::{Input, Locator, Quarantined, Sink};
+
+// ---------------------------------------------------------------------------------------------
+// Picking keys out of objects.
+// ---------------------------------------------------------------------------------------------
+
 /// A value that should have been an object (or a list): `Err` says what it was instead, in words
 /// fit for a quarantine reason ("a string", "null", ...).
 pub(crate) type Shape<T> = Result<T, &'static str>;
 
 /// An object of which only some keys matter.
 pub(crate) trait Pick {
-    /// Read the value of `key` (or skip it with `map.next_value::<IgnoredAny>()`).
+    /// Read the value of `key` (or [`skip`] it).
     fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
 }
 
@@ -160,6 +173,30 @@ pub(crate) fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Err
     Ok(())
 }
 
+/// Marks which record is being parsed while it is parsed, so that a syntax error can name it.
+/// The mark is set once the record starts and cleared once it is complete: an error between
+/// records (a missing comma) leaves no mark, and names a byte.
+pub(crate) struct Tracked<'c, S> {
+    pub(crate) current: &'c Cell<Option<u64>>,
+    pub(crate) index: u64,
+    pub(crate) inner: S,
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Tracked<'_, S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+        self.current.set(Some(self.index));
+        let value = self.inner.deserialize(deserializer)?;
+        self.current.set(None);
+        Ok(value)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening documents.
+// ---------------------------------------------------------------------------------------------
+
 /// A reader that counts the bytes handed to the parser (exact to its one byte of look-ahead).
 pub(crate) struct Counted<R> {
     inner: R,
@@ -187,9 +224,32 @@ impl JsonDoc {
     }
 }
 
-/// Open a file for streaming after a UTF-8 byte-order mark and leading blanks. `Ok(Err(reason))`
+/// Why a file could not be opened as a JSON document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotJson {
+    /// Not a byte.
+    Empty,
+    /// Only blanks (and perhaps a byte-order mark).
+    Blank,
+    /// Something other than `{` or `[` comes first: the file's first bytes.
+    Starts(String),
+}
+
+impl NotJson {
+    /// The reason for a quarantine entry. Adapters word two of the three cases their own way
+    /// (what fills a blank file, what the file is not), so they pass those words in.
+    pub(crate) fn reason(&self, blank: &str, expected: &str) -> String {
+        match self {
+            NotJson::Empty => "the file is empty".to_string(),
+            NotJson::Blank => format!("the file holds {blank}"),
+            NotJson::Starts(start) => format!("not {expected} (the file starts with {start:?})"),
+        }
+    }
+}
+
+/// Open a file for streaming after a UTF-8 byte-order mark and leading blanks. `Ok(Err(..))`
 /// when the file is empty or does not start a JSON object or list.
-pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, String>> {
+pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, NotJson>> {
     let mut reader = BufReader::with_capacity(256 * 1024, File::open(path)?);
     let mut skipped = 0u64;
     if reader.fill_buf()?.starts_with(b"\xEF\xBB\xBF") {
@@ -200,9 +260,9 @@ pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, String>> {
         let buf = reader.fill_buf()?;
         let Some(&first) = buf.first() else {
             return Ok(Err(if skipped == 0 {
-                "the file is empty".to_string()
+                NotJson::Empty
             } else {
-                "the file holds nothing but blanks".to_string()
+                NotJson::Blank
             }));
         };
         let blanks = buf
@@ -212,9 +272,7 @@ pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, String>> {
         if blanks == 0 {
             if first != b'{' && first != b'[' {
                 let start = String::from_utf8_lossy(&buf[..buf.len().min(24)]).into_owned();
-                return Ok(Err(format!(
-                    "not a JSON document (the file starts with {start:?})"
-                )));
+                return Ok(Err(NotJson::Starts(start)));
             }
             break;
         }
@@ -231,6 +289,85 @@ pub(crate) fn open_json(path: &Path) -> io::Result<Result<JsonDoc, String>> {
         taken,
     }))
 }
+
+// ---------------------------------------------------------------------------------------------
+// Quarantine entries.
+// ---------------------------------------------------------------------------------------------
+
+/// A dropped quarantine entry tagged with the adapter's format.
+pub(crate) fn dropped(
+    input: &Input<'_>,
+    format: &'static str,
+    locator: Locator,
+    reason: impl Into<String>,
+) -> Quarantined {
+    Quarantined {
+        format: Some(format),
+        ..Quarantined::dropped(input.display, locator, reason)
+    }
+}
+
+/// A partial quarantine entry tagged with the adapter's format.
+pub(crate) fn partial(
+    input: &Input<'_>,
+    format: &'static str,
+    locator: Locator,
+    reason: impl Into<String>,
+) -> Quarantined {
+    Quarantined {
+        format: Some(format),
+        ..Quarantined::partial(input.display, locator, reason)
+    }
+}
+
+/// The whole file could not be used: it counts as one record, dropped.
+pub(crate) fn whole_file(
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+    format: &'static str,
+    reason: impl Into<String>,
+) {
+    sink.records_read(1);
+    sink.quarantine(dropped(input, format, Locator::File, reason));
+}
+
+/// The parser stopped on an error. Everything emitted so far stays; what could not be read is one
+/// dropped entry: the record being parsed when it broke (`current`), or else the byte where it
+/// broke. `record` and `document` are the adapter's words for them ("sample" and "log", ...).
+/// Read failures of the file itself are returned.
+pub(crate) fn broken(
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+    format: &'static str,
+    [record, document]: [&str; 2],
+    err: serde_json::Error,
+    current: Option<u64>,
+    offset: u64,
+) -> io::Result<()> {
+    if err.is_io() {
+        return Err(err.into());
+    }
+    sink.records_read(1);
+    let (locator, reason) = match current {
+        Some(index) => (
+            Locator::Record(index),
+            format!(
+                "{record} {index} could not be read: {err} (near byte {offset}); nothing after \
+                 it was read"
+            ),
+        ),
+        None => (
+            Locator::Byte(offset),
+            format!("the {document} breaks near byte {offset}: {err}; nothing after it was read"),
+        ),
+    };
+    sink.quarantine(dropped(input, format, locator, reason));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text out of values.
+// ---------------------------------------------------------------------------------------------
 
 /// The first key of the JSON object `text` starts with (leading blanks allowed), when it has no
 /// escapes. Detection uses it: writers put their format's telltale key first.
@@ -250,13 +387,18 @@ pub(crate) fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
-/// A non-empty string value.
+/// A string value that is not blank, trimmed.
 pub(crate) fn non_empty(value: Option<&Value>) -> Option<String> {
     value
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(str::to_string)
+}
+
+/// A non-empty string value as written (not trimmed, unlike [`non_empty`]).
+pub(crate) fn non_empty_str(value: &Value) -> Option<String> {
+    value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
 }
 
 /// The text of a chat message's `content`: a string as it is, or the `text` of each text part
@@ -290,6 +432,7 @@ pub(crate) fn content_text(content: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
     use serde_json::json;
 
     #[derive(Default, Debug)]
@@ -331,6 +474,50 @@ mod tests {
             vec![&"null", &"a list", &"a string", &"a number", &"a boolean"]
         );
         assert_eq!(list(r#"{"a": [1]}"#).unwrap_err(), "an object");
+    }
+
+    #[test]
+    fn tracked_marks_only_while_a_record_is_read() {
+        let current = Cell::new(None);
+        let mut de = serde_json::Deserializer::from_str(r#"{"a": 1} {"a": [2"#);
+        let seed = |index| Tracked {
+            current: &current,
+            index,
+            inner: Picked(Two::default()),
+        };
+        assert!(seed(0).deserialize(&mut de).unwrap().is_ok());
+        assert_eq!(current.get(), None);
+        assert!(seed(1).deserialize(&mut de).is_err());
+        assert_eq!(current.get(), Some(1));
+    }
+
+    fn open_text(text: &[u8]) -> Result<JsonDoc, NotJson> {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut file, text).unwrap();
+        open_json(file.path()).unwrap()
+    }
+
+    #[test]
+    fn opening_skips_a_byte_order_mark_and_blanks() {
+        let mut doc = open_text(b"\xEF\xBB\xBF \n[1]").unwrap();
+        assert_eq!(doc.offset(), 5);
+        assert_eq!(Value::deserialize(&mut doc.de).unwrap(), json!([1]));
+        for (text, verdict) in [
+            (&b""[..], NotJson::Empty),
+            (&b" \r\n\t"[..], NotJson::Blank),
+            (&b"\xEF\xBB\xBF"[..], NotJson::Blank),
+            (&b" 12"[..], NotJson::Starts("12".to_string())),
+        ] {
+            assert_eq!(open_text(text).err(), Some(verdict));
+        }
+        assert_eq!(
+            NotJson::Starts("x".to_string()).reason("only blanks", "a JSON list"),
+            "not a JSON list (the file starts with \"x\")"
+        );
+        assert_eq!(
+            NotJson::Blank.reason("only blanks", "a JSON list"),
+            "the file holds only blanks"
+        );
     }
 
     #[test]

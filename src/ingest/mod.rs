@@ -7,9 +7,10 @@
 //! an adapter reads is either stored or quarantined, never both, never neither.
 
 pub mod agentfootprint;
+pub(crate) mod chat;
 pub mod driver;
 pub mod inspect;
-pub mod json_pick;
+pub(crate) mod json_pick;
 pub mod openinference;
 pub mod otel;
 pub mod swe_agent;

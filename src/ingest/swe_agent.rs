@@ -32,11 +32,11 @@ use serde::de::{DeserializeSeed, MapAccess};
 use serde_json::Value;
 
 use crate::ingest::json_pick::{
-    content_text, first_key, kind_of, non_empty, open_json, scalar_text, skip, ListOf, Pick,
-    Picked, Shape,
+    content_text, dropped, first_key, kind_of, non_empty, open_json, partial, scalar_text, skip,
+    ListOf, Pick, Picked, Shape,
 };
 use crate::ingest::trajectory::{self, ChatMessage, ChatToolCall, RunTemplate};
-use crate::ingest::{Input, Locator, Quarantined, Sink};
+use crate::ingest::{Input, Locator, Sink};
 use crate::model::{Conversation, EventKind, Role};
 
 const FORMAT: &str = "swe-agent";
@@ -48,20 +48,6 @@ pub(crate) fn is_trajectory(text: &str) -> bool {
         first_key(text),
         Some("environment" | "trajectory" | "history")
     ) && (text.contains("\"action\"") || text.contains("\"role\""))
-}
-
-fn dropped(input: &Input<'_>, reason: impl Into<String>) -> Quarantined {
-    Quarantined {
-        format: Some(FORMAT),
-        ..Quarantined::dropped(input.display, Locator::File, reason)
-    }
-}
-
-fn partial(input: &Input<'_>, reason: impl Into<String>) -> Quarantined {
-    Quarantined {
-        format: Some(FORMAT),
-        ..Quarantined::partial(input.display, Locator::File, reason)
-    }
 }
 
 /// The file, reduced to what the adapter uses (per-step copies of the prompt, `query`, and the
@@ -147,8 +133,13 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     sink.records_read(1);
     let mut doc = match open_json(input.path)? {
         Ok(doc) => doc,
-        Err(reason) => {
-            sink.quarantine(dropped(input, reason));
+        Err(not_json) => {
+            sink.quarantine(dropped(
+                input,
+                FORMAT,
+                Locator::File,
+                not_json.reason("nothing but blanks", "a JSON document"),
+            ));
             return Ok(());
         }
     };
@@ -161,6 +152,8 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             let offset = doc.offset();
             sink.quarantine(dropped(
                 input,
+                FORMAT,
+                Locator::File,
                 format!("not a readable trajectory: {e} (near byte {offset})"),
             ));
             return Ok(());
@@ -168,6 +161,8 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         Ok(Err(kind)) => {
             sink.quarantine(dropped(
                 input,
+                FORMAT,
+                Locator::File,
                 format!("the document is {kind}, not a trajectory object"),
             ));
             return Ok(());
@@ -177,7 +172,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let id = conversation_id(input.path);
     match convert(input, &id, raw, sink) {
         Ok(conversation) => sink.conversation(conversation, 0),
-        Err(reason) => sink.quarantine(dropped(input, reason)),
+        Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::File, reason)),
     }
     Ok(())
 }
@@ -296,7 +291,7 @@ fn convert(
     }
     notes.append(&mut mapper.notes);
     for note in notes {
-        sink.quarantine(partial(input, note));
+        sink.quarantine(partial(input, FORMAT, Locator::File, note));
     }
 
     let replay = replay_config(raw.replay_config);

@@ -16,21 +16,20 @@
 //! walked key by key (`tasks` and other bulky keys are skipped unread), `info` is read when it
 //! comes before `simulations` (it always does in files tau2 writes) to name the agent and model,
 //! and each simulation is parsed, built and handed to the sink before the next one is read.
-//! The streaming plumbing is shared with [`super::tau_bench`].
+//! The streaming plumbing is `json_pick`; messages are mapped by `chat`, as tau-bench's are.
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
 
-use serde::de::{
-    self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
-};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::ingest::tau_bench::{
-    broken, chat_messages, drain_map, dropped, non_empty_str, open, other_values, partial,
-    scalar_text, whole_file, ListSeed, ObjectSeed, Opened, Pick, RawMessage, Shape, Tracked,
+use crate::ingest::chat::{chat_messages, RawMessage};
+use crate::ingest::json_pick::{
+    broken, drain_map, dropped, non_empty_str, open_json, partial, scalar_text, scalars_are_wrong,
+    skip, whole_file, ListOf, Pick, Picked, Shape, Tracked,
 };
 use crate::ingest::trajectory::{self, RunTemplate};
 use crate::ingest::{Input, Locator, Sink};
@@ -39,9 +38,10 @@ const FORMAT: &str = "tau2";
 
 /// Read one tau2 simulations file.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let mut doc = match open(input)? {
-        Opened::Doc(doc) => doc,
-        Opened::Unreadable(reason) => {
+    let mut doc = match open_json(input.path)? {
+        Ok(doc) => doc,
+        Err(not_json) => {
+            let reason = not_json.reason("only whitespace", "a JSON list or object");
             whole_file(input, sink, FORMAT, reason);
             return Ok(());
         }
@@ -66,6 +66,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             input,
             state.sink,
             FORMAT,
+            ["record", "document"],
             err,
             state.current.get(),
             doc.offset(),
@@ -77,7 +78,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             input,
             state.sink,
             FORMAT,
-            "the document is a JSON object without a simulations list".into(),
+            "the document is a JSON object without a simulations list",
         ),
         Simulations::Not(what) => whole_file(
             input,
@@ -102,10 +103,8 @@ impl Pick for RawSimulation {
         match key {
             "id" => self.id = Some(map.next_value()?),
             "termination_reason" => self.termination_reason = Some(map.next_value()?),
-            "messages" => self.messages = Some(map.next_value_seed(ListSeed::new())?),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
+            "messages" => self.messages = Some(map.next_value_seed(ListOf::new())?),
+            _ => skip(map)?,
         }
         Ok(())
     }
@@ -121,9 +120,7 @@ impl Pick for RunInfo {
     fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         match key {
             "agent_info" => self.agent_info = Some(map.next_value()?),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
+            _ => skip(map)?,
         }
         Ok(())
     }
@@ -162,7 +159,7 @@ impl State<'_, '_> {
             let item = seq.next_element_seed(Tracked {
                 current: &self.current,
                 index,
-                inner: ObjectSeed::<RawSimulation>::new(),
+                inner: Picked(RawSimulation::default()),
             })?;
             let Some(item) = item else { break };
             self.next += 1;
@@ -286,7 +283,7 @@ impl<'de> Visitor<'de> for Top<'_, '_, '_> {
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "info" => {
-                    let info = map.next_value_seed(ObjectSeed::<RunInfo>::new())?;
+                    let info = map.next_value_seed(Picked(RunInfo::default()))?;
                     state.take_info(info);
                 }
                 "model" => {
@@ -300,9 +297,7 @@ impl<'de> Visitor<'de> for Top<'_, '_, '_> {
                         state.simulations = Simulations::Not(what);
                     }
                 }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                _ => skip(&mut map)?,
             }
         }
         Ok(())
@@ -315,7 +310,7 @@ struct SimulationList<'s, 'a, 'b>(&'s mut State<'a, 'b>);
 impl<'de> DeserializeSeed<'de> for SimulationList<'_, '_, '_> {
     type Value = Shape<()>;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Shape<()>, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Shape<()>, D::Error> {
         d.deserialize_any(self)
     }
 }
@@ -336,7 +331,7 @@ impl<'de> Visitor<'de> for SimulationList<'_, '_, '_> {
         Ok(Err("an object"))
     }
 
-    other_values!();
+    scalars_are_wrong!();
 }
 
 #[cfg(test)]

@@ -1,40 +1,37 @@
 //! tau-bench v1 results: one JSON list of `{task_id, trial, reward, info, traj}` records, where
 //! `traj` is an OpenAI chat-completions message list (assistant `tool_calls` nest the name and the
-//! arguments, a JSON string, under `function`; tool messages answer with `tool_call_id`).
+//! arguments, a JSON string, under `function`; tool messages answer with `tool_call_id`), mapped
+//! by `chat` as tau2's messages are.
 //!
-//! The list is read as a stream, one record at a time: a record is parsed, turned into
-//! [`ChatMessage`]s, built into a conversation by [`trajectory::build`] and handed to the sink
-//! before the next one is read. Only the keys a record needs are kept; the rest is skipped by the
-//! parser without being built.
-//!
-//! The second half of this file is the streaming plumbing shared with the tau2 adapter
-//! ([`super::tau2`]), whose simulations carry the same kind of message list: opening a document,
-//! picking keys out of objects, mapping a recorded message, and reporting a document that breaks.
+//! The list is read as a stream (`json_pick`), one record at a time: a record is parsed, turned
+//! into [`ChatMessage`]s, built into a conversation by [`trajectory::build`] and handed to the
+//! sink before the next one is read. Only the keys a record needs are kept; the rest is skipped
+//! by the parser without being built.
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
-use std::marker::PhantomData;
-use std::rc::Rc;
+use std::io;
 
-use serde::de::{
-    self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
-};
+use serde::de::{Deserializer as _, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::ingest::trajectory::{self, ChatMessage, ChatToolCall, RunTemplate};
-use crate::ingest::{Input, Locator, Quarantined, Sink};
-use crate::model::Role;
+use crate::ingest::chat::{chat_messages, RawMessage};
+use crate::ingest::json_pick::{
+    broken, drain_map, dropped, non_empty_str, open_json, scalar_text, skip, whole_file, ListOf,
+    Pick, Picked, Shape, Tracked,
+};
+use crate::ingest::trajectory::{self, ChatMessage, RunTemplate};
+use crate::ingest::{Input, Locator, Sink};
 
 const FORMAT: &str = "tau-bench";
 
 /// Read one tau-bench results file.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let mut doc = match open(input)? {
-        Opened::Doc(doc) => doc,
-        Opened::Unreadable(reason) => {
+    let mut doc = match open_json(input.path)? {
+        Ok(doc) => doc,
+        Err(not_json) => {
+            let reason = not_json.reason("only whitespace", "a JSON list or object");
             whole_file(input, sink, FORMAT, reason);
             return Ok(());
         }
@@ -55,6 +52,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             input,
             state.sink,
             FORMAT,
+            ["record", "document"],
             err,
             state.current.get(),
             doc.offset(),
@@ -66,8 +64,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             state.sink,
             FORMAT,
             "the document is a JSON object; tau-bench results are a list of \
-             {task_id, trial, info, traj} records"
-                .into(),
+             {task_id, trial, info, traj} records",
         );
     }
     Ok(())
@@ -87,11 +84,9 @@ impl Pick for RawRecord {
         match key {
             "task_id" => self.task_id = Some(map.next_value()?),
             "trial" => self.trial = Some(map.next_value()?),
-            "info" => self.info = Some(map.next_value_seed(ObjectSeed::new())?),
-            "traj" => self.traj = Some(map.next_value_seed(ListSeed::new())?),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
+            "info" => self.info = Some(map.next_value_seed(Picked(ModelInfo::default()))?),
+            "traj" => self.traj = Some(map.next_value_seed(ListOf::new())?),
+            _ => skip(map)?,
         }
         Ok(())
     }
@@ -107,9 +102,7 @@ impl Pick for ModelInfo {
     fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         match key {
             "model" => self.model = Some(map.next_value()?),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
+            _ => skip(map)?,
         }
         Ok(())
     }
@@ -213,7 +206,7 @@ impl<'de> Visitor<'de> for Top<'_, '_, '_> {
             let item = seq.next_element_seed(Tracked {
                 current: &state.current,
                 index,
-                inner: ObjectSeed::<RawRecord>::new(),
+                inner: Picked(RawRecord::default()),
             })?;
             let Some(item) = item else { break };
             state.next += 1;
@@ -229,488 +222,11 @@ impl<'de> Visitor<'de> for Top<'_, '_, '_> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Shared with the tau2 adapter.
-// ---------------------------------------------------------------------------------------------
-
-/// A value that should have been an object (or a list): `Err` names what it was instead
-/// ("a string", "null", ...), for quarantine reasons.
-pub(crate) type Shape<T> = Result<T, &'static str>;
-
-/// A reader that counts the bytes the JSON parser has taken, so that an error can say where the
-/// document broke. It sits on top of the buffer, so the count is exact to the parser's one byte
-/// of look-ahead.
-pub(crate) struct Counting<R> {
-    inner: R,
-    taken: Rc<Cell<u64>>,
-}
-
-impl<R: Read> Read for Counting<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.taken.set(self.taken.get() + n as u64);
-        Ok(n)
-    }
-}
-
-/// A streaming JSON parser over one input file.
-pub(crate) struct Doc {
-    pub(crate) de: serde_json::Deserializer<serde_json::de::IoRead<Counting<BufReader<File>>>>,
-    taken: Rc<Cell<u64>>,
-}
-
-impl Doc {
-    /// Bytes of the file consumed so far (including a skipped byte-order mark).
-    pub(crate) fn offset(&self) -> u64 {
-        self.taken.get()
-    }
-}
-
-/// What opening a file gave.
-pub(crate) enum Opened {
-    /// The file starts a JSON list or object.
-    Doc(Doc),
-    /// The file is empty or does not start a JSON list or object: the reason.
-    Unreadable(String),
-}
-
-/// Open a file for streaming: skip a UTF-8 byte-order mark and leading whitespace, and check that
-/// a JSON list or object starts there.
-pub(crate) fn open(input: &Input<'_>) -> io::Result<Opened> {
-    let file = File::open(input.path)?;
-    let mut reader = BufReader::with_capacity(256 * 1024, file);
-    let mut skipped = 0u64;
-    if reader.fill_buf()?.starts_with(b"\xEF\xBB\xBF") {
-        reader.consume(3);
-        skipped += 3;
-    }
-    loop {
-        let buf = reader.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(Opened::Unreadable(if skipped == 0 {
-                "the file is empty".to_string()
-            } else {
-                "the file holds only whitespace".to_string()
-            }));
-        }
-        let blank = buf
-            .iter()
-            .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-            .count();
-        if blank == 0 {
-            if !matches!(buf[0], b'[' | b'{') {
-                let start = String::from_utf8_lossy(&buf[..buf.len().min(24)]).into_owned();
-                return Ok(Opened::Unreadable(format!(
-                    "not a JSON list or object (the file starts with {start:?})"
-                )));
-            }
-            break;
-        }
-        reader.consume(blank);
-        skipped += blank as u64;
-    }
-    let taken = Rc::new(Cell::new(skipped));
-    let counting = Counting {
-        inner: reader,
-        taken: Rc::clone(&taken),
-    };
-    Ok(Opened::Doc(Doc {
-        de: serde_json::Deserializer::from_reader(counting),
-        taken,
-    }))
-}
-
-/// A dropped quarantine entry tagged with the adapter's format.
-pub(crate) fn dropped(
-    input: &Input<'_>,
-    format: &'static str,
-    locator: Locator,
-    reason: impl Into<String>,
-) -> Quarantined {
-    Quarantined {
-        format: Some(format),
-        ..Quarantined::dropped(input.display, locator, reason)
-    }
-}
-
-/// A partial quarantine entry tagged with the adapter's format.
-pub(crate) fn partial(
-    input: &Input<'_>,
-    format: &'static str,
-    locator: Locator,
-    reason: impl Into<String>,
-) -> Quarantined {
-    Quarantined {
-        format: Some(format),
-        ..Quarantined::partial(input.display, locator, reason)
-    }
-}
-
-/// The whole file could not be used: it counts as one record, dropped.
-pub(crate) fn whole_file(
-    input: &Input<'_>,
-    sink: &mut dyn Sink,
-    format: &'static str,
-    reason: String,
-) {
-    sink.records_read(1);
-    sink.quarantine(dropped(input, format, Locator::File, reason));
-}
-
-/// The parser stopped on an error. Everything emitted so far stays; what could not be read is one
-/// dropped entry: the record being parsed when it broke, or (between records, or outside the
-/// record list) the byte where it broke. Read failures of the file itself are returned.
-pub(crate) fn broken(
-    input: &Input<'_>,
-    sink: &mut dyn Sink,
-    format: &'static str,
-    err: serde_json::Error,
-    current: Option<u64>,
-    offset: u64,
-) -> io::Result<()> {
-    if err.is_io() {
-        return Err(err.into());
-    }
-    sink.records_read(1);
-    let (locator, reason) = match current {
-        Some(index) => (
-            Locator::Record(index),
-            format!(
-                "record {index} could not be read: {err} (near byte {offset}); nothing after it \
-                 was read"
-            ),
-        ),
-        None => (
-            Locator::Byte(offset),
-            format!("the document breaks near byte {offset}: {err}; nothing after it was read"),
-        ),
-    };
-    sink.quarantine(dropped(input, format, locator, reason));
-    Ok(())
-}
-
-/// A JSON object of which only some keys are wanted. Unwanted values are skipped by the parser
-/// without being built.
-pub(crate) trait Pick: Default {
-    /// Read (or skip) the value of `key`.
-    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
-}
-
-/// Parse one value as a [`Pick`] object. Any other JSON value is consumed whole and reported as
-/// `Err(what it was)`, so that the stream stays in step and the caller can quarantine just it.
-pub(crate) struct ObjectSeed<T>(PhantomData<T>);
-
-impl<T> ObjectSeed<T> {
-    pub(crate) fn new() -> Self {
-        ObjectSeed(PhantomData)
-    }
-}
-
-impl<'de, T: Pick> DeserializeSeed<'de> for ObjectSeed<T> {
-    type Value = Shape<T>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Shape<T>, D::Error> {
-        d.deserialize_any(ObjectVisitor::<T>(PhantomData))
-    }
-}
-
-/// Parse one value as a list of [`Pick`] objects, each element checked on its own.
-pub(crate) struct ListSeed<T>(PhantomData<T>);
-
-impl<T> ListSeed<T> {
-    pub(crate) fn new() -> Self {
-        ListSeed(PhantomData)
-    }
-}
-
-impl<'de, T: Pick> DeserializeSeed<'de> for ListSeed<T> {
-    type Value = Shape<Vec<Shape<T>>>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(ListVisitor::<T>(PhantomData))
-    }
-}
-
-/// Visitor methods for the JSON values a container visitor does not want: each is consumed and
-/// reported as `Ok(Err(what it was))`.
-macro_rules! other_values {
-    () => {
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(Err("a boolean"))
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(Err("a number"))
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(Err("a number"))
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(Err("a number"))
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-            Ok(Err("a string"))
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(Err("null"))
-        }
-    };
-}
-pub(crate) use other_values;
-
-struct ObjectVisitor<T>(PhantomData<T>);
-
-impl<'de, T: Pick> Visitor<'de> for ObjectVisitor<T> {
-    type Value = Shape<T>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut picked = T::default();
-        while let Some(key) = map.next_key::<String>()? {
-            picked.pick(&key, &mut map)?;
-        }
-        Ok(Ok(picked))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        drain_seq(seq)?;
-        Ok(Err("a list"))
-    }
-
-    other_values!();
-}
-
-struct ListVisitor<T>(PhantomData<T>);
-
-impl<'de, T: Pick> Visitor<'de> for ListVisitor<T> {
-    type Value = Shape<Vec<Shape<T>>>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON list")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(ObjectSeed::<T>::new())? {
-            items.push(item);
-        }
-        Ok(Ok(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        drain_map(map)?;
-        Ok(Err("an object"))
-    }
-
-    other_values!();
-}
-
-/// Skip the rest of a list.
-pub(crate) fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
-    while seq.next_element::<IgnoredAny>()?.is_some() {}
-    Ok(())
-}
-
-/// Skip the rest of an object.
-pub(crate) fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
-    while map.next_key::<IgnoredAny>()?.is_some() {
-        map.next_value::<IgnoredAny>()?;
-    }
-    Ok(())
-}
-
-/// Marks which record is being parsed while it is parsed, so that a syntax error can name it.
-/// The mark is cleared once the record is complete: an error between records names a byte.
-pub(crate) struct Tracked<'c, S> {
-    pub(crate) current: &'c Cell<Option<u64>>,
-    pub(crate) index: u64,
-    pub(crate) inner: S,
-}
-
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Tracked<'_, S> {
-    type Value = S::Value;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
-        self.current.set(Some(self.index));
-        let value = self.inner.deserialize(d)?;
-        self.current.set(None);
-        Ok(value)
-    }
-}
-
-/// One recorded chat message, reduced to the keys either tau format uses.
-#[derive(Default)]
-pub(crate) struct RawMessage {
-    role: Option<Value>,
-    content: Option<Value>,
-    tool_calls: Option<Value>,
-    /// tau-bench (OpenAI) tool messages: the call answered.
-    tool_call_id: Option<Value>,
-    /// tau2 tool messages: the call answered.
-    id: Option<Value>,
-    name: Option<Value>,
-    /// tau2: who asked for the call a tool message answers (`assistant` or `user`).
-    requestor: Option<Value>,
-    error: Option<Value>,
-    timestamp: Option<Value>,
-}
-
-impl Pick for RawMessage {
-    fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        let slot = match key {
-            "role" => &mut self.role,
-            "content" => &mut self.content,
-            "tool_calls" => &mut self.tool_calls,
-            "tool_call_id" => &mut self.tool_call_id,
-            "id" => &mut self.id,
-            "name" => &mut self.name,
-            "requestor" => &mut self.requestor,
-            "error" => &mut self.error,
-            "timestamp" => &mut self.timestamp,
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-                return Ok(());
-            }
-        };
-        *slot = Some(map.next_value()?);
-        Ok(())
-    }
-}
-
-/// Map a recorded message list. `Err` names the first message that makes the record unusable.
-pub(crate) fn chat_messages(list: Vec<Shape<RawMessage>>) -> Result<Vec<ChatMessage>, String> {
-    list.into_iter()
-        .enumerate()
-        .map(|(k, raw)| {
-            raw.map_err(|what| format!("message {k} is {what}, not an object"))
-                .and_then(chat_message)
-                .map_err(|e| format!("message {k}: {e}"))
-        })
-        .collect()
-}
-
-/// Map one recorded message (either tau format) onto the builder's message.
-pub(crate) fn chat_message(raw: RawMessage) -> Result<ChatMessage, String> {
-    let role = match &raw.role {
-        Some(Value::String(s)) => Role::parse(s).ok_or_else(|| format!("unknown role {s:?}"))?,
-        None | Some(Value::Null) => return Err("no role".to_string()),
-        Some(other) => return Err(format!("role is {}", value_kind(other))),
-    };
-    let mut message = ChatMessage::new(role, content_text(raw.content));
-    message.tool_calls = tool_calls(raw.tool_calls)?;
-    if role == Role::Tool {
-        message.call_id = raw
-            .tool_call_id
-            .as_ref()
-            .and_then(scalar_text)
-            .or_else(|| raw.id.as_ref().and_then(scalar_text));
-        message.tool_name = raw.name.as_ref().and_then(non_empty_str);
-        // tau2 files the simulated user's own calls (telecom) as tool messages it requested.
-        message.by_user_device = matches!(&raw.requestor, Some(Value::String(r)) if r == "user");
-    }
-    message.error = matches!(raw.error, Some(Value::Bool(true)));
-    message.timestamp_ms = match &raw.timestamp {
-        Some(Value::String(s)) => trajectory::parse_iso_ms(s),
-        _ => None,
-    };
-    Ok(message)
-}
-
-/// A message's text. Missing or null content is empty; a list of content parts is joined (text
-/// parts only, one per line); any other value is kept as its JSON text.
-fn content_text(content: Option<Value>) -> String {
-    match content {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s,
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|part| match part {
-                Value::String(s) => Some(s.as_str()),
-                Value::Object(o) => o.get("text").and_then(Value::as_str),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Some(other) => other.to_string(),
-    }
-}
-
-/// A message's tool calls: null or missing is none, otherwise a list of calls.
-fn tool_calls(value: Option<Value>) -> Result<Vec<ChatToolCall>, String> {
-    match value {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(list)) => list
-            .into_iter()
-            .enumerate()
-            .map(|(k, call)| tool_call(call).map_err(|e| format!("tool call {k} {e}")))
-            .collect(),
-        Some(other) => Err(format!("tool_calls is {}, not a list", value_kind(&other))),
-    }
-}
-
-/// One tool call. OpenAI nests `name` and `arguments` under `function`; tau2 keeps them on the
-/// call itself. Arguments recorded as a string are kept verbatim (valid JSON or not: the checks
-/// judge them); arguments recorded as JSON values become their JSON text, key order kept; missing
-/// arguments are an empty object.
-fn tool_call(call: Value) -> Result<ChatToolCall, String> {
-    let Value::Object(mut call) = call else {
-        return Err(format!("is {}, not an object", value_kind(&call)));
-    };
-    let (name, arguments) = match call.remove("function") {
-        Some(Value::Object(mut function)) => {
-            (function.remove("name"), function.remove("arguments"))
-        }
-        _ => (call.remove("name"), call.remove("arguments")),
-    };
-    let name = match name {
-        Some(Value::String(s)) => s,
-        _ => return Err("has no name".to_string()),
-    };
-    let arguments = match arguments {
-        Some(Value::String(s)) => s,
-        None | Some(Value::Null) => "{}".to_string(),
-        Some(other) => other.to_string(),
-    };
-    Ok(ChatToolCall {
-        id: call.get("id").and_then(scalar_text),
-        name,
-        arguments,
-    })
-}
-
-/// A string, or a number written out; `None` for anything else.
-pub(crate) fn scalar_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// A non-empty string value.
-pub(crate) fn non_empty_str(value: &Value) -> Option<String> {
-    value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
-}
-
-/// What kind of JSON value this is, for reasons.
-pub(crate) fn value_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ingest::{Collect, Severity};
-    use crate::model::{EventKind, LandingFlags};
+    use crate::model::{EventKind, LandingFlags, Role};
     use std::io::Write;
 
     /// Run the adapter over `text` written to a temporary file.
