@@ -27,6 +27,8 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Run every check over a store or raw inputs and write a finding corpus.
     Audit(AuditArgs),
+    /// Generate a reproducible synthetic corpus with its expected findings (for benchmarks).
+    Gen(crate::gen::GenArgs),
 }
 
 /// Flags shared by every command that reads raw inputs.
@@ -98,6 +100,7 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Ingest(args) => run_ingest(args),
         Command::Audit(args) => crate::audit::cli_audit(args),
+        Command::Gen(args) => crate::gen::cli_gen(args),
     }
 }
 
