@@ -34,6 +34,8 @@ pub enum Command {
     Diff(DiffArgs),
     /// Tell one run as a story: its tool calls, its answer, and every finding where it fired.
     Explain(ExplainArgs),
+    /// Generate a reproducible synthetic corpus with its expected findings (for benchmarks).
+    Gen(crate::gen::GenArgs),
 }
 
 /// Flags shared by every command that reads raw inputs.
@@ -168,6 +170,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Report(args) => crate::report::cli_report(args),
         Command::Diff(args) => crate::report::cli_diff(args),
         Command::Explain(args) => crate::report::cli_explain(args),
+        Command::Gen(args) => crate::gen::cli_gen(args),
     }
 }
 

@@ -1,0 +1,658 @@
+//! End to end: `ingest`, `audit` on the store and `audit` on raw inputs over generated corpora,
+//! each timed against a baseline that only parses the same bytes into `serde_json::Value` on
+//! one thread, in the same run.
+//!
+//! ```text
+//! cargo bench --bench end_to_end
+//! TRACEAUDIT_BENCH_SIZES=100MB,1GB cargo bench --bench end_to_end
+//! ```
+//!
+//! Environment (all optional):
+//! - `TRACEAUDIT_BENCH_SIZES`   corpus sizes, comma-separated (default `20MB`)
+//! - `TRACEAUDIT_BENCH_FORMATS` `agentfootprint,tau2` (default both)
+//! - `TRACEAUDIT_BENCH_REPEATS` timings per measurement; the median is reported (default 3)
+//! - `TRACEAUDIT_BENCH_THREADS` thread counts for the engine (default `1,2`)
+//! - `TRACEAUDIT_BENCH_STEPS`   `baseline,ingest,audit-store,audit-raw` (default all)
+//! - `TRACEAUDIT_BENCH_SEED`    generator seed (default 1)
+//! - `TRACEAUDIT_BENCH_DIR`     where corpora are cached and outputs written (default
+//!   `<target>/bench-corpora`)
+//!
+//! Every command runs as a child process (the release `traceaudit` binary, or this binary in
+//! `--baseline` mode), so its wall time and peak resident memory (`wait4` rusage) are its own.
+//! Repetitions are interleaved (baseline, then every engine step, then again) so drift on a
+//! shared machine hits all of them alike; ratios are computed from medians of the same run.
+//! Inputs are read once before timing, so every step starts from a warm page cache.
+//! After timing, the corpora written at 1 and at 2 threads are compared byte for byte, and the
+//! audit's findings are compared with the generator's `expected.json`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+use traceaudit::gen::{self, GenFormat, GenOptions};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Baseline,
+    Ingest,
+    AuditStore,
+    AuditRaw,
+}
+
+impl Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::Baseline => "baseline parse",
+            Step::Ingest => "ingest",
+            Step::AuditStore => "audit STORE",
+            Step::AuditRaw => "audit RAW",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Step> {
+        match s.trim() {
+            "baseline" => Some(Step::Baseline),
+            "ingest" => Some(Step::Ingest),
+            "audit-store" => Some(Step::AuditStore),
+            "audit-raw" => Some(Step::AuditRaw),
+            _ => None,
+        }
+    }
+}
+
+struct Settings {
+    sizes: Vec<(String, u64)>,
+    formats: Vec<GenFormat>,
+    repeats: usize,
+    threads: Vec<usize>,
+    steps: Vec<Step>,
+    seed: u64,
+    dir: PathBuf,
+}
+
+fn env_list(name: &str, default: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.to_string())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// `<target>` from this binary's path (`<target>/<profile>/deps/end_to_end-<hash>`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+fn settings() -> Settings {
+    let sizes = env_list("TRACEAUDIT_BENCH_SIZES", "20MB")
+        .into_iter()
+        .map(|s| {
+            let bytes = gen::parse_size(&s).unwrap_or_else(|e| panic!("{e}"));
+            (s.to_uppercase(), bytes)
+        })
+        .collect();
+    let formats = env_list("TRACEAUDIT_BENCH_FORMATS", "agentfootprint,tau2")
+        .iter()
+        .map(|f| match f.as_str() {
+            "agentfootprint" => GenFormat::Agentfootprint,
+            "tau2" => GenFormat::Tau2,
+            other => panic!("unknown format {other:?}"),
+        })
+        .collect();
+    let repeats = std::env::var("TRACEAUDIT_BENCH_REPEATS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3usize)
+        .max(1);
+    let threads = env_list("TRACEAUDIT_BENCH_THREADS", "1,2")
+        .iter()
+        .map(|t| t.parse().expect("thread count"))
+        .collect();
+    let mut steps: Vec<Step> = env_list(
+        "TRACEAUDIT_BENCH_STEPS",
+        "baseline,ingest,audit-store,audit-raw",
+    )
+    .iter()
+    .map(|s| Step::parse(s).unwrap_or_else(|| panic!("unknown step {s:?}")))
+    .collect();
+    steps.sort();
+    steps.dedup();
+    let seed = std::env::var("TRACEAUDIT_BENCH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let dir = std::env::var_os("TRACEAUDIT_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("bench-corpora"));
+    Settings {
+        sizes,
+        formats,
+        repeats,
+        threads,
+        steps,
+        seed,
+        dir,
+    }
+}
+
+/// One timed child process.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    seconds: f64,
+    max_rss_kb: i64,
+    cpu_seconds: f64,
+}
+
+/// Run a command to completion; its wall time and its own rusage (`wait4`).
+fn timed(cmd: &mut Command, log: &Path) -> Sample {
+    let out = std::fs::File::create(log).expect("log file");
+    let err = out.try_clone().expect("log file");
+    let started = Instant::now();
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 fills it for the child we started and
+    // have not waited for (the `Child` handle is dropped without waiting).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let seconds = started.elapsed().as_secs_f64();
+    drop(child);
+    assert_eq!(rc, pid, "wait4 failed for {cmd:?}");
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    if !ok {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        panic!("{cmd:?} failed (status {status}):\n{text}");
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Sample {
+        seconds,
+        max_rss_kb: usage.ru_maxrss,
+        cpu_seconds: tv(usage.ru_utime) + tv(usage.ru_stime),
+    }
+}
+
+/// `--baseline FORMAT FILE...`: parse every file into `serde_json::Value` on this thread (NDJSON
+/// line by line, a tau2 document whole) and report what was parsed.
+fn baseline_main(args: &[String]) {
+    let format = args.first().expect("--baseline FORMAT FILE...");
+    let mut bytes = 0u64;
+    let mut values = 0u64;
+    let started = Instant::now();
+    for file in &args[1..] {
+        if format == "agentfootprint" {
+            let mut reader =
+                std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file).unwrap());
+            let mut line = Vec::with_capacity(1 << 16);
+            loop {
+                line.clear();
+                let n = reader.read_until(b'\n', &mut line).unwrap();
+                if n == 0 {
+                    break;
+                }
+                bytes += n as u64;
+                let text = trim(&line);
+                if text.is_empty() {
+                    continue;
+                }
+                let v: serde_json::Value = serde_json::from_slice(text).expect("valid JSON line");
+                std::hint::black_box(&v);
+                values += 1;
+            }
+        } else {
+            let mut buf = Vec::new();
+            std::fs::File::open(file)
+                .unwrap()
+                .read_to_end(&mut buf)
+                .unwrap();
+            bytes += buf.len() as u64;
+            let v: serde_json::Value = serde_json::from_slice(&buf).expect("valid JSON document");
+            std::hint::black_box(&v);
+            values += 1;
+        }
+    }
+    println!(
+        "parsed {values} value(s), {bytes} bytes in {:.3}s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn trim(line: &[u8]) -> &[u8] {
+    let mut end = line.len();
+    while end > 0 && matches!(line[end - 1], b'\n' | b'\r' | b' ' | b'\t') {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+fn input_files(corpus: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus.join(gen::INPUT_DIR))
+        .expect("input dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Generate the corpus, or reuse the cached one.
+fn corpus(settings: &Settings, format: GenFormat, label: &str, bytes: u64) -> PathBuf {
+    let dir = settings.dir.join(format!(
+        "{}-{label}-seed{}-v{}",
+        format.name(),
+        settings.seed,
+        gen::GENERATOR_VERSION
+    ));
+    if dir.join(gen::EXPECTED_FILE).exists() {
+        eprintln!("reusing {}", dir.display());
+        return dir;
+    }
+    eprintln!("generating {} ...", dir.display());
+    let mut opts = GenOptions::new(format, settings.seed);
+    opts.bytes = Some(bytes);
+    let summary = gen::generate(&opts, &dir).expect("generate the corpus");
+    eprintln!(
+        "generated {:.1} MB in {:.1}s",
+        summary.expected.totals.bytes as f64 / 1e6,
+        summary.seconds
+    );
+    dir
+}
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    step: Step,
+    threads: usize,
+    median: f64,
+    min: f64,
+    max: f64,
+    cpu: f64,
+    rss_mb: f64,
+}
+
+/// Parquet and JSON-lines files under `dir` (recursively), relative path -> bytes.
+fn output_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(base, &path, out);
+            } else if matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("parquet" | "jsonl")
+            ) {
+                let rel = path.strip_prefix(base).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&path).expect("read output"));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn same_outputs(a: &Path, b: &Path) -> Result<usize, String> {
+    let (x, y) = (output_files(a), output_files(b));
+    if x.keys().ne(y.keys()) {
+        return Err(format!(
+            "different files: {:?} vs {:?}",
+            x.keys().collect::<Vec<_>>(),
+            y.keys().collect::<Vec<_>>()
+        ));
+    }
+    for (name, bytes) in &x {
+        if y[name] != *bytes {
+            return Err(format!("{name} differs"));
+        }
+    }
+    Ok(x.len())
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map(|kb| kb / 1024.0 / 1024.0)
+        .unwrap_or(0.0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    format!("{cores} cores ({cpu}), {mem_gib:.0} GiB RAM, Linux {kernel}, commit {commit}")
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--baseline") {
+        baseline_main(&args[2..]);
+        return;
+    }
+    if !args.iter().any(|a| a == "--bench") {
+        // Built and run as a test (`cargo test --benches`): nothing to time.
+        println!("end_to_end: run with `cargo bench --bench end_to_end`");
+        return;
+    }
+    let settings = settings();
+    let engine = PathBuf::from(env!("CARGO_BIN_EXE_traceaudit"));
+    let me = std::env::current_exe().expect("current exe");
+    let mut report = String::new();
+    let header = format!(
+        "# traceaudit end to end\n\nmachine: {}\nload average at start: {}\nrepeats: {} \
+         (median reported), threads: {:?}, seed: {}\n",
+        machine(),
+        loadavg(),
+        settings.repeats,
+        settings.threads,
+        settings.seed
+    );
+    println!("{header}");
+    report.push_str(&header);
+
+    for (label, bytes) in &settings.sizes {
+        for &format in &settings.formats {
+            let corpus = corpus(&settings, format, label, *bytes);
+            let expected = gen::Expected::load(&corpus).expect("expected.json");
+            let files = input_files(&corpus);
+            let input = corpus.join(gen::INPUT_DIR);
+            let config = corpus.join(gen::CONFIG_FILE);
+            let total: u64 = files
+                .iter()
+                .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+                .sum();
+            let runs = expected.totals.runs;
+            let work = settings.dir.join(format!("runs-{}-{label}", format.name()));
+            let _ = std::fs::remove_dir_all(&work);
+            std::fs::create_dir_all(&work).unwrap();
+            // Warm the page cache.
+            for f in &files {
+                let mut buf = vec![0u8; 1 << 20];
+                let mut file = std::fs::File::open(f).unwrap();
+                while file.read(&mut buf).unwrap() > 0 {}
+            }
+            let max_threads = *settings.threads.iter().max().unwrap_or(&1);
+            let store = work.join(format!("store-t{max_threads}"));
+            // audit STORE needs a store: the ingest step makes one; else make one untimed.
+            if settings.steps.contains(&Step::AuditStore)
+                && !(settings.steps.contains(&Step::Ingest)
+                    && settings.threads.contains(&max_threads))
+            {
+                timed(
+                    Command::new(&engine)
+                        .arg("ingest")
+                        .arg(&input)
+                        .arg("--out")
+                        .arg(&store)
+                        .args(["--threads", &max_threads.to_string(), "-q"]),
+                    &work.join("prepare.log"),
+                );
+            }
+            let mut samples: BTreeMap<(Step, usize), Vec<Sample>> = BTreeMap::new();
+            for rep in 0..settings.repeats {
+                for &step in &settings.steps {
+                    let thread_counts: Vec<usize> = if step == Step::Baseline {
+                        vec![1]
+                    } else {
+                        settings.threads.clone()
+                    };
+                    for &t in &thread_counts {
+                        let log =
+                            work.join(format!("{}-t{t}-{rep}.log", step.name().replace(' ', "-")));
+                        let mut cmd;
+                        match step {
+                            Step::Baseline => {
+                                cmd = Command::new(&me);
+                                cmd.arg("--baseline").arg(format.name()).args(&files);
+                            }
+                            Step::Ingest => {
+                                cmd = Command::new(&engine);
+                                cmd.arg("ingest")
+                                    .arg(&input)
+                                    .arg("--out")
+                                    .arg(work.join(format!("store-t{t}")))
+                                    .args(["--threads", &t.to_string(), "-q"]);
+                            }
+                            Step::AuditStore => {
+                                cmd = Command::new(&engine);
+                                cmd.arg("audit")
+                                    .arg(&store)
+                                    .arg("--out")
+                                    .arg(work.join(format!("corpus-store-t{t}")))
+                                    .arg("--config")
+                                    .arg(&config)
+                                    .args(["--threads", &t.to_string(), "-q"]);
+                            }
+                            Step::AuditRaw => {
+                                cmd = Command::new(&engine);
+                                cmd.arg("audit")
+                                    .arg(&input)
+                                    .arg("--out")
+                                    .arg(work.join(format!("corpus-raw-t{t}")))
+                                    .arg("--config")
+                                    .arg(&config)
+                                    .args(["--threads", &t.to_string(), "-q"]);
+                            }
+                        }
+                        let s = timed(&mut cmd, &log);
+                        eprintln!(
+                            "  {} {label} {:<14} t{t} rep {rep}: {:.2}s, {:.0} MB RSS",
+                            format.name(),
+                            step.name(),
+                            s.seconds,
+                            s.max_rss_kb as f64 / 1024.0
+                        );
+                        samples.entry((step, t)).or_default().push(s);
+                    }
+                }
+            }
+
+            let rows: Vec<Row> = samples
+                .iter()
+                .map(|(&(step, threads), ss)| {
+                    let mut secs: Vec<f64> = ss.iter().map(|s| s.seconds).collect();
+                    let mut cpu: Vec<f64> = ss.iter().map(|s| s.cpu_seconds).collect();
+                    Row {
+                        step,
+                        threads,
+                        median: median(&mut secs),
+                        min: secs[0],
+                        max: secs[secs.len() - 1],
+                        cpu: median(&mut cpu),
+                        rss_mb: ss.iter().map(|s| s.max_rss_kb).max().unwrap_or(0) as f64 / 1024.0,
+                    }
+                })
+                .collect();
+            let find =
+                |step: Step, t: usize| rows.iter().find(|r| r.step == step && r.threads == t);
+            let baseline = find(Step::Baseline, 1).map(|r| r.median);
+            let baseline_cpu = find(Step::Baseline, 1).map(|r| r.cpu);
+
+            let mut text = format!(
+                "\n## {} {label}: {:.1} MB in {} file(s), {} conversations, {} runs\n\n",
+                format.name(),
+                total as f64 / 1e6,
+                files.len(),
+                expected.totals.conversations,
+                runs
+            );
+            text.push_str(
+                "| step | threads | median s | min-max s | CPU s | MB/s | runs/s | max RSS MB | x baseline time | x baseline CPU |\n\
+                 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            );
+            for r in &rows {
+                let ratio = baseline
+                    .map(|b| format!("{:.2}", r.median / b))
+                    .unwrap_or_else(|| "-".into());
+                let cpu_ratio = baseline_cpu
+                    .filter(|b| *b > 0.0)
+                    .map(|b| format!("{:.2}", r.cpu / b))
+                    .unwrap_or_else(|| "-".into());
+                text.push_str(&format!(
+                    "| {} | {} | {:.2} | {:.2}-{:.2} | {:.2} | {:.1} | {:.0} | {:.0} | {} | {} |\n",
+                    r.step.name(),
+                    r.threads,
+                    r.median,
+                    r.min,
+                    r.max,
+                    r.cpu,
+                    total as f64 / 1e6 / r.median,
+                    runs as f64 / r.median,
+                    r.rss_mb,
+                    ratio,
+                    cpu_ratio
+                ));
+            }
+
+            // The targets.
+            text.push_str("\n| target | measured | goal | verdict |\n|---|---:|---:|---|\n");
+            let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+            let t = max_threads;
+            if let (Some(b), Some(raw)) = (baseline, find(Step::AuditRaw, t)) {
+                let x = raw.median / b;
+                text.push_str(&format!(
+                    "| audit RAW ({t} threads) time / baseline parse time | {x:.2}x | <= 1.5x | {} |\n",
+                    verdict(x <= 1.5)
+                ));
+            }
+            if let (Some(raw), Some(store)) = (find(Step::AuditRaw, t), find(Step::AuditStore, t)) {
+                let x = raw.median / store.median;
+                text.push_str(&format!(
+                    "| audit RAW time / audit STORE time ({t} threads) | {x:.2}x | >= 5x | {} |\n",
+                    verdict(x >= 5.0)
+                ));
+            }
+            for step in [Step::Ingest, Step::AuditStore, Step::AuditRaw] {
+                if let (Some(one), Some(two)) = (find(step, 1), find(step, 2)) {
+                    let x = one.median / two.median;
+                    let goal = step == Step::AuditRaw;
+                    text.push_str(&format!(
+                        "| {} throughput, 2 threads / 1 thread | {x:.2}x | {} | {} |\n",
+                        step.name(),
+                        if goal { ">= 1.7x" } else { "(info)" },
+                        if goal { verdict(x >= 1.7) } else { "-" }
+                    ));
+                }
+            }
+            let engine_rss = rows
+                .iter()
+                .filter(|r| r.step != Step::Baseline)
+                .map(|r| r.rss_mb)
+                .fold(0.0f64, f64::max);
+            if engine_rss > 0.0 {
+                text.push_str(&format!(
+                    "| peak RSS, any engine step | {engine_rss:.0} MB | < 512 MB | {} |\n",
+                    verdict(engine_rss < 512.0)
+                ));
+            }
+            for (what, a, b) in [
+                ("ingest store", "store-t1", "store-t2"),
+                ("audit STORE corpus", "corpus-store-t1", "corpus-store-t2"),
+                (
+                    "audit RAW corpus (with its store)",
+                    "corpus-raw-t1",
+                    "corpus-raw-t2",
+                ),
+            ] {
+                let (a, b) = (work.join(a), work.join(b));
+                if a.exists() && b.exists() {
+                    let line = match same_outputs(&a, &b) {
+                        Ok(n) => format!(
+                            "| {what}: identical at 1 and 2 threads | {n} files equal | identical | met |\n"
+                        ),
+                        Err(e) => format!(
+                            "| {what}: identical at 1 and 2 threads | {e} | identical | NOT met |\n"
+                        ),
+                    };
+                    text.push_str(&line);
+                }
+            }
+            let audited = [
+                work.join(format!("corpus-raw-t{t}")),
+                work.join(format!("corpus-store-t{t}")),
+            ]
+            .into_iter()
+            .find(|p| p.exists());
+            if let Some(audited) = audited {
+                let v = gen::verify::verify(&expected, &audited).expect("read the corpus");
+                text.push_str(&format!(
+                    "| findings = generator's expected.json | {} repeated-call, {} prior-turn fails, {} difference(s) | 0 differences | {} |\n",
+                    v.repeated_call_found,
+                    v.prior_turn_fail_found,
+                    v.differences,
+                    verdict(v.ok())
+                ));
+                if !v.ok() {
+                    eprintln!("{}", v.summary());
+                }
+            }
+            println!("{text}");
+            report.push_str(&text);
+        }
+    }
+    let footer = format!("\nload average at end: {}\n", loadavg());
+    println!("{footer}");
+    report.push_str(&footer);
+    let results = target_dir().join("bench-results");
+    std::fs::create_dir_all(&results).unwrap();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let path = results.join(format!("end_to_end-{stamp}.md"));
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(report.as_bytes()))
+        .expect("write the report");
+    println!("report written to {}", path.display());
+}
