@@ -41,7 +41,7 @@ fn audit_store(c: &mut Criterion) {
             let out = dir.path().join(format!("corpus-{threads}"));
             b.iter(|| {
                 audit(
-                    &[store.clone()],
+                    std::slice::from_ref(&store),
                     &out,
                     &AuditOptions {
                         threads,

@@ -318,7 +318,7 @@ impl Assembler {
         let mut conversations: Vec<(Conversation, u64)> = Vec::new();
         let mut by_session: HashMap<String, usize> = HashMap::new();
         for mut state in self.runs {
-            let history: Vec<(Role, String, Option<String>, Option<String>, Option<String>)> =
+            let history: Vec<HistoryRow> =
                 if let Some(Value::Array(items)) = state.last_history.as_ref() {
                     items.iter().filter_map(history_message).collect()
                 } else if !state.injected.is_empty() {

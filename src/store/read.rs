@@ -137,7 +137,9 @@ impl Store {
         for batch in read_batches(&path)? {
             append_events(&batch, &mut events_by_run)?;
         }
-        let mut conversations: HashMap<&str, (Origin, Vec<(&RunRow, Run)>)> = HashMap::new();
+        // Per conversation: its earliest origin, and its runs with their table rows.
+        type Gathered<'a> = (Origin, Vec<(&'a RunRow, Run)>);
+        let mut conversations: HashMap<&str, Gathered<'_>> = HashMap::new();
         for row in self.runs.iter().filter(|r| r.part == part) {
             let mut run = row.run.clone();
             run.events = events_by_run.remove(&run.run_id).unwrap_or_default();
@@ -148,14 +150,11 @@ impl Store {
             entry.0 = entry.0.min(row.origin);
             entry.1.push((row, run));
         }
-        let mut list: Vec<(Origin, String, Vec<(&RunRow, Run)>)> = conversations
-            .into_iter()
-            .map(|(id, (origin, runs))| (origin, id.to_string(), runs))
-            .collect();
-        list.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut list: Vec<(&str, Gathered<'_>)> = conversations.into_iter().collect();
+        list.sort_by(|a, b| (a.1 .0, a.0).cmp(&(b.1 .0, b.0)));
         Ok(list
             .into_iter()
-            .map(|(_, id, mut runs)| {
+            .map(|(id, (_, mut runs))| {
                 runs.sort_by(|(ra, a), (rb, b)| {
                     (a.turn, a.started_ms, ra.origin, &a.run_id).cmp(&(
                         b.turn,
@@ -165,7 +164,7 @@ impl Store {
                     ))
                 });
                 Conversation {
-                    id,
+                    id: id.to_string(),
                     runs: runs.into_iter().map(|(_, r)| r).collect(),
                 }
             })

@@ -80,10 +80,13 @@ pub fn type_name(t: &DataType) -> String {
     }
 }
 
+/// A documented table: its name and its `(column, type, nullable)` rows.
+pub type DocTable = (String, Vec<(String, String, bool)>);
+
 /// Parse the column tables of a schema document: for each `## table` heading, the rows
 /// `| column | type | nullable | meaning |` that follow it.
-pub fn parse_schema_doc(doc: &str) -> Vec<(String, Vec<(String, String, bool)>)> {
-    let mut tables: Vec<(String, Vec<(String, String, bool)>)> = Vec::new();
+pub fn parse_schema_doc(doc: &str) -> Vec<DocTable> {
+    let mut tables: Vec<DocTable> = Vec::new();
     for line in doc.lines() {
         if let Some(name) = line.strip_prefix("## ") {
             let name = name.trim().trim_matches('`').to_string();

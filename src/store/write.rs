@@ -14,7 +14,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Rows buffered before a batch is handed to the Parquet writer.
@@ -290,11 +290,9 @@ pub fn part_of(conversation_id: &str, parts: u32) -> u32 {
 
 /// Streams conversations into a store directory (the caller owns atomicity).
 pub struct StoreWriter {
-    dir: PathBuf,
     parts: Vec<Part>,
     runs_writer: ArrowWriter<File>,
     runs: RunsBuilder,
-    pub conversations: u64,
     pub runs_written: u64,
     pub events_written: u64,
     pub landings_written: u64,
@@ -322,11 +320,9 @@ impl StoreWriter {
         let runs_writer = ArrowWriter::try_new(runs_file, runs_schema(), Some(writer_properties()))
             .map_err(to_io)?;
         Ok(StoreWriter {
-            dir: dir.to_path_buf(),
             parts: list,
             runs_writer,
             runs: RunsBuilder::default(),
-            conversations: 0,
             runs_written: 0,
             events_written: 0,
             landings_written: 0,
@@ -340,7 +336,6 @@ impl StoreWriter {
     /// Write one conversation (or a fragment of one).
     pub fn write(&mut self, conversation: &Conversation, origin: Origin) -> io::Result<()> {
         let p = part_of(&conversation.id, self.part_count());
-        self.conversations += 1;
         for run in &conversation.runs {
             let part = &mut self.parts[p as usize];
             for e in &run.events {
@@ -374,7 +369,6 @@ impl StoreWriter {
             self.runs_writer.write(&batch).map_err(to_io)?;
         }
         self.runs_writer.close().map_err(to_io)?;
-        let _ = &self.dir;
         Ok(names)
     }
 }
