@@ -118,19 +118,33 @@ impl Assembler {
         let Value::Object(obj) = &envelope else {
             return Err("not an event envelope (expected a JSON object)".into());
         };
-        let Some(kind) = obj.get("type").and_then(Value::as_str) else {
-            return Err("event envelope has no string `type`".into());
+        match obj.get("type") {
+            Some(Value::String(kind)) if kind.starts_with(PREFIX) => {}
+            Some(Value::String(kind)) => {
+                return Err(format!(
+                    "event type {kind:?} is not an agentfootprint event"
+                ))
+            }
+            _ => return Err("event envelope has no string `type`".into()),
+        }
+        // The row keeps the envelope as recorded; the parsed value is then taken apart
+        // (moved, not copied).
+        let envelope_text = match raw {
+            Some(text) => text.to_string(),
+            None => js::stringify(&envelope),
         };
-        let Some(short) = kind.strip_prefix(PREFIX) else {
-            return Err(format!(
-                "event type {kind:?} is not an agentfootprint event"
-            ));
+        let Value::Object(mut obj) = envelope else {
+            unreachable!("checked above")
         };
-        let meta = obj.get("meta").cloned().unwrap_or(Value::Null);
+        let Some(Value::String(kind)) = obj.remove("type") else {
+            unreachable!("checked above")
+        };
+        let short = &kind[PREFIX.len()..];
+        let meta = obj.remove("meta").unwrap_or(Value::Null);
         let Some(run_id) = str_field(&meta, "runId") else {
             return Err(format!("{kind} event has no meta.runId"));
         };
-        let payload = obj.get("payload").cloned().unwrap_or(Value::Null);
+        let mut payload = obj.remove("payload").unwrap_or(Value::Null);
         let index = match self.by_id.get(run_id) {
             Some(&i) => i,
             None => {
@@ -159,12 +173,9 @@ impl Assembler {
         }
 
         let mut event = Event::new(EventKind::Other);
-        event.source_type = Some(kind.to_string());
+        event.source_type = Some(kind.clone());
         event.timestamp_ms = timestamp;
-        event.payload = Some(match raw {
-            Some(text) => text.to_string(),
-            None => js::stringify(&envelope),
-        });
+        event.payload = Some(envelope_text);
         let payload_iteration =
             u32_field(&payload, "iteration").or(u32_field(&payload, "iterIndex"));
         event.iteration = payload_iteration.or(state.iteration);
@@ -199,8 +210,8 @@ impl Assembler {
                 event.iteration = payload_iteration;
             }
             "agent.iteration_end" => {
-                if let Some(history) = payload.get("history").filter(|h| h.is_array()) {
-                    state.last_history = Some(history.clone());
+                if let Some(history) = payload.get_mut("history").filter(|h| h.is_array()) {
+                    state.last_history = Some(history.take());
                 }
             }
             "context.injected" => {

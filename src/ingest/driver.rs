@@ -52,22 +52,34 @@ enum Message {
     },
 }
 
+/// Hands an adapter's output to the writer. Record counts are summed here and sent along with
+/// the next message (one message per line would cost more than the line).
 struct ChannelSink<'a> {
     tx: &'a SyncSender<Message>,
+    records: u64,
+}
+
+impl ChannelSink<'_> {
+    fn send(&mut self, message: Message) {
+        if self.records > 0 {
+            let _ = self.tx.send(Message::Records(std::mem::take(&mut self.records)));
+        }
+        let _ = self.tx.send(message);
+    }
 }
 
 impl Sink for ChannelSink<'_> {
     fn conversation(&mut self, conversation: Conversation, record: u64) {
-        let _ = self.tx.send(Message::Conversation(conversation, record));
+        self.send(Message::Conversation(conversation, record));
     }
     fn quarantine(&mut self, item: Quarantined) {
-        let _ = self.tx.send(Message::Quarantine(item));
+        self.send(Message::Quarantine(item));
     }
     fn records_read(&mut self, n: u64) {
-        let _ = self.tx.send(Message::Records(n));
+        self.records += n;
     }
     fn otel_spans(&mut self, batch: crate::ingest::otel::SpanBatch) {
-        let _ = self.tx.send(Message::Spans(batch));
+        self.send(Message::Spans(batch));
     }
 }
 
@@ -142,7 +154,7 @@ fn sha256_of(path: &Path) -> io::Result<String> {
 
 /// Read one file into its channel.
 fn read_one(path: &Path, display: &str, forced: Option<Format>, tx: &SyncSender<Message>) {
-    let mut sink = ChannelSink { tx };
+    let mut sink = ChannelSink { tx, records: 0 };
     let sha256 = sha256_of(path).unwrap_or_default();
     let detected = match forced {
         Some(f) => Ok(Some(f)),
@@ -181,7 +193,7 @@ fn read_one(path: &Path, display: &str, forced: Option<Format>, tx: &SyncSender<
             }
         }
     };
-    let _ = tx.send(Message::Done {
+    sink.send(Message::Done {
         format,
         sha256,
         error,

@@ -27,7 +27,7 @@ const ROW_GROUP_BYTES: usize = 64 << 20;
 pub fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(3).expect("valid level"),
+            ZstdLevel::try_new(1).expect("valid level"),
         ))
         .set_max_row_group_row_count(Some(256 * 1024))
         .build()
