@@ -4,7 +4,7 @@
 
 use crate::cli::{fail, threads, AuditArgs};
 use crate::config::Config;
-use crate::corpus::write::write_tables;
+use crate::corpus::write::{CorpusTables, TableWriter};
 use crate::corpus::{finding_id, AgreementRow, Disposition, DispositionRow, Finding, LedgerRow};
 use crate::ingest::driver::{ingest, IngestOptions};
 use crate::ingest::Format;
@@ -184,12 +184,34 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         .num_threads(opts.threads.max(1))
         .build()
         .map_err(io::Error::other)?;
-    let progress = crate::progress::counter(opts.progress, store.runs.len() as u64, "audit");
-    let mut all = Contribution::default();
+    let progress = crate::progress::counter(
+        opts.progress,
+        store_manifest.counts.runs,
+        "audit",
+    );
+    // Tables are written as each part is audited: memory holds one part and its results.
+    let mut tables = CorpusTables::create(staging.path())?;
+    let mut extra: Vec<(&'static str, TableWriter)> = Vec::new();
+    for pass in &passes {
+        for (table, schema) in pass.tables() {
+            let path = staging.path().join(format!("{table}.parquet"));
+            extra.push((table, TableWriter::create(&path, schema)?));
+        }
+    }
+    let mut counts: Vec<CheckCounts> = passes
+        .iter()
+        .map(|p| CheckCounts {
+            check: p.name().to_string(),
+            ..CheckCounts::default()
+        })
+        .collect();
     let mut conversations = 0u64;
+    let mut runs = 0u64;
+    let mut findings = 0u64;
     for part in 0..store.parts {
         let convs = store.read_part(part)?;
         conversations += convs.len() as u64;
+        runs += convs.iter().map(|c| c.runs.len() as u64).sum::<u64>();
         let results: Vec<Contribution> = pool.install(|| {
             convs
                 .par_iter()
@@ -200,38 +222,30 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
                 })
                 .collect()
         });
+        drop(convs);
         for r in results {
-            all.findings.extend(r.findings);
-            all.dispositions.extend(r.dispositions);
-            all.agreement.extend(r.agreement);
-            all.rows.extend(r.rows);
+            count(&mut counts, &r);
+            findings += r.findings.len() as u64;
+            tables.append(&r.findings, &r.dispositions, &r.agreement)?;
+            for (name, table) in extra.iter_mut() {
+                let rows: Vec<&serde_json::Value> = r
+                    .rows
+                    .iter()
+                    .filter(|(t, _)| t == name)
+                    .map(|(_, row)| row)
+                    .collect();
+                if !rows.is_empty() {
+                    table.append(&rows)?;
+                }
+            }
         }
     }
     progress.finish_and_clear();
 
-    let counts = check_counts(&passes, &all);
     let ledger = ledger_rows(&passes, &counts);
-    write_tables(
-        staging.path(),
-        &all.findings,
-        &all.dispositions,
-        &ledger,
-        &all.agreement,
-    )?;
-    for pass in &passes {
-        for (table, schema) in pass.tables() {
-            let rows: Vec<&serde_json::Value> = all
-                .rows
-                .iter()
-                .filter(|(t, _)| *t == table)
-                .map(|(_, row)| row)
-                .collect();
-            crate::corpus::write::write_parquet(
-                &staging.path().join(format!("{table}.parquet")),
-                schema,
-                &rows,
-            )?;
-        }
+    tables.finish(staging.path(), &ledger)?;
+    for (_, table) in extra {
+        table.finish()?;
     }
     let manifest = CorpusManifest {
         engine: crate::store::ENGINE.into(),
@@ -246,8 +260,8 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         },
         store_manifest,
         conversations,
-        runs: store.runs.len() as u64,
-        findings: all.findings.len() as u64,
+        runs,
+        findings,
         counts,
         threads: opts.threads,
         seconds: started.elapsed().as_secs_f64(),
@@ -259,30 +273,23 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     Ok(AuditSummary { corpus, manifest })
 }
 
-fn check_counts(passes: &[&'static dyn Pass], all: &Contribution) -> Vec<CheckCounts> {
-    passes
-        .iter()
-        .map(|p| {
-            let mut c = CheckCounts {
-                check: p.name().to_string(),
-                ..CheckCounts::default()
-            };
-            for d in all.dispositions.iter().filter(|d| d.check == p.name()) {
-                c.runs += 1;
-                match d.disposition {
-                    Disposition::CheckedPass => c.checked_pass += 1,
-                    Disposition::CheckedFail => c.checked_fail += 1,
-                    Disposition::NotApplicable => c.not_applicable += 1,
-                    Disposition::Unreachable => c.unreachable += 1,
-                }
+/// Add one conversation's rows to the counts per check.
+fn count(counts: &mut [CheckCounts], r: &Contribution) {
+    for c in counts.iter_mut() {
+        for d in r.dispositions.iter().filter(|d| d.check == c.check) {
+            c.runs += 1;
+            match d.disposition {
+                Disposition::CheckedPass => c.checked_pass += 1,
+                Disposition::CheckedFail => c.checked_fail += 1,
+                Disposition::NotApplicable => c.not_applicable += 1,
+                Disposition::Unreachable => c.unreachable += 1,
             }
-            c.findings = all.findings.iter().filter(|f| f.check == p.name()).count() as u64;
-            for a in all.agreement.iter().filter(|a| a.check == p.name()) {
-                *c.agreement.entry(a.status.clone()).or_default() += 1;
-            }
-            c
-        })
-        .collect()
+        }
+        c.findings += r.findings.iter().filter(|f| f.check == c.check).count() as u64;
+        for a in r.agreement.iter().filter(|a| a.check == c.check) {
+            *c.agreement.entry(a.status.clone()).or_default() += 1;
+        }
+    }
 }
 
 fn ledger_rows(passes: &[&'static dyn Pass], counts: &[CheckCounts]) -> Vec<LedgerRow> {

@@ -56,9 +56,9 @@ fn ndjson_and_recording_give_the_same_runs() {
     assert_eq!(b.manifest.counts.runs, 6);
     let ndjson = Store::open(&dir.path().join("a")).unwrap();
     let recordings = Store::open(&dir.path().join("b")).unwrap();
-    for row in &recordings.runs {
-        let twin = ndjson
-            .runs
+    let ndjson_runs = ndjson.runs().unwrap();
+    for row in &recordings.runs().unwrap() {
+        let twin = ndjson_runs
             .iter()
             .find(|r| r.run.run_id == row.run.run_id)
             .expect("every recorded run is in the NDJSON too");

@@ -120,37 +120,154 @@ pub fn agreement_schema() -> Arc<Schema> {
     ]))
 }
 
+/// Where a table is written until it is complete: `findings.parquet.partial`.
+fn partial_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".partial");
+    std::path::PathBuf::from(name)
+}
+
+/// Rows handed to the Parquet writer at a time.
+const TABLE_BATCH_ROWS: usize = 4096;
+
+/// A Parquet table written as rows arrive (to `NAME.partial`, renamed when finished), so a
+/// corpus never holds all its rows in memory.
+pub struct TableWriter {
+    path: std::path::PathBuf,
+    tmp: std::path::PathBuf,
+    writer: ArrowWriter<std::fs::File>,
+    decoder: arrow::json::reader::Decoder,
+}
+
+impl TableWriter {
+    pub fn create(path: &Path, schema: Arc<Schema>) -> io::Result<TableWriter> {
+        let tmp = partial_path(path);
+        let file = std::fs::File::create(&tmp)?;
+        let writer =
+            ArrowWriter::try_new(file, schema.clone(), Some(writer_properties())).map_err(to_io)?;
+        let decoder = arrow::json::ReaderBuilder::new(schema)
+            .with_batch_size(TABLE_BATCH_ROWS)
+            .build_decoder()
+            .map_err(to_io)?;
+        Ok(TableWriter {
+            path: path.to_path_buf(),
+            tmp,
+            writer,
+            decoder,
+        })
+    }
+
+    pub fn append<T: Serialize>(&mut self, rows: &[T]) -> io::Result<()> {
+        for chunk in rows.chunks(TABLE_BATCH_ROWS) {
+            self.decoder.serialize(chunk).map_err(to_io)?;
+            if self.decoder.len() >= TABLE_BATCH_ROWS {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        while let Some(batch) = self.decoder.flush().map_err(to_io)? {
+            self.writer.write(&batch).map_err(to_io)?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> io::Result<()> {
+        self.flush()?;
+        self.writer.close().map_err(to_io)?;
+        std::fs::rename(&self.tmp, &self.path)
+    }
+}
+
 /// Write `rows` as one Parquet file with `schema`.
 pub fn write_parquet<T: Serialize>(path: &Path, schema: Arc<Schema>, rows: &[T]) -> io::Result<()> {
-    let tmp = path.with_extension("partial");
-    let file = std::fs::File::create(&tmp)?;
-    let mut writer =
-        ArrowWriter::try_new(file, schema.clone(), Some(writer_properties())).map_err(to_io)?;
-    let mut decoder = arrow::json::ReaderBuilder::new(schema)
-        .with_batch_size(4096)
-        .build_decoder()
-        .map_err(to_io)?;
-    for chunk in rows.chunks(4096) {
-        decoder.serialize(chunk).map_err(to_io)?;
-        if let Some(batch) = decoder.flush().map_err(to_io)? {
-            writer.write(&batch).map_err(to_io)?;
-        }
+    let mut table = TableWriter::create(path, schema)?;
+    table.append(rows)?;
+    table.finish()
+}
+
+/// JSON lines written as rows arrive (to `NAME.partial`, renamed when finished).
+pub struct JsonlWriter {
+    path: std::path::PathBuf,
+    tmp: std::path::PathBuf,
+    out: io::BufWriter<std::fs::File>,
+}
+
+impl JsonlWriter {
+    pub fn create(path: &Path) -> io::Result<JsonlWriter> {
+        let tmp = partial_path(path);
+        Ok(JsonlWriter {
+            path: path.to_path_buf(),
+            out: io::BufWriter::new(std::fs::File::create(&tmp)?),
+            tmp,
+        })
     }
-    writer.close().map_err(to_io)?;
-    std::fs::rename(&tmp, path)
+
+    pub fn append<T: Serialize>(&mut self, rows: &[T]) -> io::Result<()> {
+        for row in rows {
+            serde_json::to_writer(&mut self.out, row).map_err(to_io)?;
+            self.out.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> io::Result<()> {
+        self.out.flush()?;
+        drop(self.out);
+        std::fs::rename(&self.tmp, &self.path)
+    }
 }
 
 /// Write `rows` as JSON lines.
 pub fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> io::Result<()> {
-    let tmp = path.with_extension("partial");
-    let mut out = io::BufWriter::new(std::fs::File::create(&tmp)?);
-    for row in rows {
-        serde_json::to_writer(&mut out, row).map_err(to_io)?;
-        out.write_all(b"\n")?;
+    let mut out = JsonlWriter::create(path)?;
+    out.append(rows)?;
+    out.finish()
+}
+
+/// The corpus tables every audit writes, filled as conversations are audited.
+pub struct CorpusTables {
+    findings: TableWriter,
+    findings_jsonl: JsonlWriter,
+    dispositions: TableWriter,
+    agreement: TableWriter,
+}
+
+impl CorpusTables {
+    pub fn create(dir: &Path) -> io::Result<CorpusTables> {
+        Ok(CorpusTables {
+            findings: TableWriter::create(&dir.join("findings.parquet"), findings_schema())?,
+            findings_jsonl: JsonlWriter::create(&dir.join("findings.jsonl"))?,
+            dispositions: TableWriter::create(
+                &dir.join("dispositions.parquet"),
+                dispositions_schema(),
+            )?,
+            agreement: TableWriter::create(&dir.join("agreement.parquet"), agreement_schema())?,
+        })
     }
-    out.flush()?;
-    drop(out);
-    std::fs::rename(&tmp, path)
+
+    pub fn append(
+        &mut self,
+        findings: &[Finding],
+        dispositions: &[DispositionRow],
+        agreement: &[AgreementRow],
+    ) -> io::Result<()> {
+        self.findings.append(findings)?;
+        self.findings_jsonl.append(findings)?;
+        self.dispositions.append(dispositions)?;
+        self.agreement.append(agreement)
+    }
+
+    /// Close the tables and write the ledger.
+    pub fn finish(self, dir: &Path, ledger: &[LedgerRow]) -> io::Result<()> {
+        self.findings.finish()?;
+        self.findings_jsonl.finish()?;
+        self.dispositions.finish()?;
+        self.agreement.finish()?;
+        write_parquet(&dir.join("ledger.parquet"), ledger_schema(), ledger)
+    }
 }
 
 /// Every corpus table into `dir`.
@@ -161,20 +278,9 @@ pub fn write_tables(
     ledger: &[LedgerRow],
     agreement: &[AgreementRow],
 ) -> io::Result<()> {
-    write_parquet(&dir.join("findings.parquet"), findings_schema(), findings)?;
-    write_jsonl(&dir.join("findings.jsonl"), findings)?;
-    write_parquet(
-        &dir.join("dispositions.parquet"),
-        dispositions_schema(),
-        dispositions,
-    )?;
-    write_parquet(&dir.join("ledger.parquet"), ledger_schema(), ledger)?;
-    write_parquet(
-        &dir.join("agreement.parquet"),
-        agreement_schema(),
-        agreement,
-    )?;
-    Ok(())
+    let mut tables = CorpusTables::create(dir)?;
+    tables.append(findings, dispositions, agreement)?;
+    tables.finish(dir, ledger)
 }
 
 #[cfg(test)]

@@ -72,6 +72,9 @@ struct RunState {
     /// Open landings by call id: index into `run.events`.
     open_calls: HashMap<String, usize>,
     last_history: Option<Value>,
+    /// `last_history` as rows, made when the run's turn ended: a parsed history is several
+    /// times its text, and runs are held until the end of their file.
+    ended_history: Option<Vec<HistoryRow>>,
     /// `context.injected` messages-slot events of the latest iteration: (position, role, text, call id).
     injected: Vec<(u64, Role, String, Option<String>)>,
     injected_iteration: Option<u32>,
@@ -204,6 +207,9 @@ impl Assembler {
                 if let Some(d) = payload.get("durationMs").and_then(Value::as_f64) {
                     state.run.duration_ms = Some(d);
                 }
+                if let Some(Value::Array(items)) = state.last_history.take() {
+                    state.ended_history = Some(items.iter().filter_map(history_message).collect());
+                }
             }
             "agent.iteration_start" => {
                 state.iteration = payload_iteration;
@@ -332,6 +338,8 @@ impl Assembler {
             let history: Vec<HistoryRow> =
                 if let Some(Value::Array(items)) = state.last_history.as_ref() {
                     items.iter().filter_map(history_message).collect()
+                } else if let Some(rows) = state.ended_history.take() {
+                    rows
                 } else if !state.injected.is_empty() {
                     state.injected.sort_by_key(|m| m.0);
                     state

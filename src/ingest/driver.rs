@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 
-/// Input bytes per events part (the reader holds one part in memory at a time).
-const PART_INPUT_BYTES: u64 = 256 << 20;
+/// Input bytes per events part (an audit holds one part in memory at a time, so this bounds its
+/// memory whatever the size of the input).
+const PART_INPUT_BYTES: u64 = 64 << 20;
 /// Conversations a file may have in flight before its reader waits for the writer.
 const CHANNEL_DEPTH: usize = 64;
 

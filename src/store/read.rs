@@ -40,19 +40,67 @@ fn opt_large(a: &LargeStringArray, i: usize) -> Option<String> {
 }
 
 fn read_batches(path: &Path) -> io::Result<Vec<RecordBatch>> {
+    read_row_groups(path, |_| true)
+}
+
+/// The record batches of the row groups of `path` that `keep` selects (by the row group's
+/// metadata).
+fn read_row_groups(
+    path: &Path,
+    keep: impl Fn(&parquet::file::metadata::RowGroupMetaData) -> bool,
+) -> io::Result<Vec<RecordBatch>> {
     let file = File::open(path)?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(to_io)?
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(to_io)?;
+    let groups: Vec<usize> = builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| keep(g))
+        .map(|(i, _)| i)
+        .collect();
+    let reader = builder
+        .with_row_groups(groups)
         .with_batch_size(8192)
         .build()
         .map_err(to_io)?;
     reader.map(|b| b.map_err(to_io)).collect()
 }
 
-/// Read every row of `runs.parquet`.
+/// Can the row group hold runs of `part`? The writer gives each part row groups of its own,
+/// so the `part` column's statistics say; a row group without them is read and filtered.
+fn may_hold_part(group: &parquet::file::metadata::RowGroupMetaData, part: u32) -> bool {
+    use parquet::file::statistics::Statistics;
+    let Some(column) = group
+        .columns()
+        .iter()
+        .find(|c| c.column_path().string() == "part")
+    else {
+        return true;
+    };
+    match column.statistics() {
+        Some(Statistics::Int32(s)) => match (s.min_opt(), s.max_opt()) {
+            (Some(&min), Some(&max)) => (min as u32) <= part && part <= (max as u32),
+            _ => true,
+        },
+        _ => true,
+    }
+}
+
+/// Every row of `runs.parquet`.
 pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
+    runs_from(read_batches(&store.join("runs.parquet"))?, None)
+}
+
+/// The rows of `runs.parquet` of one part.
+pub fn read_part_runs(store: &Path, part: u32) -> io::Result<Vec<RunRow>> {
+    let batches = read_row_groups(&store.join("runs.parquet"), |g| may_hold_part(g, part))?;
+    runs_from(batches, Some(part))
+}
+
+fn runs_from(batches: Vec<RecordBatch>, only_part: Option<u32>) -> io::Result<Vec<RunRow>> {
     let mut rows = Vec::new();
-    for batch in read_batches(&store.join("runs.parquet"))? {
+    for batch in batches {
         let run_id = col::<StringArray>(&batch, "run_id")?;
         let conversation_id = col::<StringArray>(&batch, "conversation_id")?;
         let turn = col::<UInt32Array>(&batch, "turn")?;
@@ -71,6 +119,9 @@ pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
         let input_index = col::<UInt32Array>(&batch, "input_index")?;
         let record_index = col::<UInt64Array>(&batch, "record_index")?;
         for i in 0..batch.num_rows() {
+            if only_part.is_some_and(|p| p != part.value(i)) {
+                continue;
+            }
             rows.push(RunRow {
                 run: Run {
                     run_id: run_id.value(i).to_string(),
@@ -100,10 +151,10 @@ pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
     Ok(rows)
 }
 
-/// An opened store.
+/// An opened store. Runs and events are read a part at a time, so what is held in memory does
+/// not grow with the store.
 pub struct Store {
     pub dir: PathBuf,
-    pub runs: Vec<RunRow>,
     pub parts: u32,
 }
 
@@ -118,21 +169,25 @@ impl Store {
                 ),
             ));
         }
-        let runs = read_runs(dir)?;
         let mut parts = 0u32;
         while dir.join("events").join(part_file_name(parts)).exists() {
             parts += 1;
         }
         Ok(Store {
             dir: dir.to_path_buf(),
-            runs,
             parts,
         })
+    }
+
+    /// Every run of the store (events not loaded); for small stores and tests.
+    pub fn runs(&self) -> io::Result<Vec<RunRow>> {
+        read_runs(&self.dir)
     }
 
     /// The conversations of one part, in stable order, with every event loaded.
     pub fn read_part(&self, part: u32) -> io::Result<Vec<Conversation>> {
         let path = self.dir.join("events").join(part_file_name(part));
+        let part_runs = read_part_runs(&self.dir, part)?;
         let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
         for batch in read_batches(&path)? {
             append_events(&batch, &mut events_by_run)?;
@@ -140,7 +195,7 @@ impl Store {
         // Per conversation: its earliest origin, and its runs with their table rows.
         type Gathered<'a> = (Origin, Vec<(&'a RunRow, Run)>);
         let mut conversations: HashMap<&str, Gathered<'_>> = HashMap::new();
-        for row in self.runs.iter().filter(|r| r.part == part) {
+        for row in &part_runs {
             let mut run = row.run.clone();
             run.events = events_by_run.remove(&run.run_id).unwrap_or_default();
             run.events.sort_by_key(|e| e.seq);
@@ -192,9 +247,17 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
     let duration = col::<Float64Array>(batch, "duration_ms")?;
     let payload = col::<LargeStringArray>(batch, "payload")?;
     for i in 0..batch.num_rows() {
+        let event_kind = EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other);
+        // Checks read the recorded envelope of verdicts, model calls and other rows only;
+        // messages, context rows, landings and answers are read from their own columns (their
+        // envelopes are most of an agentfootprint store's bytes).
+        let wants_payload = matches!(
+            event_kind,
+            EventKind::Verdict | EventKind::ModelCall | EventKind::Other
+        );
         let e = Event {
             seq: seq.value(i),
-            kind: Some(EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other)),
+            kind: Some(event_kind),
             source_type: opt_str(source_type, i),
             role: (!role.is_null(i))
                 .then(|| Role::parse(role.value(i)))
@@ -208,7 +271,11 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
             iteration: (!iteration.is_null(i)).then(|| iteration.value(i)),
             timestamp_ms: (!timestamp.is_null(i)).then(|| timestamp.value(i)),
             duration_ms: (!duration.is_null(i)).then(|| duration.value(i)),
-            payload: opt_large(payload, i),
+            payload: if wants_payload {
+                opt_large(payload, i)
+            } else {
+                None
+            },
         };
         match out.get_mut(run_id.value(i)) {
             Some(list) => list.push(e),

@@ -19,10 +19,16 @@ use std::sync::Arc;
 
 /// Rows buffered before a batch is handed to the Parquet writer.
 const BATCH_ROWS: usize = 8192;
-/// Bytes of text buffered before a batch is handed over, whatever the row count.
-const BATCH_BYTES: usize = 32 << 20;
+/// Bytes of text a part buffers before its batch is handed over, whatever the row count.
+const BATCH_BYTES: usize = 4 << 20;
 /// Bytes a row group may hold in memory before it is closed.
-const ROW_GROUP_BYTES: usize = 64 << 20;
+const ROW_GROUP_BYTES: usize = 32 << 20;
+/// Run rows a part buffers before they become a row group of `runs.parquet`.
+const RUN_ROWS: usize = 4096;
+/// Bytes written into all parts together before every part's buffers are flushed and its row
+/// group closed. Parts are many for a big input (one per 64 MB), so without this cap the
+/// buffers would grow with the input.
+const BUFFER_BUDGET: usize = 128 << 20;
 
 pub fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
@@ -85,7 +91,8 @@ impl Default for EventsBuilder {
 }
 
 impl EventsBuilder {
-    pub fn push(&mut self, run: &Run, e: &Event) {
+    /// Append one event row; returns the bytes it added (text columns and a fixed overhead).
+    pub fn push(&mut self, run: &Run, e: &Event) -> usize {
         self.conversation_id.append_value(&run.conversation_id);
         self.run_id.append_value(&run.run_id);
         self.seq.append_value(e.seq);
@@ -103,10 +110,12 @@ impl EventsBuilder {
         self.duration_ms.append_option(e.duration_ms);
         self.payload.append_option(e.payload.as_deref());
         self.rows += 1;
-        self.bytes += e.text.as_ref().map_or(0, String::len)
+        let added = e.text.as_ref().map_or(0, String::len)
             + e.arguments.as_ref().map_or(0, String::len)
             + e.payload.as_ref().map_or(0, String::len)
             + 64;
+        self.bytes += added;
+        added
     }
 
     pub fn is_full(&self) -> bool {
@@ -155,6 +164,7 @@ pub struct Origin {
 
 /// Column builders for the runs table.
 pub struct RunsBuilder {
+    bytes: usize,
     run_id: StringBuilder,
     conversation_id: StringBuilder,
     turn: UInt32Builder,
@@ -178,6 +188,7 @@ pub struct RunsBuilder {
 impl Default for RunsBuilder {
     fn default() -> Self {
         RunsBuilder {
+            bytes: 0,
             run_id: StringBuilder::new(),
             conversation_id: StringBuilder::new(),
             turn: UInt32Builder::new(),
@@ -225,6 +236,11 @@ impl RunsBuilder {
         self.input_index.append_value(origin.input_index);
         self.record_index.append_value(origin.record_index);
         self.rows += 1;
+        self.bytes += run.user_message.as_ref().map_or(0, String::len)
+            + run.answer.as_ref().map_or(0, String::len)
+            + run.run_id.len()
+            + run.conversation_id.len()
+            + 64;
     }
 
     pub fn len(&self) -> usize {
@@ -256,6 +272,7 @@ impl RunsBuilder {
             Arc::new(self.record_index.finish()),
         ];
         self.rows = 0;
+        self.bytes = 0;
         RecordBatch::try_new(runs_schema(), columns).map_err(to_io)
     }
 }
@@ -263,6 +280,8 @@ impl RunsBuilder {
 struct Part {
     writer: ArrowWriter<File>,
     builder: EventsBuilder,
+    /// This part's runs not yet written to `runs.parquet`.
+    runs: RunsBuilder,
 }
 
 impl Part {
@@ -277,6 +296,12 @@ impl Part {
         }
         Ok(())
     }
+
+    /// Hand over the buffered events and close the row group.
+    fn flush_all(&mut self) -> io::Result<()> {
+        self.flush_batch()?;
+        self.writer.flush().map_err(to_io)
+    }
 }
 
 /// The part a conversation belongs to.
@@ -289,10 +314,14 @@ pub fn part_of(conversation_id: &str, parts: u32) -> u32 {
 }
 
 /// Streams conversations into a store directory (the caller owns atomicity).
+///
+/// `runs.parquet` is written in row groups of one part each (the reader picks a part's row
+/// groups by the `part` column's statistics), so neither side holds every run.
 pub struct StoreWriter {
     parts: Vec<Part>,
     runs_writer: ArrowWriter<File>,
-    runs: RunsBuilder,
+    /// Bytes buffered across parts since the last flush of them all.
+    buffered: usize,
     pub runs_written: u64,
     pub events_written: u64,
     pub landings_written: u64,
@@ -314,6 +343,7 @@ impl StoreWriter {
             list.push(Part {
                 writer,
                 builder: EventsBuilder::default(),
+                runs: RunsBuilder::default(),
             });
         }
         let runs_file = File::create(dir.join("runs.parquet"))?;
@@ -322,7 +352,7 @@ impl StoreWriter {
         Ok(StoreWriter {
             parts: list,
             runs_writer,
-            runs: RunsBuilder::default(),
+            buffered: 0,
             runs_written: 0,
             events_written: 0,
             landings_written: 0,
@@ -333,40 +363,58 @@ impl StoreWriter {
         self.parts.len() as u32
     }
 
+    /// Write one part's buffered runs as a row group of their own.
+    fn flush_runs(&mut self, p: usize) -> io::Result<()> {
+        let runs = &mut self.parts[p].runs;
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let batch = runs.finish()?;
+        self.runs_writer.write(&batch).map_err(to_io)?;
+        self.runs_writer.flush().map_err(to_io)
+    }
+
     /// Write one conversation (or a fragment of one).
     pub fn write(&mut self, conversation: &Conversation, origin: Origin) -> io::Result<()> {
-        let p = part_of(&conversation.id, self.part_count());
+        let p = part_of(&conversation.id, self.part_count()) as usize;
         for run in &conversation.runs {
-            let part = &mut self.parts[p as usize];
+            let part = &mut self.parts[p];
             for e in &run.events {
-                part.builder.push(run, e);
+                self.buffered += part.builder.push(run, e);
                 if part.builder.is_full() {
                     part.flush_batch()?;
                 }
             }
-            self.runs.push(run, p, origin);
+            let before = part.runs.bytes;
+            part.runs.push(run, p as u32, origin);
+            self.buffered += part.runs.bytes - before;
             self.runs_written += 1;
             self.events_written += run.events.len() as u64;
             self.landings_written += run.landings().count() as u64;
-            if self.runs.len() >= BATCH_ROWS {
-                let batch = self.runs.finish()?;
-                self.runs_writer.write(&batch).map_err(to_io)?;
+            if self.parts[p].runs.len() >= RUN_ROWS {
+                self.flush_runs(p)?;
             }
+        }
+        if self.buffered >= BUFFER_BUDGET {
+            for p in 0..self.parts.len() {
+                self.parts[p].flush_all()?;
+                self.flush_runs(p)?;
+            }
+            self.buffered = 0;
         }
         Ok(())
     }
 
     /// Flush everything and close the files. Returns the part file names.
     pub fn finish(mut self) -> io::Result<Vec<String>> {
+        for p in 0..self.parts.len() {
+            self.flush_runs(p)?;
+        }
         let mut names = Vec::new();
         for (i, mut part) in self.parts.into_iter().enumerate() {
             part.flush_batch()?;
             part.writer.close().map_err(to_io)?;
             names.push(format!("events/{}", part_file_name(i as u32)));
-        }
-        if !self.runs.is_empty() {
-            let batch = self.runs.finish()?;
-            self.runs_writer.write(&batch).map_err(to_io)?;
         }
         self.runs_writer.close().map_err(to_io)?;
         Ok(names)
