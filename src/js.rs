@@ -83,6 +83,11 @@ pub fn number_to_string(n: f64) -> String {
     if n.is_infinite() {
         return if n > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
     }
+    // Integers below 2^53 print as their digits (and -0 as 0); skip the shortest-digits
+    // search for them.
+    if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
+        return (n as i64).to_string();
+    }
     let mut buf = ryu_js::Buffer::new();
     buf.format_finite(n).to_string()
 }

@@ -2,12 +2,12 @@
 //! turn that served it, plus the run's exempt forms (what the user, the system prompt and other
 //! injected material supplied).
 
-use super::normalize::{for_each_token, js_trim, lookup_forms, normalize_token};
+use super::normalize::{for_each_token, js_trim, lookup_forms, normalize_into};
 use super::CompiledEvidence;
 use crate::js;
 use crate::model::{HistoryMessage, Role};
+use rustc_hash::FxHashMap;
 use serde_json::Value;
-use std::collections::HashMap;
 
 /// Opening of the correction the gate itself appends as a `role: user` message.
 pub const EVIDENCE_FRAME_PREFIX: &str = "[evidence check";
@@ -128,24 +128,30 @@ impl EvidenceIndex {
 /// A set of forms filling up against a budget of distinct entries.
 #[derive(Debug)]
 struct Collector {
-    forms: HashMap<String, u32>,
+    /// Forms are short and numerous and hashed once each; a keyed hash is not needed here.
+    forms: FxHashMap<String, u32>,
     budget: usize,
     turn: u32,
+    /// A buffer reused for normalising.
+    scratch: String,
 }
 
 impl Collector {
     fn new(budget: usize) -> Collector {
         Collector {
-            forms: HashMap::new(),
+            forms: FxHashMap::default(),
             budget,
             turn: 0,
+            scratch: String::new(),
         }
     }
 
     /// Normalise `raw` and record it (both spellings of a `0x` value).
     fn add(&mut self, raw: &str) {
-        let norm = normalize_token(raw);
+        let mut norm = std::mem::take(&mut self.scratch);
+        normalize_into(raw, &mut norm);
         self.add_normalized(&norm);
+        self.scratch = norm;
     }
 
     /// Record an already normalised form. A form already present is re-stamped with the current
@@ -176,7 +182,7 @@ impl Collector {
                 return false;
             }
             // Tokens come out normalised, and normalising is idempotent on them.
-            self.add_normalized(&token);
+            self.add_normalized(token);
             true
         });
     }

@@ -138,6 +138,31 @@ fn is_thousands_form(s: &str) -> bool {
 /// `0`. No second trim follows the stripping: a JSON string leaf such as `"( a )"` keeps its
 /// inner spaces (` a `).
 pub fn normalize_token(raw: &str) -> String {
+    let mut out = String::new();
+    normalize_into(raw, &mut out);
+    out
+}
+
+/// [`normalize_token`] into a buffer the caller reuses (cleared first).
+pub fn normalize_into(raw: &str, out: &mut String) {
+    out.clear();
+    // Most tokens are plain words and identifiers: ASCII letters and digits, nothing to trim or
+    // strip. They only need lower-casing, unless all digits, where the number rule may apply
+    // (leading zeros, more than 15 digits): those take the full path.
+    let b = raw.as_bytes();
+    if !b.is_empty() && b.iter().all(u8::is_ascii_alphanumeric) {
+        let digits_only = b.iter().all(u8::is_ascii_digit);
+        let canonical_number = b.len() <= MAX_CANONICAL_DIGITS && (b.len() == 1 || b[0] != b'0');
+        if !digits_only || canonical_number {
+            out.push_str(raw);
+            out.make_ascii_lowercase();
+            return;
+        }
+    }
+    out.push_str(&normalize_slow(raw));
+}
+
+fn normalize_slow(raw: &str) -> String {
     let strip = |s: &str| -> String {
         let core = js_trim(s)
             .trim_start_matches(is_leading_decoration)
@@ -178,7 +203,12 @@ pub fn normalize_token(raw: &str) -> String {
 /// Cutting rules (spec 4.1): any character outside `[A-Za-z0-9:_\-/.,%+@#$]` separates; inside
 /// a piece, a comma splits unless it has a digit on both sides (`41,200` stays whole,
 /// `fc1/3,fc1/4` and `done,` split).
-pub fn for_each_token(text: &str, mut f: impl FnMut(String) -> bool) {
+pub fn for_each_token(text: &str, mut f: impl FnMut(&str) -> bool) {
+    let mut norm = String::new();
+    let mut emit = |part: &str| -> bool {
+        normalize_into(part, &mut norm);
+        norm.is_empty() || f(&norm)
+    };
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -202,27 +232,22 @@ pub fn for_each_token(text: &str, mut f: impl FnMut(String) -> bool) {
             if digit_before && digit_after {
                 continue;
             }
-            if !emit(&text[start + from..start + k], &mut f) {
+            if !emit(&text[start + from..start + k]) {
                 return;
             }
             from = k + 1;
         }
-        if !emit(&text[start + from..i], &mut f) {
+        if !emit(&text[start + from..i]) {
             return;
         }
     }
-}
-
-fn emit(part: &str, f: &mut impl FnMut(String) -> bool) -> bool {
-    let norm = normalize_token(part);
-    norm.is_empty() || f(norm)
 }
 
 /// Every normalised, non-empty token of `text`, in order (spec 4.1).
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for_each_token(text, |t| {
-        out.push(t);
+        out.push(t.to_string());
         true
     });
     out

@@ -130,7 +130,7 @@ pub fn answer_values(answer: &str, cfg: &CompiledEvidence) -> Vec<Candidate> {
             return false;
         }
         budget -= 1;
-        if let Some(c) = classify_token(&token, cfg) {
+        if let Some(c) = classify_token(token, cfg) {
             if seen.insert(c.value.clone()) {
                 out.push(c);
             }
