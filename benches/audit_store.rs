@@ -32,7 +32,11 @@ fn sample_store(dir: &std::path::Path) -> PathBuf {
 fn audit_store(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
-    let runs = traceaudit::store::Store::open(&store).unwrap().runs().unwrap().len() as u64;
+    let runs = traceaudit::store::Store::open(&store)
+        .unwrap()
+        .runs()
+        .unwrap()
+        .len() as u64;
     let mut group = c.benchmark_group("audit_store");
     group.throughput(Throughput::Elements(runs));
     group.sample_size(20);

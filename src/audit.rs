@@ -184,11 +184,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         .num_threads(opts.threads.max(1))
         .build()
         .map_err(io::Error::other)?;
-    let progress = crate::progress::counter(
-        opts.progress,
-        store_manifest.counts.runs,
-        "audit",
-    );
+    let progress = crate::progress::counter(opts.progress, store_manifest.counts.runs, "audit");
     // Tables are written as each part is audited: memory holds one part and its results.
     let mut tables = CorpusTables::create(staging.path())?;
     let mut extra: Vec<(&'static str, TableWriter)> = Vec::new();

@@ -63,7 +63,9 @@ struct ChannelSink<'a> {
 impl ChannelSink<'_> {
     fn send(&mut self, message: Message) {
         if self.records > 0 {
-            let _ = self.tx.send(Message::Records(std::mem::take(&mut self.records)));
+            let _ = self
+                .tx
+                .send(Message::Records(std::mem::take(&mut self.records)));
         }
         let _ = self.tx.send(message);
     }

@@ -286,3 +286,123 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::write::{part_of, StoreWriter};
+
+    /// A conversation of `runs` runs, each with a user message, a landing and an answer whose
+    /// texts are `size` bytes, and a verdict; payloads on every row.
+    fn conversation(id: &str, runs: u32, size: usize) -> Conversation {
+        let runs = (0..runs)
+            .map(|t| {
+                let mut run = Run {
+                    run_id: format!("{id}-r{t}"),
+                    conversation_id: id.to_string(),
+                    turn: t + 1,
+                    format: "test".into(),
+                    source: "test".into(),
+                    ..Run::default()
+                };
+                for (seq, kind) in [
+                    EventKind::Message,
+                    EventKind::Landing,
+                    EventKind::Verdict,
+                    EventKind::Answer,
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let mut e = Event::new(kind);
+                    e.seq = seq as u32;
+                    e.text = Some(format!("{id}/{t}/{}", "x".repeat(size)));
+                    e.payload = Some(format!("{{\"kind\":\"{}\"}}", kind.as_str()));
+                    run.events.push(e);
+                }
+                run
+            })
+            .collect();
+        Conversation {
+            id: id.to_string(),
+            runs,
+        }
+    }
+
+    #[test]
+    fn parts_read_back_alone_and_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts = 5;
+        let mut writer = StoreWriter::create(dir.path(), parts).unwrap();
+        // 300 conversations of 3 runs with 100 KB texts: 360 MB of text, so the shared buffer
+        // budget is reached and every part is flushed several times in between.
+        let ids: Vec<String> = (0..300).map(|i| format!("c{i:03}")).collect();
+        for (i, id) in ids.iter().enumerate() {
+            let origin = Origin {
+                input_index: 0,
+                record_index: i as u64,
+            };
+            writer.write(&conversation(id, 3, 100_000), origin).unwrap();
+        }
+        writer.finish().unwrap();
+        std::fs::write(dir.path().join("manifest.json"), "{}").unwrap();
+
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.parts, parts);
+        assert_eq!(store.runs().unwrap().len(), 900);
+        // Every row group of runs.parquet holds one part.
+        let file = File::open(dir.path().join("runs.parquet")).unwrap();
+        let meta = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .metadata()
+            .clone();
+        assert!(meta.num_row_groups() > parts as usize);
+        for p in 0..parts {
+            let holding = meta
+                .row_groups()
+                .iter()
+                .filter(|g| may_hold_part(g, p))
+                .count();
+            assert!(
+                holding < meta.num_row_groups(),
+                "part {p} reads every row group"
+            );
+        }
+        // Each part gives back its conversations whole, in input order, and nothing else.
+        let mut seen = Vec::new();
+        for p in 0..parts {
+            let convs = store.read_part(p).unwrap();
+            let expected: Vec<&String> = ids.iter().filter(|id| part_of(id, parts) == p).collect();
+            let got: Vec<&String> = convs.iter().map(|c| &c.id).collect();
+            assert_eq!(got, expected);
+            for c in &convs {
+                assert_eq!(c.runs.len(), 3);
+                for (t, run) in c.runs.iter().enumerate() {
+                    assert_eq!(run.turn, t as u32 + 1);
+                    let kinds: Vec<EventKind> = run.events.iter().map(|e| e.kind()).collect();
+                    assert_eq!(
+                        kinds,
+                        [
+                            EventKind::Message,
+                            EventKind::Landing,
+                            EventKind::Verdict,
+                            EventKind::Answer
+                        ]
+                    );
+                    assert!(run.events[1]
+                        .text
+                        .as_ref()
+                        .unwrap()
+                        .starts_with(&format!("{}/{t}/", c.id)));
+                    // Envelopes are read back where checks read them, and only there.
+                    let payloads: Vec<bool> =
+                        run.events.iter().map(|e| e.payload.is_some()).collect();
+                    assert_eq!(payloads, [false, false, true, false]);
+                }
+            }
+            seen.extend(convs.into_iter().map(|c| c.id));
+        }
+        seen.sort();
+        assert_eq!(seen, ids);
+    }
+}
