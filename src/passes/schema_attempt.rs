@@ -203,7 +203,14 @@ struct Facts<'a> {
     contract: Contract,
 }
 
-fn gather<'a>(conversation: &'a Conversation, index: usize, ctx: &PassContext) -> Facts<'a> {
+/// What the run says about its output contract, or `None` when it shows none and the
+/// configuration gives no schema (the history, corrections and answers are then not gathered:
+/// that is most runs of most sources).
+fn gather<'a>(
+    conversation: &'a Conversation,
+    index: usize,
+    ctx: &PassContext,
+) -> Option<Facts<'a>> {
     let run = &conversation.runs[index];
     let mut recorded = None;
     let mut retries = Vec::new();
@@ -284,9 +291,11 @@ fn gather<'a>(conversation: &'a Conversation, index: usize, ctx: &PassContext) -
                 }
             }
             Some("agentfootprint.context.injected") => {
+                // Parsed only when the text can hold the id (most injections are not it).
                 let says_schema = e
                     .payload
                     .as_deref()
+                    .filter(|t| t.contains("output-schema"))
                     .and_then(|t| js::parse_json(t).ok())
                     .and_then(|v| v.get("payload").and_then(|p| str_of(p, "sourceId")))
                     .is_some_and(|id| id == "output-schema");
@@ -306,9 +315,13 @@ fn gather<'a>(conversation: &'a Conversation, index: usize, ctx: &PassContext) -
         }
         contract.retries = configured.retries;
     }
+    let schema_known = contract.schema.is_some() || !contract.tools.is_empty();
+    if !contract.declared && !schema_known {
+        return None;
+    }
     let history = conversation.history_for(index);
     let corrections = corrections_of(&history);
-    Facts {
+    Some(Facts {
         run,
         recorded,
         retries,
@@ -317,7 +330,7 @@ fn gather<'a>(conversation: &'a Conversation, index: usize, ctx: &PassContext) -
         history,
         corrections,
         contract,
-    }
+    })
 }
 
 /// The judged answers of a run, in order.
@@ -1535,14 +1548,12 @@ impl Pass for SchemaAttempt {
 
 /// Judge one run.
 pub fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -> RunOutcome {
-    let facts = gather(conversation, index, ctx);
-    let schema_known = facts.contract.schema.is_some() || !facts.contract.tools.is_empty();
-    if !facts.contract.declared && !schema_known {
+    let Some(facts) = gather(conversation, index, ctx) else {
         return RunOutcome::new(
             Disposition::NotApplicable,
             "no output contract: the recording shows none and the configuration gives no schema",
         );
-    }
+    };
     if facts.recorded.is_none() && facts.contract.content_omitted {
         // Like the other checks: a source that dropped content cannot be judged either way.
         return RunOutcome::new(
