@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// Rows buffered before a batch is handed to the Parquet writer.
 const BATCH_ROWS: usize = 8192;
 /// Bytes of text a part buffers before its batch is handed over, whatever the row count.
-const BATCH_BYTES: usize = 4 << 20;
+const BATCH_BYTES: usize = 2 << 20;
 /// Bytes a row group may hold in memory before it is closed.
 const ROW_GROUP_BYTES: usize = 32 << 20;
 /// Run rows a part buffers before they become a row group of `runs.parquet`.
@@ -28,15 +28,39 @@ const RUN_ROWS: usize = 4096;
 /// Bytes written into all parts together before every part's buffers are flushed and its row
 /// group closed. Parts are many for a big input (one per 64 MB), so without this cap the
 /// buffers would grow with the input.
-const BUFFER_BUDGET: usize = 128 << 20;
+const BUFFER_BUDGET: usize = 64 << 20;
 
 pub fn writer_properties() -> WriterProperties {
-    WriterProperties::builder()
+    let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(1).expect("valid level"),
         ))
         .set_max_row_group_row_count(Some(256 * 1024))
-        .build()
+        // Every open part holds a page per column in memory; smaller pages keep that small
+        // when parts are many.
+        .set_data_page_size_limit(256 << 10);
+    use parquet::basic::Encoding;
+    use parquet::schema::types::ColumnPath;
+    // Long, nearly unique text: a dictionary would only cost memory and time before Parquet
+    // gives up on it.
+    for column in ["payload", "text", "arguments", "user_message", "answer"] {
+        builder = builder.set_column_dictionary_enabled(ColumnPath::from(column), false);
+    }
+    // Every compressed column of every open part holds its own zstd contexts (about 190 KB a
+    // column); with one part per 64 MB of input that grew with the input (issue 8). Columns
+    // that encode small without it are left uncompressed: counters and times delta-encoded,
+    // low-cardinality names dictionary-encoded.
+    for column in ["seq", "flags", "iteration", "timestamp", "turn", "landings", "events"] {
+        builder = builder
+            .set_column_compression(ColumnPath::from(column), Compression::UNCOMPRESSED)
+            .set_column_dictionary_enabled(ColumnPath::from(column), false)
+            .set_column_encoding(ColumnPath::from(column), Encoding::DELTA_BINARY_PACKED);
+    }
+    for column in ["kind", "source_type", "role", "tool_name", "error", "duration_ms"] {
+        builder =
+            builder.set_column_compression(ColumnPath::from(column), Compression::UNCOMPRESSED);
+    }
+    builder.build()
 }
 
 pub fn to_io(e: impl std::fmt::Display) -> io::Error {
