@@ -357,6 +357,29 @@ pub(crate) fn broken(
     if err.is_io() {
         return Err(err.into());
     }
+    broken_at(
+        input,
+        sink,
+        format,
+        [record, document],
+        &err.to_string(),
+        current,
+        offset,
+    );
+    Ok(())
+}
+
+/// [`broken`] for an error already in words (a [`Scanner`](crate::ingest::json_scan::Scanner)
+/// describes its own).
+pub(crate) fn broken_at(
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+    format: &'static str,
+    [record, document]: [&str; 2],
+    err: &str,
+    current: Option<u64>,
+    offset: u64,
+) {
     sink.records_read(1);
     let (locator, reason) = match current {
         Some(index) => (
@@ -372,7 +395,6 @@ pub(crate) fn broken(
         ),
     };
     sink.quarantine(dropped(input, format, locator, reason));
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

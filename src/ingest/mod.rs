@@ -11,6 +11,7 @@ pub(crate) mod chat;
 pub mod driver;
 pub mod inspect;
 pub(crate) mod json_pick;
+pub(crate) mod json_scan;
 pub mod openinference;
 pub mod otel;
 pub mod swe_agent;

@@ -13,24 +13,27 @@
 //! `by_user_device`, and [`trajectory::build`] keeps both out of the agent's runs.
 //!
 //! Files reach hundreds of MB upstream, so the document is streamed: the top-level object is
-//! walked key by key (`tasks` and other bulky keys are skipped unread), `info` is read when it
-//! comes before `simulations` (it always does in files tau2 writes) to name the agent and model,
-//! and each simulation is parsed, built and handed to the sink before the next one is read.
-//! The streaming plumbing is `json_pick`; messages are mapped by `chat`, as tau-bench's are.
+//! walked key by key (`tasks` and other bulky keys are skipped unbuilt, one element at a time),
+//! `info` is read when it comes before `simulations` (it always does in files tau2 writes) to
+//! name the agent and model, and each simulation is parsed, built and handed to the sink before
+//! the next one is read. A [`Scanner`] reads the file in large chunks and hands each simulation
+//! over as bytes in memory, parsed with the `json_pick` seeds; messages are mapped by `chat`, as
+//! tau-bench's are.
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::fmt;
-use std::io;
+use std::io::{self, Read, Seek};
+use std::marker::PhantomData;
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::MapAccess;
 use serde_json::Value;
 
 use crate::ingest::chat::{chat_messages, RawMessage};
 use crate::ingest::json_pick::{
-    broken, drain_map, dropped, non_empty_str, open_json, partial, scalar_text, scalars_are_wrong,
-    skip, whole_file, ListOf, Pick, Picked, Shape, Tracked,
+    broken_at, dropped, kind_of, non_empty_str, partial, scalar_text, skip, whole_file, ListOf,
+    Pick, Picked, Shape, Tracked,
 };
+use crate::ingest::json_scan::{ScanError, Scanner};
 use crate::ingest::trajectory::{self, RunTemplate};
 use crate::ingest::{Input, Locator, Sink};
 
@@ -38,8 +41,8 @@ const FORMAT: &str = "tau2";
 
 /// Read one tau2 simulations file.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let mut doc = match open_json(input.path)? {
-        Ok(doc) => doc,
+    let mut scan = match Scanner::open(input.path)? {
+        Ok(scan) => scan,
         Err(not_json) => {
             let reason = not_json.reason("only whitespace", "a JSON list or object");
             whole_file(input, sink, FORMAT, reason);
@@ -58,19 +61,19 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         wrapper_agent: None,
         simulations: Simulations::Absent,
     };
-    let outcome = (&mut doc.de)
-        .deserialize_any(Top(&mut state))
-        .and_then(|()| doc.de.end());
+    let outcome = state.document(&mut scan).and_then(|()| scan.end());
     if let Err(err) = outcome {
-        return broken(
+        let (err, offset) = scan.describe(err)?;
+        broken_at(
             input,
             state.sink,
             FORMAT,
             ["record", "document"],
-            err,
+            &err,
             state.current.get(),
-            doc.offset(),
+            offset,
         );
+        return Ok(());
     }
     match state.simulations {
         Simulations::Read => {}
@@ -151,17 +154,54 @@ struct State<'a, 'b> {
 }
 
 impl State<'_, '_> {
-    /// Read a list of simulations, one at a time.
-    fn simulations<'de, A: SeqAccess<'de>>(&mut self, mut seq: A) -> Result<(), A::Error> {
+    /// The document's top level: a list of simulations, or an object holding one.
+    fn document<R: Read + Seek>(&mut self, scan: &mut Scanner<R>) -> Result<(), ScanError> {
+        if scan.peek()? == Some(b'[') {
+            return self.simulations(scan);
+        }
+        let mut object = scan.enter();
+        while let Some(key) = scan.next_key(&mut object)? {
+            match key.as_str() {
+                "info" => {
+                    let info = scan.parse(Picked(RunInfo::default()))?;
+                    self.take_info(info);
+                }
+                "model" => {
+                    let model = scan.parse(PhantomData::<Value>)?;
+                    self.wrapper_model = model.as_str().map(str::to_string);
+                }
+                "agent" => {
+                    let agent = scan.parse(PhantomData::<Value>)?;
+                    self.wrapper_agent = agent.as_str().map(str::to_string);
+                }
+                "simulations" => match scan.peek()? {
+                    Some(b'[') => self.simulations(scan)?,
+                    Some(b'{') => {
+                        scan.drain_object()?;
+                        self.simulations = Simulations::Not("an object");
+                    }
+                    _ => {
+                        let value = scan.parse(PhantomData::<Value>)?;
+                        self.simulations = Simulations::Not(kind_of(&value));
+                    }
+                },
+                _ => scan.skip()?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Read the list of simulations [`Scanner::peek`] just found, one at a time.
+    fn simulations<R: Read + Seek>(&mut self, scan: &mut Scanner<R>) -> Result<(), ScanError> {
         self.simulations = Simulations::Read;
-        loop {
+        let mut list = scan.enter();
+        while scan.next_element(&mut list)? {
             let index = self.next;
-            let item = seq.next_element_seed(Tracked {
+            let item = scan.parse(Tracked {
                 current: &self.current,
                 index,
                 inner: Picked(RawSimulation::default()),
             })?;
-            let Some(item) = item else { break };
             self.next += 1;
             self.simulation(index, item);
         }
@@ -262,76 +302,6 @@ impl State<'_, '_> {
             .and_then(non_empty_str);
         Ok((id, messages, termination))
     }
-}
-
-/// The document's top level: a list of simulations, or an object holding one.
-struct Top<'s, 'a, 'b>(&'s mut State<'a, 'b>);
-
-impl<'de> Visitor<'de> for Top<'_, '_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a tau2 results document or a list of simulations")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        self.0.simulations(seq)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let state = self.0;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "info" => {
-                    let info = map.next_value_seed(Picked(RunInfo::default()))?;
-                    state.take_info(info);
-                }
-                "model" => {
-                    state.wrapper_model = map.next_value::<Value>()?.as_str().map(str::to_string)
-                }
-                "agent" => {
-                    state.wrapper_agent = map.next_value::<Value>()?.as_str().map(str::to_string)
-                }
-                "simulations" => {
-                    if let Err(what) = map.next_value_seed(SimulationList(&mut *state))? {
-                        state.simulations = Simulations::Not(what);
-                    }
-                }
-                _ => skip(&mut map)?,
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The value of a document's `simulations` key, streamed into the state.
-struct SimulationList<'s, 'a, 'b>(&'s mut State<'a, 'b>);
-
-impl<'de> DeserializeSeed<'de> for SimulationList<'_, '_, '_> {
-    type Value = Shape<()>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Shape<()>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for SimulationList<'_, '_, '_> {
-    type Value = Shape<()>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of simulations")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        self.0.simulations(seq).map(Ok)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        drain_map(map)?;
-        Ok(Err("an object"))
-    }
-
-    scalars_are_wrong!();
 }
 
 #[cfg(test)]

@@ -3,24 +3,25 @@
 //! arguments, a JSON string, under `function`; tool messages answer with `tool_call_id`), mapped
 //! by `chat` as tau2's messages are.
 //!
-//! The list is read as a stream (`json_pick`), one record at a time: a record is parsed, turned
-//! into [`ChatMessage`]s, built into a conversation by [`trajectory::build`] and handed to the
-//! sink before the next one is read. Only the keys a record needs are kept; the rest is skipped
-//! by the parser without being built.
+//! The list is read as a stream, one record at a time: a [`Scanner`] reads the file in large
+//! chunks and hands each record over as bytes in memory, which are parsed (with the `json_pick`
+//! seeds), turned into [`ChatMessage`]s, built into a conversation by [`trajectory::build`] and
+//! handed to the sink before the next record is read. Only the keys a record needs are kept; the
+//! rest is skipped by the parser without being built.
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::fmt;
-use std::io;
+use std::io::{self, Read, Seek};
 
-use serde::de::{Deserializer as _, MapAccess, SeqAccess, Visitor};
+use serde::de::MapAccess;
 use serde_json::Value;
 
 use crate::ingest::chat::{chat_messages, RawMessage};
 use crate::ingest::json_pick::{
-    broken, drain_map, dropped, non_empty_str, open_json, scalar_text, skip, whole_file, ListOf,
-    Pick, Picked, Shape, Tracked,
+    broken_at, dropped, non_empty_str, scalar_text, skip, whole_file, ListOf, Pick, Picked, Shape,
+    Tracked,
 };
+use crate::ingest::json_scan::{ScanError, Scanner};
 use crate::ingest::trajectory::{self, ChatMessage, RunTemplate};
 use crate::ingest::{Input, Locator, Sink};
 
@@ -28,8 +29,8 @@ const FORMAT: &str = "tau-bench";
 
 /// Read one tau-bench results file.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let mut doc = match open_json(input.path)? {
-        Ok(doc) => doc,
+    let mut scan = match Scanner::open(input.path)? {
+        Ok(scan) => scan,
         Err(not_json) => {
             let reason = not_json.reason("only whitespace", "a JSON list or object");
             whole_file(input, sink, FORMAT, reason);
@@ -44,19 +45,19 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         seen: HashMap::new(),
         top_is_object: false,
     };
-    let outcome = (&mut doc.de)
-        .deserialize_any(Top(&mut state))
-        .and_then(|()| doc.de.end());
+    let outcome = state.document(&mut scan).and_then(|()| scan.end());
     if let Err(err) = outcome {
-        return broken(
+        let (err, offset) = scan.describe(err)?;
+        broken_at(
             input,
             state.sink,
             FORMAT,
             ["record", "document"],
-            err,
+            &err,
             state.current.get(),
-            doc.offset(),
+            offset,
         );
+        return Ok(());
     }
     if state.top_is_object {
         whole_file(
@@ -120,6 +121,28 @@ struct State<'a, 'b> {
 }
 
 impl State<'_, '_> {
+    /// The document's top level: a list of records (an object is read through and reported by
+    /// [`read`]).
+    fn document<R: Read + Seek>(&mut self, scan: &mut Scanner<R>) -> Result<(), ScanError> {
+        if scan.peek()? != Some(b'[') {
+            scan.drain_object()?;
+            self.top_is_object = true;
+            return Ok(());
+        }
+        let mut list = scan.enter();
+        while scan.next_element(&mut list)? {
+            let index = self.next;
+            let item = scan.parse(Tracked {
+                current: &self.current,
+                index,
+                inner: Picked(RawRecord::default()),
+            })?;
+            self.next += 1;
+            self.record(index, item);
+        }
+        Ok(())
+    }
+
     fn record(&mut self, index: u64, record: Shape<RawRecord>) {
         self.sink.records_read(1);
         match self.prepare(index, record) {
@@ -186,39 +209,6 @@ impl State<'_, '_> {
             _ => None,
         };
         Ok((id, messages, model))
-    }
-}
-
-/// The document's top level: a list of records (anything else is reported by [`read`]).
-struct Top<'s, 'a, 'b>(&'s mut State<'a, 'b>);
-
-impl<'de> Visitor<'de> for Top<'_, '_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of tau-bench records")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let state = self.0;
-        loop {
-            let index = state.next;
-            let item = seq.next_element_seed(Tracked {
-                current: &state.current,
-                index,
-                inner: Picked(RawRecord::default()),
-            })?;
-            let Some(item) = item else { break };
-            state.next += 1;
-            state.record(index, item);
-        }
-        Ok(())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        drain_map(map)?;
-        self.0.top_is_object = true;
-        Ok(())
     }
 }
 

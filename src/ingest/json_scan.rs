@@ -1,0 +1,1148 @@
+//! Reading a large JSON document in big chunks and parsing each record of it from memory.
+//!
+//! serde_json's reader over a file takes one byte at a time; its slice reader is several times
+//! faster. A [`Scanner`] reads the file a megabyte at a time and finds where each value of a big
+//! list (or object) starts and ends by its structure alone (nesting depth, strings, backslash
+//! escapes); the adapter then parses that one value with `serde_json::Deserializer::from_slice`
+//! and a seed of its own. Memory is bounded by the largest single value the adapter asks for,
+//! never by the file.
+//!
+//! The walk between values (commas, colons, keys, the end of a list) is checked here the way
+//! serde_json's own list and object access checks it, and a syntax error is described in
+//! serde_json's words, at the line and column a streaming parse of the whole document reports
+//! ([`Scanner::describe`]): a document reads the same as it did through `json_pick::open_json`,
+//! only faster. The byte offset given with an error is where the error is (the start of the value
+//! plus the error's place in it); serde_json's stream reader, asked the same, answered up to a few
+//! bytes further on, having read on to close the lists around the error before giving up. Values
+//! skipped unbuilt ([`Scanner::skip`]) are still checked, one element at a time.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::marker::PhantomData;
+use std::path::Path;
+
+use serde::de::{DeserializeSeed, IgnoredAny};
+
+use crate::ingest::json_pick::NotJson;
+
+/// How much of the file one read asks for.
+const CHUNK: usize = 1 << 20;
+
+/// A value still open after this many bytes has its beginning checked, so that a broken document
+/// (an unbalanced bracket, a stray quote) is reported without reading the rest of the file into
+/// memory. The threshold doubles after each check that finds the value sound so far.
+const FIRST_CHECK: usize = 16 << 20;
+
+/// A number or literal longer than this is taken as it stands (so that a run of garbage is not
+/// read whole into memory).
+const TOKEN_CAP: usize = 16 << 20;
+
+/// serde_json's words for the syntax errors found between values (its `ErrorCode` texts).
+const EOF_LIST: &str = "EOF while parsing a list";
+const EOF_OBJECT: &str = "EOF while parsing an object";
+const EOF_VALUE: &str = "EOF while parsing a value";
+const EXPECTED_COLON: &str = "expected `:`";
+const LIST_COMMA_OR_END: &str = "expected `,` or `]`";
+const OBJECT_COMMA_OR_END: &str = "expected `,` or `}`";
+const KEY_MUST_BE_A_STRING: &str = "key must be a string";
+const TRAILING_CHARACTERS: &str = "trailing characters";
+const TRAILING_COMMA: &str = "trailing comma";
+
+/// Why a document could not be read on.
+#[derive(Debug)]
+pub(crate) enum ScanError {
+    /// Reading the file failed.
+    Io(io::Error),
+    /// The document is not valid JSON. `what` is serde_json's description without a position;
+    /// `at` is where serde_json places the error, as the number of bytes of the file it had taken
+    /// when it found it (its byte of look-ahead included); `positioned` says whether serde_json
+    /// would name a line and column.
+    Syntax {
+        what: String,
+        at: u64,
+        positioned: bool,
+    },
+}
+
+impl From<io::Error> for ScanError {
+    fn from(err: io::Error) -> Self {
+        ScanError::Io(err)
+    }
+}
+
+/// A list or object being walked: whether its first member is still to come, and which of
+/// serde_json's two ways of checking its commas applies (a visitor's `SeqAccess`/`MapAccess`, or
+/// the `IgnoredAny` skip, which words a trailing comma differently).
+pub(crate) struct Walk {
+    first: bool,
+    ignore: bool,
+}
+
+/// Where the value being captured stands, so that a scan can stop at the end of the buffer and
+/// go on after the next read.
+#[derive(Clone, Copy)]
+struct Nest {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+}
+
+/// The bytes of one value in the buffer.
+struct Span {
+    start: usize,
+    end: usize,
+    kind: SpanKind,
+}
+
+enum SpanKind {
+    /// A complete list, object or string.
+    Whole,
+    /// A number, a literal or garbage: the token and the byte after it (serde_json looks one byte
+    /// past a number). How much the parser used is worked out once it has succeeded.
+    Token,
+    /// A list, object or string that does not end: the file ends first, or (`Some`) its
+    /// beginning was found broken by the size check and this is the error found there.
+    Cut(Option<serde_json::Error>),
+}
+
+/// A JSON document read in chunks. See the module documentation.
+pub(crate) struct Scanner<R> {
+    reader: R,
+    /// The file's bytes from `base` on are `buf[..filled]`; the rest of `buf` is room to read into.
+    buf: Vec<u8>,
+    filled: usize,
+    /// The next byte to look at.
+    pos: usize,
+    base: u64,
+    eof: bool,
+    chunk: usize,
+    first_check: usize,
+    /// Where the document starts (after a byte-order mark and leading blanks): line 1, column 0
+    /// for serde_json.
+    start: u64,
+}
+
+impl Scanner<File> {
+    /// Open a file after a UTF-8 byte-order mark and leading blanks. `Ok(Err(..))` when the file
+    /// is empty or does not start a JSON object or list (the same verdicts as `open_json`).
+    pub(crate) fn open(path: &Path) -> io::Result<Result<Self, NotJson>> {
+        Self::start(File::open(path)?, CHUNK, FIRST_CHECK)
+    }
+}
+
+impl<R: Read + Seek> Scanner<R> {
+    /// Start reading `reader`, `chunk` bytes at a time.
+    pub(crate) fn start(
+        reader: R,
+        chunk: usize,
+        first_check: usize,
+    ) -> io::Result<Result<Self, NotJson>> {
+        let chunk = chunk.max(1);
+        let mut scan = Scanner {
+            reader,
+            buf: Vec::new(),
+            filled: 0,
+            pos: 0,
+            base: 0,
+            eof: false,
+            chunk,
+            first_check: first_check.max(1),
+            start: 0,
+        };
+        scan.want(3)?;
+        let mut skipped = false;
+        if scan.buf[..scan.filled].starts_with(b"\xEF\xBB\xBF") {
+            scan.pos = 3;
+            skipped = true;
+        }
+        let first = loop {
+            if scan.pos == scan.filled && !scan.more(None)? {
+                return Ok(Err(if skipped {
+                    NotJson::Blank
+                } else {
+                    NotJson::Empty
+                }));
+            }
+            let byte = scan.buf[scan.pos];
+            if !is_blank(byte) {
+                break byte;
+            }
+            scan.pos += 1;
+            skipped = true;
+        };
+        if first != b'{' && first != b'[' {
+            scan.want(24)?;
+            let end = scan.filled.min(scan.pos + 24);
+            let start = String::from_utf8_lossy(&scan.buf[scan.pos..end]).into_owned();
+            return Ok(Err(NotJson::Starts(start)));
+        }
+        scan.start = scan.at(scan.pos);
+        Ok(Ok(scan))
+    }
+
+    /// The file offset of `buf[index]`.
+    fn at(&self, index: usize) -> u64 {
+        self.base + index as u64
+    }
+
+    /// Read more of the file, keeping `buf[keep..]` (moved to the front; `keep` is updated, and
+    /// `keep: None` keeps from `pos` on). False at the end of the file.
+    fn more(&mut self, keep: Option<&mut usize>) -> io::Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        let from = keep.as_ref().map_or(self.pos, |k| **k);
+        if from > 0 {
+            self.buf.copy_within(from..self.filled, 0);
+            self.filled -= from;
+            self.pos -= from;
+            self.base += from as u64;
+            if let Some(k) = keep {
+                *k = 0;
+            }
+        }
+        if self.buf.len() - self.filled < self.chunk {
+            let grown = (self.buf.len() * 2).max(self.filled + self.chunk);
+            self.buf.resize(grown, 0);
+        }
+        let end = self.filled + self.chunk;
+        loop {
+            match self.reader.read(&mut self.buf[self.filled..end]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.filled += n;
+                    return Ok(true);
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Have at least `n` bytes from `pos` on in the buffer, when the file has them.
+    fn want(&mut self, n: usize) -> io::Result<()> {
+        while self.filled - self.pos < n && self.more(None)? {}
+        Ok(())
+    }
+
+    /// The first byte of the next value, blanks skipped (not consumed); `None` at the end of the
+    /// file.
+    pub(crate) fn peek(&mut self) -> Result<Option<u8>, ScanError> {
+        loop {
+            while self.pos < self.filled {
+                let byte = self.buf[self.pos];
+                if !is_blank(byte) {
+                    return Ok(Some(byte));
+                }
+                self.pos += 1;
+            }
+            if !self.more(None)? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// A syntax error at the byte just peeked (`peeked`), or at the end of the file.
+    fn error(&self, what: &str, peeked: bool) -> ScanError {
+        ScanError::Syntax {
+            what: what.to_string(),
+            at: self.at(self.pos) + u64::from(peeked),
+            positioned: true,
+        }
+    }
+
+    /// Enter the list or object whose first byte [`peek`](Self::peek) just returned.
+    pub(crate) fn enter(&mut self) -> Walk {
+        debug_assert!(matches!(self.buf.get(self.pos), Some(b'[' | b'{')));
+        self.pos += 1;
+        Walk {
+            first: true,
+            ignore: false,
+        }
+    }
+
+    /// Move to the next element of the list being walked: `true` when there is one (parse or
+    /// skip it next), `false` when the list has ended (its `]` is consumed).
+    pub(crate) fn next_element(&mut self, walk: &mut Walk) -> Result<bool, ScanError> {
+        let first = std::mem::replace(&mut walk.first, false);
+        match self.peek()? {
+            None => Err(self.error(EOF_LIST, false)),
+            Some(b']') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(_) if first => Ok(true),
+            Some(b',') => {
+                self.pos += 1;
+                match self.peek()? {
+                    None => Err(self.error(EOF_VALUE, false)),
+                    // The skip reads on and finds no value; a visitor's list names the comma.
+                    Some(b']') if !walk.ignore => Err(self.error(TRAILING_COMMA, true)),
+                    Some(_) => Ok(true),
+                }
+            }
+            Some(_) => Err(self.error(LIST_COMMA_OR_END, true)),
+        }
+    }
+
+    /// Move to the next key of the object being walked and past its colon: `Some(key)` when
+    /// there is one (parse or skip its value next), `None` when the object has ended.
+    pub(crate) fn next_key(&mut self, walk: &mut Walk) -> Result<Option<String>, ScanError> {
+        let first = std::mem::replace(&mut walk.first, false);
+        match self.peek()? {
+            None => return Err(self.error(EOF_OBJECT, false)),
+            Some(b'}') => {
+                self.pos += 1;
+                return Ok(None);
+            }
+            Some(b'"') if first => {}
+            Some(_) if first => return Err(self.error(KEY_MUST_BE_A_STRING, true)),
+            Some(b',') => {
+                self.pos += 1;
+                match self.peek()? {
+                    Some(b'"') => {}
+                    Some(b'}') if !walk.ignore => return Err(self.error(TRAILING_COMMA, true)),
+                    Some(_) => return Err(self.error(KEY_MUST_BE_A_STRING, true)),
+                    None if walk.ignore => return Err(self.error(EOF_OBJECT, false)),
+                    None => return Err(self.error(EOF_VALUE, false)),
+                }
+            }
+            Some(_) => return Err(self.error(OBJECT_COMMA_OR_END, true)),
+        }
+        // Keys are checked as the two ways of reading them do: a visitor's key is text (valid
+        // UTF-8), a skipped one is not.
+        let key = if walk.ignore {
+            self.parse(PhantomData::<IgnoredAny>)?;
+            String::new()
+        } else {
+            self.parse(PhantomData::<String>)?
+        };
+        match self.peek()? {
+            Some(b':') => {
+                self.pos += 1;
+                Ok(Some(key))
+            }
+            Some(_) => Err(self.error(EXPECTED_COLON, true)),
+            None => Err(self.error(EOF_OBJECT, false)),
+        }
+    }
+
+    /// Parse the next value from memory with `seed`.
+    pub(crate) fn parse<S, V>(&mut self, seed: S) -> Result<V, ScanError>
+    where
+        S: for<'de> DeserializeSeed<'de, Value = V>,
+    {
+        let span = self.capture()?;
+        let bytes = &self.buf[span.start..span.end];
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let outcome = seed.deserialize(&mut de);
+        let (value, used) = match (outcome, span.kind) {
+            (Ok(value), SpanKind::Whole) => (value, bytes.len()),
+            (Ok(value), SpanKind::Token) => (value, token_len(bytes)),
+            // A value cut short cannot be parsed: the error is its beginning's (below).
+            (Ok(_), SpanKind::Cut(Some(early))) => {
+                return Err(self.slice_error(early, span.start, span.end))
+            }
+            (Err(err), SpanKind::Cut(Some(early)))
+                if err.classify() == serde_json::error::Category::Eof =>
+            {
+                return Err(self.slice_error(early, span.start, span.end))
+            }
+            // Cannot happen (a value the file cuts short does not parse); said as serde_json
+            // would, should it ever.
+            (Ok(_), SpanKind::Cut(None)) => {
+                self.pos = span.end;
+                return Err(self.error(EOF_VALUE, false));
+            }
+            (Err(err), _) => return Err(self.slice_error(err, span.start, span.end)),
+        };
+        self.pos = span.start + used;
+        Ok(value)
+    }
+
+    /// Skip the next value unbuilt, checking it as serde_json's `IgnoredAny` would: a list or an
+    /// object one member at a time, so that only one member is ever held.
+    pub(crate) fn skip(&mut self) -> Result<(), ScanError> {
+        let list = match self.peek()? {
+            Some(b'[') => true,
+            Some(b'{') => false,
+            _ => return self.parse(PhantomData::<IgnoredAny>).map(drop),
+        };
+        let mut walk = self.enter();
+        walk.ignore = true;
+        if list {
+            while self.next_element(&mut walk)? {
+                self.parse(PhantomData::<IgnoredAny>)?;
+            }
+        } else {
+            while self.next_key(&mut walk)?.is_some() {
+                self.parse(PhantomData::<IgnoredAny>)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Read through the object whose `{` [`peek`](Self::peek) just returned, its keys checked
+    /// and its values skipped, as a visitor draining it would.
+    pub(crate) fn drain_object(&mut self) -> Result<(), ScanError> {
+        let mut walk = self.enter();
+        while self.next_key(&mut walk)?.is_some() {
+            self.skip()?;
+        }
+        Ok(())
+    }
+
+    /// Check that only blanks follow the document.
+    pub(crate) fn end(&mut self) -> Result<(), ScanError> {
+        match self.peek()? {
+            None => Ok(()),
+            Some(_) => Err(self.error(TRAILING_CHARACTERS, true)),
+        }
+    }
+
+    /// The bytes of the next value, read in as needed.
+    fn capture(&mut self) -> Result<Span, ScanError> {
+        let Some(first) = self.peek()? else {
+            return Ok(Span {
+                start: self.pos,
+                end: self.pos,
+                kind: SpanKind::Cut(None),
+            });
+        };
+        let mut start = self.pos;
+        let mut nest = match first {
+            b'[' | b'{' => Nest {
+                depth: 1,
+                in_string: false,
+                escaped: false,
+            },
+            b'"' => Nest {
+                depth: 0,
+                in_string: true,
+                escaped: false,
+            },
+            _ => return self.capture_token(),
+        };
+        self.pos += 1;
+        let mut check_at = self.first_check;
+        loop {
+            if let Some(end) = self.scan(&mut nest) {
+                return Ok(Span {
+                    start,
+                    end,
+                    kind: SpanKind::Whole,
+                });
+            }
+            if self.filled - start >= check_at {
+                // Checked up to its last delimiter: a number cut short by the buffer would read
+                // as an error of its own.
+                let read = &self.buf[start..self.filled];
+                let sound_to = read
+                    .iter()
+                    .rposition(|b| is_delimiter(*b))
+                    .map_or(0, |i| i + 1);
+                let mut de = serde_json::Deserializer::from_slice(&read[..sound_to]);
+                match <IgnoredAny as serde::Deserialize>::deserialize(&mut de) {
+                    Err(err) if err.classify() != serde_json::error::Category::Eof => {
+                        return Ok(Span {
+                            start,
+                            end: self.filled,
+                            kind: SpanKind::Cut(Some(err)),
+                        })
+                    }
+                    _ => check_at = check_at.saturating_mul(2),
+                }
+            }
+            if !self.more(Some(&mut start))? {
+                return Ok(Span {
+                    start,
+                    end: self.filled,
+                    kind: SpanKind::Cut(None),
+                });
+            }
+        }
+    }
+
+    /// Capture a number, a literal or garbage: the bytes up to the next delimiter, and that
+    /// delimiter (serde_json looks at it to end a number or to report it).
+    fn capture_token(&mut self) -> Result<Span, ScanError> {
+        let mut start = self.pos;
+        loop {
+            while self.pos < self.filled && !is_delimiter(self.buf[self.pos]) {
+                self.pos += 1;
+            }
+            if self.pos < self.filled {
+                return Ok(Span {
+                    start,
+                    end: self.pos + 1,
+                    kind: SpanKind::Token,
+                });
+            }
+            if self.pos - start >= TOKEN_CAP || !self.more(Some(&mut start))? {
+                return Ok(Span {
+                    start,
+                    end: self.filled,
+                    kind: SpanKind::Token,
+                });
+            }
+        }
+    }
+
+    /// Look for the end of the value being captured in `buf[pos..filled]`: the index just past
+    /// it, or `None` (all of the buffer scanned, `nest` saved) when more must be read.
+    fn scan(&mut self, nest: &mut Nest) -> Option<usize> {
+        let buf = &self.buf[..self.filled];
+        let mut i = self.pos;
+        let mut depth = nest.depth;
+        let mut in_string = nest.in_string;
+        let mut escaped = nest.escaped;
+        'scan: loop {
+            if in_string {
+                if escaped {
+                    if i == buf.len() {
+                        break 'scan;
+                    }
+                    i += 1;
+                    escaped = false;
+                }
+                match memchr::memchr2(b'"', b'\\', &buf[i..]) {
+                    None => {
+                        i = buf.len();
+                        break 'scan;
+                    }
+                    Some(k) => {
+                        i += k + 1;
+                        if buf[i - 1] == b'\\' {
+                            escaped = true;
+                        } else {
+                            in_string = false;
+                            if depth == 0 {
+                                self.pos = i;
+                                return Some(i);
+                            }
+                        }
+                    }
+                }
+            } else {
+                while i < buf.len() {
+                    let byte = buf[i];
+                    i += 1;
+                    match byte {
+                        b'"' => {
+                            in_string = true;
+                            continue 'scan;
+                        }
+                        b'[' | b'{' => depth += 1,
+                        b']' | b'}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                self.pos = i;
+                                return Some(i);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                break 'scan;
+            }
+        }
+        self.pos = i;
+        *nest = Nest {
+            depth,
+            in_string,
+            escaped,
+        };
+        None
+    }
+
+    /// A serde_json error from parsing `buf[start..end]`, placed in the file.
+    fn slice_error(&self, err: serde_json::Error, start: usize, end: usize) -> ScanError {
+        if err.is_io() {
+            return ScanError::Io(err.into());
+        }
+        let (line, column) = (err.line(), err.column());
+        let mut what = err.to_string();
+        if line == 0 {
+            return ScanError::Syntax {
+                what,
+                at: self.at(end),
+                positioned: false,
+            };
+        }
+        let suffix = format!(" at line {line} column {column}");
+        if what.ends_with(&suffix) {
+            what.truncate(what.len() - suffix.len());
+        }
+        let bytes = &self.buf[start..end];
+        let line_start = if line == 1 {
+            0
+        } else {
+            memchr::memchr_iter(b'\n', bytes)
+                .nth(line - 2)
+                .map_or(bytes.len(), |newline| newline + 1)
+        };
+        let index = as_streamed(&what, bytes, line_start + column);
+        ScanError::Syntax {
+            what,
+            at: self.at(start) + index as u64,
+            positioned: true,
+        }
+    }
+
+    /// Put an error in serde_json's words: its description with the line and column of the
+    /// document, and the byte offset reached. A failure to read the file is returned as such.
+    pub(crate) fn describe(&mut self, err: ScanError) -> io::Result<(String, u64)> {
+        match err {
+            ScanError::Io(err) => Err(err),
+            ScanError::Syntax {
+                what,
+                at,
+                positioned: false,
+            } => Ok((what, at)),
+            ScanError::Syntax { what, at, .. } => {
+                let (line, column) = self.line_column(at)?;
+                Ok((format!("{what} at line {line} column {column}"), at))
+            }
+        }
+    }
+
+    /// The line and column serde_json counts after taking the document's bytes up to `at`
+    /// (read again from the file: errors are rare, and counting lines on the way would cost every
+    /// document).
+    fn line_column(&mut self, at: u64) -> io::Result<(u64, u64)> {
+        self.reader.seek(SeekFrom::Start(self.start))?;
+        let mut left = at.saturating_sub(self.start);
+        let (mut line, mut column) = (1u64, 0u64);
+        let mut chunk = vec![0u8; 64 * 1024];
+        while left > 0 {
+            let want = chunk.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            let n = match self.reader.read(&mut chunk[..want]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            };
+            let part = &chunk[..n];
+            match memchr::memrchr(b'\n', part) {
+                Some(last) => {
+                    line += memchr::memchr_iter(b'\n', part).count() as u64;
+                    column = (n - last - 1) as u64;
+                }
+                None => column += n as u64,
+            }
+            left -= n as u64;
+        }
+        Ok((line, column))
+    }
+}
+
+/// Where serde_json's stream reader would have placed an error its slice reader found at
+/// `index` of `bytes`. They agree but for two errors the slice reader places a byte earlier: a
+/// control character in a skipped string (on the character rather than after it), and a number
+/// out of range found once the number has ended (before the byte that ended it rather than
+/// after).
+fn as_streamed(what: &str, bytes: &[u8], index: usize) -> usize {
+    let control = |i: usize| bytes.get(i).is_some_and(|b| *b < 0x20);
+    if what.starts_with("control character") && control(index) && !control(index.wrapping_sub(1)) {
+        return index + 1;
+    }
+    if what == "number out of range" {
+        let ended = bytes.get(index).is_some_and(|b| !b.is_ascii_digit());
+        if ended && !exponent_overflows(&bytes[..index]) {
+            return index + 1;
+        }
+    }
+    index
+}
+
+/// Whether the number `text` ends with has an exponent beyond `i32`: serde_json stops on such
+/// a number at the digit that overflows, not after the number.
+fn exponent_overflows(text: &[u8]) -> bool {
+    let digits = text.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    let (head, exponent) = text.split_at(text.len() - digits);
+    let head = head
+        .strip_suffix(b"+")
+        .or_else(|| head.strip_suffix(b"-"))
+        .unwrap_or(head);
+    if !matches!(head.last(), Some(b'e' | b'E')) {
+        return false;
+    }
+    exponent
+        .iter()
+        .try_fold(0u64, |value, digit| {
+            value.checked_mul(10)?.checked_add(u64::from(digit - b'0'))
+        })
+        .is_none_or(|value| value > i32::MAX as u64)
+}
+
+/// JSON's blanks.
+fn is_blank(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\n' | b'\t' | b'\r')
+}
+
+/// A byte that cannot continue a number or a literal.
+fn is_delimiter(byte: u8) -> bool {
+    is_blank(byte) || matches!(byte, b',' | b':' | b'[' | b']' | b'{' | b'}' | b'"')
+}
+
+/// How many bytes of `token` a number or literal that serde_json parsed took: the longest
+/// beginning that is a JSON number (`-`, digits, fraction, exponent), or the literal.
+fn token_len(token: &[u8]) -> usize {
+    let digits = |from: usize| {
+        from + token[from.min(token.len())..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    match token.first() {
+        Some(b'n' | b't') => 4,
+        Some(b'f') => 5,
+        _ => {
+            let mut i = usize::from(token.first() == Some(&b'-'));
+            i = if token.get(i) == Some(&b'0') {
+                i + 1
+            } else {
+                digits(i)
+            };
+            if token.get(i) == Some(&b'.') {
+                i = digits(i + 1);
+            }
+            if matches!(token.get(i), Some(b'e' | b'E')) {
+                i += 1;
+                if matches!(token.get(i), Some(b'+' | b'-')) {
+                    i += 1;
+                }
+                i = digits(i);
+            }
+            i
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::{MapAccess, SeqAccess, Visitor};
+    use serde::Deserializer as _;
+    use serde_json::{json, Value};
+    use std::cell::Cell;
+    use std::fmt;
+    use std::io::Cursor;
+    use std::rc::Rc;
+
+    fn scanner(text: &[u8], chunk: usize, first_check: usize) -> Scanner<Cursor<Vec<u8>>> {
+        Scanner::start(Cursor::new(text.to_vec()), chunk, first_check)
+            .unwrap()
+            .unwrap()
+    }
+
+    /// What a document reads as: the values taken (see [`walk`]) and the error it stopped on, if
+    /// any, as (serde_json's message, byte offset).
+    type Reading = (Vec<Value>, Option<(String, u64)>);
+
+    /// Walk a document with the scanner: a top-level list is read element by element; in a
+    /// top-level object, `list` is streamed when it is a list (drained when an object), `pick` is
+    /// parsed whole, anything else is skipped.
+    fn walk(text: &[u8], chunk: usize, first_check: usize) -> Reading {
+        let mut scan = match Scanner::start(Cursor::new(text.to_vec()), chunk, first_check) {
+            Ok(Ok(scan)) => scan,
+            _ => return (Vec::new(), Some(("not a document".to_string(), 0))),
+        };
+        let mut out = Vec::new();
+        let outcome = walk_document(&mut scan, &mut out).and_then(|()| scan.end());
+        (out, outcome.err().map(|e| scan.describe(e).unwrap()))
+    }
+
+    fn walk_list(
+        scan: &mut Scanner<Cursor<Vec<u8>>>,
+        out: &mut Vec<Value>,
+    ) -> Result<(), ScanError> {
+        let mut list = scan.enter();
+        while scan.next_element(&mut list)? {
+            out.push(scan.parse(PhantomData::<Value>)?);
+        }
+        Ok(())
+    }
+
+    fn walk_document(
+        scan: &mut Scanner<Cursor<Vec<u8>>>,
+        out: &mut Vec<Value>,
+    ) -> Result<(), ScanError> {
+        if scan.peek()? == Some(b'[') {
+            return walk_list(scan, out);
+        }
+        let mut object = scan.enter();
+        while let Some(key) = scan.next_key(&mut object)? {
+            match key.as_str() {
+                "list" => match scan.peek()? {
+                    Some(b'[') => walk_list(scan, out)?,
+                    Some(b'{') => {
+                        scan.drain_object()?;
+                        out.push(json!("an object"));
+                    }
+                    _ => out.push(scan.parse(PhantomData::<Value>)?),
+                },
+                "pick" => out.push(scan.parse(PhantomData::<Value>)?),
+                _ => scan.skip()?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A reader that counts the bytes it hands out.
+    struct Counting(Cursor<Vec<u8>>, Rc<Cell<u64>>);
+
+    impl Read for Counting {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.read(out)?;
+            self.1.set(self.1.get() + n as u64);
+            Ok(n)
+        }
+    }
+
+    /// The same walk with serde_json's streaming reader: what the adapters did before the
+    /// scanner, and what it must match.
+    fn reference(text: &[u8]) -> Reading {
+        let mut skipped = if text.starts_with(b"\xEF\xBB\xBF") {
+            3
+        } else {
+            0
+        };
+        skipped += text[skipped..].iter().take_while(|b| is_blank(**b)).count();
+        let taken = Rc::new(Cell::new(skipped as u64));
+        let reader = Counting(Cursor::new(text[skipped..].to_vec()), Rc::clone(&taken));
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        let mut out = Vec::new();
+        let outcome = (&mut de)
+            .deserialize_any(Top(&mut out))
+            .and_then(|()| de.end());
+        let error = outcome.err().map(|e| {
+            // Where the error is: its line and column, counted as serde_json counts them from
+            // the document's start. (The reader may have taken a byte or two more by the time
+            // the error is seen: serde_json goes on to close the enclosing lists.)
+            let doc = &text[skipped..];
+            let line_start = match e.line() {
+                1 => 0,
+                n => memchr::memchr_iter(b'\n', doc).nth(n - 2).unwrap() + 1,
+            };
+            let at = (skipped + line_start + e.column()) as u64;
+            assert!(at <= taken.get());
+            (e.to_string(), at)
+        });
+        (out, error)
+    }
+
+    struct Top<'a>(&'a mut Vec<Value>);
+
+    impl<'de> Visitor<'de> for Top<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a document")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+            List(self.0).visit_seq(seq)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "list" => map.next_value_seed(List(&mut *self.0))?,
+                    "pick" => self.0.push(map.next_value()?),
+                    _ => crate::ingest::json_pick::skip(&mut map)?,
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// A `list` value: its elements, or a word for an object, or the value itself.
+    struct List<'a>(&'a mut Vec<Value>);
+
+    impl<'de> DeserializeSeed<'de> for List<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for List<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while let Some(value) = seq.next_element()? {
+                self.0.push(value);
+            }
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+            crate::ingest::json_pick::drain_map(map)?;
+            self.0.push(json!("an object"));
+            Ok(())
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+            self.0.push(json!(v));
+            Ok(())
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+            self.0.push(json!(v));
+            Ok(())
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+            self.0.push(json!(v));
+            Ok(())
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+            self.0.push(json!(v));
+            Ok(())
+        }
+        fn visit_str<E>(self, v: &str) -> Result<(), E> {
+            self.0.push(json!(v));
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            self.0.push(Value::Null);
+            Ok(())
+        }
+    }
+
+    /// Strings holding brackets, braces, escaped quotes and backslashes, multi-byte text, nested
+    /// lists, blanks between elements.
+    const TRICKY: &str = "[ \"a]\" ,\n\t\"b\\\"]}\", \"a\\\\\", \"a\\\\\\\\\" ,{\"k\": \"}]\\\"{[\", \
+                          \"n\": [1, [2, [3, []]]]}, [[\"]\"], {}], \"日本語 é ü\", \"\\u00e9\\n\",\r\n \
+                          -1.5e3, 0, 12, true, false, null, {}, [] ]";
+
+    #[test]
+    fn elements_at_every_chunk_size() {
+        let expected: Vec<Value> = serde_json::from_str(TRICKY).unwrap();
+        assert_eq!(expected.len(), 16);
+        assert_eq!(expected[2], json!("a\\"));
+        assert_eq!(expected[3], json!("a\\\\"));
+        for chunk in (1..=17).chain([4096]) {
+            assert_eq!(
+                walk(TRICKY.as_bytes(), chunk, 1 << 20),
+                (expected.clone(), None),
+                "chunk {chunk}"
+            );
+        }
+    }
+
+    #[test]
+    fn objects_keys_and_skipped_values() {
+        let text = "\u{feff}\n {\"skip\": {\"a\": [1, \"]\"], \"b\": \"}\"}, \"pick\": {\"x\": \"é\"},\n \
+                    \"skip2\": [\"[\", 3, {\"c\": null}], \"n\": -0.5, \"list\": [1, \"two\", [3]],\n \
+                    \"pick\": \"\\\"\", \"list\": {\"a\": [1]}, \"list\": null}";
+        let want = vec![
+            json!({"x": "é"}),
+            json!(1),
+            json!("two"),
+            json!([3]),
+            json!("\""),
+            json!("an object"),
+            Value::Null,
+        ];
+        for chunk in [1, 2, 3, 7, 64, 1 << 20] {
+            assert_eq!(walk(text.as_bytes(), chunk, 1 << 20), (want.clone(), None));
+        }
+        assert_eq!(reference(text.as_bytes()), (want, None));
+    }
+
+    #[test]
+    fn a_truncated_document_names_the_end() {
+        let text = b"[{\"a\": 1},\n {\"b\": [2, \"x";
+        for chunk in [1, 4, 1 << 20] {
+            let (values, error) = walk(text, chunk, 1 << 20);
+            assert_eq!(values, vec![json!({"a": 1})]);
+            assert_eq!(
+                error,
+                Some((
+                    "EOF while parsing a string at line 2 column 13".to_string(),
+                    text.len() as u64
+                ))
+            );
+        }
+    }
+
+    #[test]
+    fn trailing_garbage_is_reported_after_the_values() {
+        let (values, error) = walk(b"[1, 2]\n  x y", 3, 1 << 20);
+        assert_eq!(values, vec![json!(1), json!(2)]);
+        assert_eq!(
+            error,
+            Some(("trailing characters at line 2 column 3".to_string(), 10))
+        );
+        assert_eq!(walk(b"[1]\n \n", 1, 1 << 20), (vec![json!(1)], None));
+    }
+
+    #[test]
+    fn between_value_errors_use_serde_json_words() {
+        // Each of the scanner's own messages, checked against serde_json's.
+        for (text, words) in [
+            ("[1", EOF_LIST),
+            ("{\"a\": 1", EOF_OBJECT),
+            ("[1,", EOF_VALUE),
+            ("{\"a\" 1}", EXPECTED_COLON),
+            ("[1 2]", LIST_COMMA_OR_END),
+            ("{\"a\": 1 \"b\": 2}", OBJECT_COMMA_OR_END),
+            ("{1: 2}", KEY_MUST_BE_A_STRING),
+            ("[1] 2", TRAILING_CHARACTERS),
+            ("[1,]", TRAILING_COMMA),
+        ] {
+            let err = serde_json::from_str::<Value>(text).unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!("{words} at line")),
+                "{err} / {words}"
+            );
+        }
+    }
+
+    /// Broken variants of a few documents: each cut short at every byte, and with each byte
+    /// replaced by (or preceded by) a troublesome one.
+    fn variants(doc: &str) -> Vec<Vec<u8>> {
+        let doc = doc.as_bytes();
+        let mut out = vec![doc.to_vec()];
+        for cut in 0..doc.len() {
+            out.push(doc[..cut].to_vec());
+        }
+        let swaps: [&[u8]; 17] = [
+            b"x",
+            b"}",
+            b"]",
+            b",",
+            b"\"",
+            b"\x01",
+            b":",
+            b"{",
+            b"[",
+            b"\\",
+            b"",
+            b"\n",
+            b"\xff",
+            b"1e",
+            b"9e999",
+            b"9e9999999999",
+            b"9e99999999999",
+        ];
+        for at in 0..doc.len() {
+            for swap in swaps {
+                let mut v = doc[..at].to_vec();
+                v.extend_from_slice(swap);
+                v.extend_from_slice(&doc[at + 1..]);
+                out.push(v);
+            }
+            for insert in [&b","[..], b" ", b"]", b"}"] {
+                let mut v = doc[..at].to_vec();
+                v.extend_from_slice(insert);
+                v.extend_from_slice(&doc[at..]);
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn broken_documents_read_as_the_streaming_parser_read_them() {
+        let docs = [
+            "[{\"a\": [1, \"]\\\"\"]},\n 2.5, \"s\\\\\", null, [true, {}]]",
+            "\u{feff} {\"x\": [1, {\"y\": \"}\"}],\n \"list\": [{\"k\": \"é\"}, -3e2], \"pick\": {\"p\": 1}}\n",
+            "{\"list\": {\"a\": [1], \"b\": \"c\"}, \"pick\": tru}",
+        ];
+        let mut checked = 0;
+        for doc in docs {
+            for text in variants(doc) {
+                // Files that open as no document at all are `opening_...`'s business.
+                if Scanner::start(Cursor::new(text.clone()), 1, 1)
+                    .unwrap()
+                    .is_err()
+                {
+                    continue;
+                }
+                let want = reference(&text);
+                for (chunk, first_check) in [(1, 1), (3, 1 << 20), (5, 6), (1 << 20, 1 << 20)] {
+                    let got = walk(&text, chunk, first_check);
+                    assert_eq!(
+                        got,
+                        want,
+                        "chunk {chunk}, check {first_check}: {:?}",
+                        String::from_utf8_lossy(&text)
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+    }
+
+    #[test]
+    fn a_broken_value_is_not_read_to_the_end_of_the_file() {
+        // A missing colon early in the first element, then a long run that never closes it.
+        let mut text = b"[{\"a\": 1, \"b\" 2, \"c\": ".to_vec();
+        text.extend(std::iter::repeat_n(b'[', 100_000));
+        let mut scan = scanner(&text, 256, 1024);
+        let mut list = scan.enter();
+        assert!(scan.next_element(&mut list).unwrap());
+        let err = scan.parse(PhantomData::<Value>).unwrap_err();
+        assert!(scan.buf.len() < 8 * 1024, "{}", scan.buf.len());
+        assert_eq!(
+            scan.describe(err).unwrap(),
+            ("expected `:` at line 1 column 15".to_string(), 15)
+        );
+        assert_eq!(
+            reference(&text).1,
+            Some(("expected `:` at line 1 column 15".to_string(), 15))
+        );
+        // A large element that is sound is read whole however often it is checked.
+        let big: Vec<Value> = (0..2000).map(|i| json!({"i": i, "s": "]}\"[{"})).collect();
+        let text = serde_json::to_vec(&vec![Value::from(big.clone()), json!(1)]).unwrap();
+        assert_eq!(
+            walk(&text, 100, 512),
+            (vec![Value::from(big), json!(1)], None)
+        );
+    }
+
+    #[test]
+    fn opening_skips_a_byte_order_mark_and_blanks() {
+        let mut scan = scanner(b"\xEF\xBB\xBF \n[1]", 2, 1 << 20);
+        assert_eq!(scan.start, 5);
+        assert_eq!(scan.peek().unwrap(), Some(b'['));
+        for (text, verdict) in [
+            (&b""[..], NotJson::Empty),
+            (&b" \r\n\t"[..], NotJson::Blank),
+            (&b"\xEF\xBB\xBF"[..], NotJson::Blank),
+            (&b" 12"[..], NotJson::Starts("12".to_string())),
+            (
+                &b"  not json, and longer than the quoted part"[..],
+                NotJson::Starts("not json, and longer tha".to_string()),
+            ),
+        ] {
+            for chunk in [1, 1 << 20] {
+                let opened = Scanner::start(Cursor::new(text.to_vec()), chunk, 1 << 20).unwrap();
+                assert_eq!(opened.err(), Some(verdict.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn token_lengths() {
+        for (token, len) in [
+            (&b"null,"[..], 4),
+            (b"true]", 4),
+            (b"false}", 5),
+            (b"0,", 1),
+            (b"-12.5e+3x", 8),
+            (b"7", 1),
+            (b"1E5 ", 3),
+            (b"-0.0]", 4),
+        ] {
+            assert_eq!(
+                token_len(token),
+                len,
+                "{:?}",
+                String::from_utf8_lossy(token)
+            );
+        }
+    }
+}
