@@ -204,54 +204,40 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     let mut conversations = 0u64;
     let mut runs = 0u64;
     let mut findings = 0u64;
-    // One thread reads the next part while the pool audits this one (two parts in memory at
-    // most); results are written in part order.
-    std::thread::scope(|scope| -> io::Result<()> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<Vec<Conversation>>>(1);
-        let store = &store;
-        scope.spawn(move || {
-            for part in 0..store.parts {
-                let read = store.read_part(part);
-                let failed = read.is_err();
-                if tx.send(read).is_err() || failed {
-                    break;
-                }
-            }
+    // One part at a time: read, audited in parallel, written in order. (Reading the next part
+    // while auditing this one was tried: on two cores it gained little and held two parts.)
+    for part in 0..store.parts {
+        let convs = store.read_part(part)?;
+        conversations += convs.len() as u64;
+        runs += convs.iter().map(|c| c.runs.len() as u64).sum::<u64>();
+        let results: Vec<Contribution> = pool.install(|| {
+            convs
+                .par_iter()
+                .map(|c| {
+                    let r = audit_conversation(c, &passes, &ctx);
+                    progress.inc(c.runs.len() as u64);
+                    r
+                })
+                .collect()
         });
-        for read in rx {
-            let convs = read?;
-            conversations += convs.len() as u64;
-            runs += convs.iter().map(|c| c.runs.len() as u64).sum::<u64>();
-            let results: Vec<Contribution> = pool.install(|| {
-                convs
-                    .par_iter()
-                    .map(|c| {
-                        let r = audit_conversation(c, &passes, &ctx);
-                        progress.inc(c.runs.len() as u64);
-                        r
-                    })
-                    .collect()
-            });
-            drop(convs);
-            for r in results {
-                count(&mut counts, &r);
-                findings += r.findings.len() as u64;
-                tables.append(&r.findings, &r.dispositions, &r.agreement)?;
-                for (name, table) in extra.iter_mut() {
-                    let rows: Vec<&serde_json::Value> = r
-                        .rows
-                        .iter()
-                        .filter(|(t, _)| t == name)
-                        .map(|(_, row)| row)
-                        .collect();
-                    if !rows.is_empty() {
-                        table.append(&rows)?;
-                    }
+        drop(convs);
+        for r in results {
+            count(&mut counts, &r);
+            findings += r.findings.len() as u64;
+            tables.append(&r.findings, &r.dispositions, &r.agreement)?;
+            for (name, table) in extra.iter_mut() {
+                let rows: Vec<&serde_json::Value> = r
+                    .rows
+                    .iter()
+                    .filter(|(t, _)| t == name)
+                    .map(|(_, row)| row)
+                    .collect();
+                if !rows.is_empty() {
+                    table.append(&rows)?;
                 }
             }
         }
-        Ok(())
-    })?;
+    }
     progress.finish_and_clear();
 
     let ledger = ledger_rows(&passes, &counts);

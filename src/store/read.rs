@@ -189,8 +189,14 @@ impl Store {
         let path = self.dir.join("events").join(part_file_name(part));
         let part_runs = read_part_runs(&self.dir, part)?;
         let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
-        for batch in read_batches(&path)? {
-            append_events(&batch, &mut events_by_run)?;
+        // Batch by batch: the decoded columns of one batch are held at a time, not the part's.
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path)?)
+            .map_err(to_io)?
+            .with_batch_size(4096)
+            .build()
+            .map_err(to_io)?;
+        for batch in reader {
+            append_events(&batch.map_err(to_io)?, &mut events_by_run)?;
         }
         // Per conversation: its earliest origin, and its runs with their table rows.
         type Gathered<'a> = (Origin, Vec<(&'a RunRow, Run)>);

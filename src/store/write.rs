@@ -50,13 +50,28 @@ pub fn writer_properties() -> WriterProperties {
     // column); with one part per 64 MB of input that grew with the input (issue 8). Columns
     // that encode small without it are left uncompressed: counters and times delta-encoded,
     // low-cardinality names dictionary-encoded.
-    for column in ["seq", "flags", "iteration", "timestamp", "turn", "landings", "events"] {
+    for column in [
+        "seq",
+        "flags",
+        "iteration",
+        "timestamp",
+        "turn",
+        "landings",
+        "events",
+    ] {
         builder = builder
             .set_column_compression(ColumnPath::from(column), Compression::UNCOMPRESSED)
             .set_column_dictionary_enabled(ColumnPath::from(column), false)
             .set_column_encoding(ColumnPath::from(column), Encoding::DELTA_BINARY_PACKED);
     }
-    for column in ["kind", "source_type", "role", "tool_name", "error", "duration_ms"] {
+    for column in [
+        "kind",
+        "source_type",
+        "role",
+        "tool_name",
+        "error",
+        "duration_ms",
+    ] {
         builder =
             builder.set_column_compression(ColumnPath::from(column), Compression::UNCOMPRESSED);
     }
