@@ -496,57 +496,41 @@ impl<R: Read + Seek> Scanner<R> {
     fn scan(&mut self, nest: &mut Nest) -> Option<usize> {
         let buf = &self.buf[..self.filled];
         let mut i = self.pos;
-        let mut depth = nest.depth;
-        let mut in_string = nest.in_string;
-        let mut escaped = nest.escaped;
-        'scan: loop {
-            if in_string {
-                if escaped {
-                    if i == buf.len() {
-                        break 'scan;
-                    }
-                    i += 1;
-                    escaped = false;
+        let Nest {
+            mut depth,
+            mut in_string,
+            mut escaped,
+        } = *nest;
+        loop {
+            if escaped {
+                if i == buf.len() {
+                    break;
                 }
-                match memchr::memchr2(b'"', b'\\', &buf[i..]) {
-                    None => {
-                        i = buf.len();
-                        break 'scan;
-                    }
-                    Some(k) => {
-                        i += k + 1;
-                        if buf[i - 1] == b'\\' {
-                            escaped = true;
-                        } else {
-                            in_string = false;
-                            if depth == 0 {
-                                self.pos = i;
-                                return Some(i);
-                            }
-                        }
+                i += 1;
+                escaped = false;
+            }
+            let Some(mark) = find_mark(buf, i, in_string) else {
+                i = buf.len();
+                break;
+            };
+            i = mark + 1;
+            match buf[mark] {
+                b'"' => {
+                    in_string = !in_string;
+                    if !in_string && depth == 0 {
+                        self.pos = i;
+                        return Some(i);
                     }
                 }
-            } else {
-                while i < buf.len() {
-                    let byte = buf[i];
-                    i += 1;
-                    match byte {
-                        b'"' => {
-                            in_string = true;
-                            continue 'scan;
-                        }
-                        b'[' | b'{' => depth += 1,
-                        b']' | b'}' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                self.pos = i;
-                                return Some(i);
-                            }
-                        }
-                        _ => {}
+                b'\\' => escaped = true,
+                b'[' | b'{' => depth += 1,
+                _ => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.pos = i;
+                        return Some(i);
                     }
                 }
-                break 'scan;
             }
         }
         self.pos = i;
@@ -580,9 +564,12 @@ impl<R: Read + Seek> Scanner<R> {
         let line_start = if line == 1 {
             0
         } else {
-            memchr::memchr_iter(b'\n', bytes)
+            bytes
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
                 .nth(line - 2)
-                .map_or(bytes.len(), |newline| newline + 1)
+                .map_or(bytes.len(), |(newline, _)| newline + 1)
         };
         let index = as_streamed(&what, bytes, line_start + column);
         ScanError::Syntax {
@@ -626,9 +613,9 @@ impl<R: Read + Seek> Scanner<R> {
                 Err(err) => return Err(err),
             };
             let part = &chunk[..n];
-            match memchr::memrchr(b'\n', part) {
+            match part.iter().rposition(|b| *b == b'\n') {
                 Some(last) => {
-                    line += memchr::memchr_iter(b'\n', part).count() as u64;
+                    line += part.iter().filter(|b| **b == b'\n').count() as u64;
                     column = (n - last - 1) as u64;
                 }
                 None => column += n as u64,
@@ -676,6 +663,50 @@ fn exponent_overflows(text: &[u8]) -> bool {
             value.checked_mul(10)?.checked_add(u64::from(digit - b'0'))
         })
         .is_none_or(|value| value > i32::MAX as u64)
+}
+
+/// The index of the first byte from `from` on that matters to a scan: a quote or a backslash in
+/// a string, a quote or a bracket outside one. Eight bytes are looked at a time.
+#[inline]
+fn find_mark(buf: &[u8], from: usize, in_string: bool) -> Option<usize> {
+    let mut i = from;
+    while let Some(eight) = buf.get(i..i + 8) {
+        let word = u64::from_le_bytes(eight.try_into().expect("eight bytes"));
+        let marks = if in_string {
+            bytes_equal(word, b'"') | bytes_equal(word, b'\\')
+        } else {
+            // `[` and `{` differ by one bit, as do `]` and `}`.
+            let folded = word | repeat(0x20);
+            bytes_equal(word, b'"') | bytes_equal(folded, b'{') | bytes_equal(folded, b'}')
+        };
+        if marks != 0 {
+            return Some(i + marks.trailing_zeros() as usize / 8);
+        }
+        i += 8;
+    }
+    buf[i..]
+        .iter()
+        .position(|&byte| {
+            if in_string {
+                byte == b'"' || byte == b'\\'
+            } else {
+                matches!(byte, b'"' | b'[' | b']' | b'{' | b'}')
+            }
+        })
+        .map(|k| i + k)
+}
+
+/// `byte` in each byte of a word.
+const fn repeat(byte: u8) -> u64 {
+    u64::from_le_bytes([byte; 8])
+}
+
+/// The high bit of each byte of `word` that equals `byte`. The lowest one marked is exact (a
+/// borrow can mark bytes above a true match, never below one), which is all [`find_mark`] uses.
+#[inline]
+fn bytes_equal(word: u64, byte: u8) -> u64 {
+    let zero_where_equal = word ^ repeat(byte);
+    zero_where_equal.wrapping_sub(repeat(0x01)) & !zero_where_equal & repeat(0x80)
 }
 
 /// JSON's blanks.
@@ -826,7 +857,10 @@ mod tests {
             let doc = &text[skipped..];
             let line_start = match e.line() {
                 1 => 0,
-                n => memchr::memchr_iter(b'\n', doc).nth(n - 2).unwrap() + 1,
+                n => {
+                    let newlines = doc.iter().enumerate().filter(|(_, b)| **b == b'\n');
+                    newlines.map(|(i, _)| i).nth(n - 2).unwrap() + 1
+                }
             };
             let at = (skipped + line_start + e.column()) as u64;
             assert!(at <= taken.get());
@@ -1121,6 +1155,30 @@ mod tests {
             for chunk in [1, 1 << 20] {
                 let opened = Scanner::start(Cursor::new(text.to_vec()), chunk, 1 << 20).unwrap();
                 assert_eq!(opened.err(), Some(verdict.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn marks_are_found_eight_bytes_at_a_time_as_one_at_a_time() {
+        // Every byte value, and runs of the marks and their near neighbours (a borrow in the
+        // word-wide compare must not hide or invent the first mark).
+        let mut text: Vec<u8> = (0..=255u8).collect();
+        text.extend_from_slice(b"ab\"[]{}\\\x01\x02\x21\x23ZZ\x5a\x5c\x7c\x7e{\x00\xff\x7b\x1b}]");
+        text.extend(std::iter::repeat_n(b'x', 20));
+        for in_string in [false, true] {
+            let naive = |from: usize| {
+                (from..text.len()).find(|&i| {
+                    let b = text[i];
+                    if in_string {
+                        b == b'"' || b == b'\\'
+                    } else {
+                        matches!(b, b'"' | b'[' | b']' | b'{' | b'}')
+                    }
+                })
+            };
+            for from in 0..=text.len() {
+                assert_eq!(find_mark(&text, from, in_string), naive(from), "{from}");
             }
         }
     }
