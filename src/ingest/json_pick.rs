@@ -8,9 +8,11 @@
 //!   goes on. [`Tracked`] marks the record being parsed, so that a syntax error can name it.
 //! - Documents: [`open_json`] opens a file after a byte-order mark and leading blanks, or says
 //!   why it holds no JSON document ([`NotJson`]); [`JsonDoc::offset`] says how far the parser
-//!   got, so that a document that breaks can say where.
-//! - Quarantine entries tagged with the adapter's format, and [`broken`] for a document the
-//!   parser stopped in.
+//!   got, so that a document that breaks can say where. The Inspect and SWE-agent adapters read
+//!   their documents this way; tau2 and tau-bench read theirs with
+//!   [`json_scan`](crate::ingest::json_scan), which hands each record to these seeds from memory.
+//! - Quarantine entries tagged with the adapter's format, and [`broken`] (or [`broken_at`]) for
+//!   a document the parser stopped in.
 //! - Text out of values: [`scalar_text`], [`non_empty`], [`content_text`], [`first_key`].
 
 use std::cell::Cell;

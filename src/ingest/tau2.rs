@@ -16,9 +16,9 @@
 //! walked key by key (`tasks` and other bulky keys are skipped unbuilt, one element at a time),
 //! `info` is read when it comes before `simulations` (it always does in files tau2 writes) to
 //! name the agent and model, and each simulation is parsed, built and handed to the sink before
-//! the next one is read. A [`Scanner`] reads the file in large chunks and hands each simulation
-//! over as bytes in memory, parsed with the `json_pick` seeds; messages are mapped by `chat`, as
-//! tau-bench's are.
+//! the next one is read. A `json_scan::Scanner` reads the file in large chunks and hands each
+//! simulation over as bytes in memory, parsed with the `json_pick` seeds; messages are mapped by
+//! `chat`, as tau-bench's are.
 
 use std::cell::Cell;
 use std::collections::HashMap;

@@ -3,11 +3,11 @@
 //! arguments, a JSON string, under `function`; tool messages answer with `tool_call_id`), mapped
 //! by `chat` as tau2's messages are.
 //!
-//! The list is read as a stream, one record at a time: a [`Scanner`] reads the file in large
-//! chunks and hands each record over as bytes in memory, which are parsed (with the `json_pick`
-//! seeds), turned into [`ChatMessage`]s, built into a conversation by [`trajectory::build`] and
-//! handed to the sink before the next record is read. Only the keys a record needs are kept; the
-//! rest is skipped by the parser without being built.
+//! The list is read as a stream, one record at a time: a `json_scan::Scanner` reads the file in
+//! large chunks and hands each record over as bytes in memory, which are parsed (with the
+//! `json_pick` seeds), turned into [`ChatMessage`]s, built into a conversation by
+//! [`trajectory::build`] and handed to the sink before the next record is read. Only the keys a
+//! record needs are kept; the rest is skipped by the parser without being built.
 
 use std::cell::Cell;
 use std::collections::HashMap;
