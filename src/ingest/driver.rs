@@ -158,7 +158,7 @@ fn sha256_of(path: &Path) -> io::Result<String> {
 /// Read one file into its channel.
 fn read_one(path: &Path, display: &str, forced: Option<Format>, tx: &SyncSender<Message>) {
     let mut sink = ChannelSink { tx, records: 0 };
-    let sha256 = sha256_of(path).unwrap_or_default();
+    crate::ingest::clear_read_digest();
     let detected = match forced {
         Some(f) => Ok(Some(f)),
         None => crate::ingest::read_head(path).map(|head| {
@@ -196,6 +196,10 @@ fn read_one(path: &Path, display: &str, forced: Option<Format>, tx: &SyncSender<
             }
         }
     };
+    // Adapters that read their file in one pass hashed it on the way; the rest are read again.
+    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let sha256 =
+        crate::ingest::take_read_digest(len).unwrap_or_else(|| sha256_of(path).unwrap_or_default());
     sink.send(Message::Done {
         format,
         sha256,

@@ -16,7 +16,6 @@
 //! bytes further on, having read on to close the lists around the error before giving up. Values
 //! skipped unbuilt ([`Scanner::skip`]) are still checked, one element at a time.
 
-use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::marker::PhantomData;
 use std::path::Path;
@@ -122,11 +121,12 @@ pub(crate) struct Scanner<R> {
     start: u64,
 }
 
-impl Scanner<File> {
+impl Scanner<crate::ingest::HashingFile> {
     /// Open a file after a UTF-8 byte-order mark and leading blanks. `Ok(Err(..))` when the file
-    /// is empty or does not start a JSON object or list (the same verdicts as `open_json`).
+    /// is empty or does not start a JSON object or list (the same verdicts as `open_json`). The
+    /// file is hashed as it is read.
     pub(crate) fn open(path: &Path) -> io::Result<Result<Self, NotJson>> {
-        Self::start(File::open(path)?, CHUNK, FIRST_CHECK)
+        Self::start(crate::ingest::HashingFile::open(path)?, CHUNK, FIRST_CHECK)
     }
 }
 
