@@ -220,13 +220,6 @@ impl JsonlWriter {
     }
 }
 
-/// Write `rows` as JSON lines.
-pub fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> io::Result<()> {
-    let mut out = JsonlWriter::create(path)?;
-    out.append(rows)?;
-    out.finish()
-}
-
 /// The corpus tables every audit writes, filled as conversations are audited.
 pub struct CorpusTables {
     findings: TableWriter,
@@ -268,19 +261,6 @@ impl CorpusTables {
         self.agreement.finish()?;
         write_parquet(&dir.join("ledger.parquet"), ledger_schema(), ledger)
     }
-}
-
-/// Every corpus table into `dir`.
-pub fn write_tables(
-    dir: &Path,
-    findings: &[Finding],
-    dispositions: &[DispositionRow],
-    ledger: &[LedgerRow],
-    agreement: &[AgreementRow],
-) -> io::Result<()> {
-    let mut tables = CorpusTables::create(dir)?;
-    tables.append(findings, dispositions, agreement)?;
-    tables.finish(dir, ledger)
 }
 
 #[cfg(test)]

@@ -10,9 +10,8 @@ use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Si
 use crate::model::Conversation;
 use crate::store::atomic::{write_file, AtomicDir};
 use crate::store::{Counts, InputEntry, Origin, StoreManifest, StoreWriter};
-use sha2::{Digest, Sha256};
 use std::collections::HashSet;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -137,26 +136,26 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
     Ok(())
 }
 
+/// Hash a file in a pass of its own (for adapters that do not read their file in one pass).
 fn sha256_of(path: &Path) -> io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    let file = crate::ingest::HashingFile::open(path)?;
+    let len = file.len();
+    crate::ingest::clear_read_digest();
+    io::copy(
+        &mut io::BufReader::with_capacity(1 << 20, file),
+        &mut io::sink(),
+    )?;
+    Ok(crate::ingest::take_read_digest(len).unwrap_or_default())
 }
 
 /// Read one file into its channel.
-fn read_one(path: &Path, display: &str, forced: Option<Format>, tx: &SyncSender<Message>) {
+fn read_one(
+    path: &Path,
+    size: u64,
+    display: &str,
+    forced: Option<Format>,
+    tx: &SyncSender<Message>,
+) {
     let mut sink = ChannelSink { tx, records: 0 };
     crate::ingest::clear_read_digest();
     let detected = match forced {
@@ -172,9 +171,7 @@ fn read_one(path: &Path, display: &str, forced: Option<Format>, tx: &SyncSender<
     let (format, error) = match detected {
         Err(e) => (None, Some(format!("cannot read {display}: {e}"))),
         Ok(None) => {
-            let empty = std::fs::metadata(path)
-                .map(|m| m.len() == 0)
-                .unwrap_or(false);
+            let empty = size == 0;
             sink.records_read(1);
             sink.quarantine(Quarantined::dropped(
                 display,
@@ -265,7 +262,7 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
                 }
                 let tx = senders[i].lock().expect("sender lock").take();
                 if let Some(tx) = tx {
-                    read_one(&files[i], &displays[i], opts.format, &tx);
+                    read_one(&files[i], sizes[i], &displays[i], opts.format, &tx);
                 }
             });
         }

@@ -346,6 +346,11 @@ pub(crate) struct HashingFile {
 }
 
 impl HashingFile {
+    /// The file's length when it was opened.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
     pub(crate) fn open(path: &std::path::Path) -> std::io::Result<HashingFile> {
         let file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();

@@ -39,10 +39,6 @@ fn opt_large(a: &LargeStringArray, i: usize) -> Option<String> {
     (!a.is_null(i)).then(|| a.value(i).to_string())
 }
 
-fn read_batches(path: &Path) -> io::Result<Vec<RecordBatch>> {
-    read_row_groups(path, |_| true)
-}
-
 /// The record batches of the row groups of `path` that `keep` selects (by the row group's
 /// metadata).
 fn read_row_groups(
@@ -89,7 +85,10 @@ fn may_hold_part(group: &parquet::file::metadata::RowGroupMetaData, part: u32) -
 
 /// Every row of `runs.parquet`.
 pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
-    runs_from(read_batches(&store.join("runs.parquet"))?, None)
+    runs_from(
+        read_row_groups(&store.join("runs.parquet"), |_| true)?,
+        None,
+    )
 }
 
 /// The rows of `runs.parquet` of one part.
