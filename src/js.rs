@@ -77,19 +77,25 @@ pub fn hash_hex(text: &str) -> String {
 
 /// `Number.prototype.toString()` for a finite double; `NaN`, `Infinity`, `-Infinity` otherwise.
 pub fn number_to_string(n: f64) -> String {
+    let mut out = String::new();
+    write_number(&mut out, n);
+    out
+}
+
+/// [`number_to_string`] appended to a buffer the caller reuses.
+pub fn write_number(out: &mut String, n: f64) {
     if n.is_nan() {
-        return "NaN".to_string();
+        out.push_str("NaN");
+    } else if n.is_infinite() {
+        out.push_str(if n > 0.0 { "Infinity" } else { "-Infinity" });
+    } else if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
+        // Integers below 2^53 print as their digits (and -0 as 0); skip the shortest-digits
+        // search for them.
+        let _ = write!(out, "{}", n as i64);
+    } else {
+        let mut buf = ryu_js::Buffer::new();
+        out.push_str(buf.format_finite(n));
     }
-    if n.is_infinite() {
-        return if n > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
-    }
-    // Integers below 2^53 print as their digits (and -0 as 0); skip the shortest-digits
-    // search for them.
-    if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
-        return (n as i64).to_string();
-    }
-    let mut buf = ryu_js::Buffer::new();
-    buf.format_finite(n).to_string()
 }
 
 /// The double JavaScript's `JSON.parse` would give for a JSON number.

@@ -3,6 +3,7 @@
 //! injected material supplied).
 
 use super::normalize::{for_each_token, js_trim, lookup_forms, normalize_into};
+use super::walk::{Gathered, Outcome};
 use super::CompiledEvidence;
 use crate::js;
 use crate::model::{HistoryMessage, Role};
@@ -134,6 +135,8 @@ struct Collector {
     turn: u32,
     /// A buffer reused for normalising.
     scratch: String,
+    /// Forms of the JSON result being read, before they reach `forms`.
+    gathered: Gathered,
 }
 
 impl Collector {
@@ -143,6 +146,7 @@ impl Collector {
             budget,
             turn: 0,
             scratch: String::new(),
+            gathered: Gathered::default(),
         }
     }
 
@@ -219,7 +223,32 @@ impl Collector {
 
     /// Index one tool result: walked when its trimmed text opens with `{` or `[` and parses,
     /// tokenised as text otherwise.
+    ///
+    /// The walk reads the text directly ([`Gathered`]) when that is sure to give what the
+    /// reference walk over a parsed `Value` ([`Collector::add_result_reference`]) gives, and
+    /// takes the reference walk otherwise.
     fn add_result(&mut self, content: &str) {
+        let trimmed = js_trim(content);
+        if trimmed.starts_with('{') || trimmed.starts_with('[') {
+            let mut gathered = std::mem::take(&mut self.gathered);
+            let direct = gathered.read(trimmed) == Outcome::Complete
+                && gathered.fits_within(self.budget);
+            if direct {
+                for form in gathered.forms() {
+                    self.add_normalized(form);
+                }
+            }
+            self.gathered = gathered;
+            if direct {
+                return;
+            }
+        }
+        self.add_result_reference(content);
+    }
+
+    /// The reference walk: parse into a `Value` (lone surrogate escapes allowed, as
+    /// `JSON.parse` allows them) and visit keys in JavaScript property order.
+    fn add_result_reference(&mut self, content: &str) {
         let trimmed = js_trim(content);
         if trimmed.starts_with('{') || trimmed.starts_with('[') {
             if let Ok(parsed) = js::parse_json(trimmed) {
@@ -263,4 +292,63 @@ pub fn build_index(
         index.add_exempt_text(text);
     }
     index
+}
+
+#[cfg(test)]
+mod direct_walk_tests {
+    use super::Collector;
+
+    /// Feed the same results to a collector taking the direct walk where it may and to one
+    /// always taking the reference walk; the indexes must be the same entry for entry.
+    fn assert_same(budget: usize, results: &[&str]) {
+        let mut direct = Collector::new(budget);
+        let mut reference = Collector::new(budget);
+        for (turn, result) in results.iter().enumerate() {
+            direct.turn = turn as u32 / 2;
+            reference.turn = turn as u32 / 2;
+            direct.add_result(result);
+            reference.add_result_reference(result);
+            let mut a: Vec<_> = direct.forms.iter().collect();
+            let mut b: Vec<_> = reference.forms.iter().collect();
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "budget {budget}, after result {turn}: {result}");
+            assert_eq!(direct.budget, reference.budget, "budget {budget}: {result}");
+        }
+    }
+
+    const RESULTS: &[&str] = &[
+        r#"{"order":"A-1042","total":"$1,250.00","items":[{"sku":"0xEF0101","qty":3}],"paid":true,"note":null}"#,
+        r#"  [1, -0, 0.1, 1e21, 1.5e-7, 123456789012345678, -42, 9007199254740993, 2.50]  "#,
+        r#"{"10":"ten","2":"two","b":"bee","1":"one","a":{"0":"zero"}}"#,
+        r#"{"a":"first value","b":1,"a":"second value"}"#,
+        r#"{"outer":{"k":"x","k":"y"},"z":"zed"}"#,
+        r#"{"s":"caf\u00e9 \n line\tbreak \"quoted\" 41,200 fc1/3,fc1/4"}"#,
+        r#"{"lone":"\ud800 high"}"#,
+        r#"{"broken": "#,
+        r#"{"trailing":1} extra"#,
+        r#"[[[["deep"]]]]"#,
+        "plain text 1,250 units of 0xAB",
+        r#"{"order":"A-1042","status":"shipped again"}"#,
+    ];
+
+    #[test]
+    fn direct_walk_indexes_what_the_reference_walk_indexes() {
+        assert_same(200_000, RESULTS);
+    }
+
+    #[test]
+    fn direct_walk_agrees_when_the_budget_runs_out_part_way() {
+        for budget in 0..40 {
+            assert_same(budget, RESULTS);
+        }
+    }
+
+    #[test]
+    fn a_repeated_key_keeps_only_its_last_value() {
+        let mut c = Collector::new(1000);
+        c.add_result(r#"{"a":"stale","a":"fresh"}"#);
+        assert!(c.forms.contains_key("fresh"));
+        assert!(!c.forms.contains_key("stale"));
+    }
 }

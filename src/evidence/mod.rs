@@ -34,6 +34,7 @@ pub mod index;
 pub mod normalize;
 pub mod reading;
 pub mod values;
+mod walk;
 
 #[cfg(test)]
 mod tests;
