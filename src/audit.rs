@@ -207,7 +207,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     // One part at a time: read, audited in parallel, written in order. (Reading the next part
     // while auditing this one was tried: on two cores it gained little and held two parts.)
     for part in 0..store.parts {
-        let convs = store.read_part(part)?;
+        let convs = pool.install(|| store.read_part(part))?;
         conversations += convs.len() as u64;
         runs += convs.iter().map(|c| c.runs.len() as u64).sum::<u64>();
         let results: Vec<Contribution> = pool.install(|| {

@@ -8,7 +8,8 @@ use arrow::array::{
     TimestampMillisecondArray, UInt32Array, UInt64Array,
 };
 use arrow::record_batch::RecordBatch;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
+use rayon::prelude::*;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
@@ -187,15 +188,40 @@ impl Store {
     pub fn read_part(&self, part: u32) -> io::Result<Vec<Conversation>> {
         let path = self.dir.join("events").join(part_file_name(part));
         let part_runs = read_part_runs(&self.dir, part)?;
+        // Row groups are decoded in parallel on the caller's rayon pool (the audit's), batch by
+        // batch, and merged in row-group order, so a run's events keep their stored order.
+        let file = File::open(&path)?;
+        let metadata = ArrowReaderMetadata::load(&file, Default::default()).map_err(to_io)?;
+        let groups = metadata.metadata().num_row_groups();
+        let decoded: Vec<io::Result<HashMap<String, Vec<Event>>>> = (0..groups)
+            .into_par_iter()
+            .map(|group| {
+                let mut events = HashMap::new();
+                // A handle of its own: a cloned handle would share the file position.
+                let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                    File::open(&path)?,
+                    metadata.clone(),
+                )
+                .with_row_groups(vec![group])
+                .with_batch_size(4096)
+                .build()
+                .map_err(to_io)?;
+                for batch in reader {
+                    append_events(&batch.map_err(to_io)?, &mut events)?;
+                }
+                Ok(events)
+            })
+            .collect();
         let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
-        // Batch by batch: the decoded columns of one batch are held at a time, not the part's.
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path)?)
-            .map_err(to_io)?
-            .with_batch_size(4096)
-            .build()
-            .map_err(to_io)?;
-        for batch in reader {
-            append_events(&batch.map_err(to_io)?, &mut events_by_run)?;
+        for group in decoded {
+            for (run_id, events) in group? {
+                match events_by_run.get_mut(&run_id) {
+                    Some(list) => list.extend(events),
+                    None => {
+                        events_by_run.insert(run_id, events);
+                    }
+                }
+            }
         }
         // Per conversation: its earliest origin, and its runs with their table rows.
         type Gathered<'a> = (Origin, Vec<(&'a RunRow, Run)>);
