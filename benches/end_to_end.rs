@@ -19,6 +19,8 @@
 //!
 //! Every command runs as a child process (the release `traceaudit` binary, or this binary in
 //! `--baseline` mode), so its wall time and peak resident memory (`wait4` rusage) are its own.
+//! A child run at N threads is confined to N CPUs (`sched_setaffinity`): "1 thread" means one
+//! core, whatever helper threads the engine starts.
 //! Repetitions are interleaved (baseline, then every engine step, then again) so drift on a
 //! shared machine hits all of them alike; ratios are computed from medians of the same run.
 //! Inputs are read once before timing, so every step starts from a warm page cache.
@@ -151,6 +153,40 @@ struct Sample {
 }
 
 /// Run a command to completion; its wall time and its own rusage (`wait4`).
+/// Let the child run on at most `cpus` CPUs (the first ones it is allowed), so a run at N threads
+/// gets N cores. `--threads 1` still starts helper threads (ingest's store writer runs beside
+/// the parser), which on an unconfined two-core machine would let the "one thread" run use
+/// both cores and understate how throughput scales.
+fn confine_to_cpus(cmd: &mut Command, cpus: usize) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the forked child before exec and only makes two system calls
+    // on a stack-held CPU set (async-signal-safe).
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            if libc::sched_getaffinity(0, size, &mut allowed) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let mut chosen: libc::cpu_set_t = std::mem::zeroed();
+            let mut taken = 0;
+            for cpu in 0..libc::CPU_SETSIZE as usize {
+                if taken == cpus {
+                    break;
+                }
+                if libc::CPU_ISSET(cpu, &allowed) {
+                    libc::CPU_SET(cpu, &mut chosen);
+                    taken += 1;
+                }
+            }
+            if libc::sched_setaffinity(0, size, &chosen) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 fn timed(cmd: &mut Command, log: &Path) -> Sample {
     let out = std::fs::File::create(log).expect("log file");
     let err = out.try_clone().expect("log file");
@@ -485,6 +521,7 @@ fn main() {
                                     .args(["--threads", &t.to_string(), "-q"]);
                             }
                         }
+                        confine_to_cpus(&mut cmd, t);
                         let s = timed(&mut cmd, &log);
                         eprintln!(
                             "  {} {label} {:<14} t{t} rep {rep}: {:.2}s, {:.0} MB RSS",

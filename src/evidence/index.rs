@@ -7,7 +7,8 @@ use super::walk::{Gathered, Outcome};
 use super::CompiledEvidence;
 use crate::js;
 use crate::model::{HistoryMessage, Role};
-use rustc_hash::FxHashMap;
+use hashbrown::hash_map::EntryRef;
+use rustc_hash::FxBuildHasher;
 use serde_json::Value;
 
 /// Opening of the correction the gate itself appends as a `role: user` message.
@@ -130,7 +131,7 @@ impl EvidenceIndex {
 #[derive(Debug)]
 struct Collector {
     /// Forms are short and numerous and hashed once each; a keyed hash is not needed here.
-    forms: FxHashMap<String, u32>,
+    forms: hashbrown::HashMap<String, u32, FxBuildHasher>,
     budget: usize,
     turn: u32,
     /// A buffer reused for normalising.
@@ -142,7 +143,7 @@ struct Collector {
 impl Collector {
     fn new(budget: usize) -> Collector {
         Collector {
-            forms: FxHashMap::default(),
+            forms: hashbrown::HashMap::default(),
             budget,
             turn: 0,
             scratch: String::new(),
@@ -166,15 +167,16 @@ impl Collector {
             return;
         }
         for form in lookup_forms(norm) {
-            if let Some(turn) = self.forms.get_mut(form) {
-                *turn = self.turn;
-                continue;
+            match self.forms.entry_ref(form) {
+                EntryRef::Occupied(mut held) => *held.get_mut() = self.turn,
+                EntryRef::Vacant(new) => {
+                    if self.budget == 0 {
+                        return;
+                    }
+                    new.insert(self.turn);
+                    self.budget -= 1;
+                }
             }
-            if self.budget == 0 {
-                return;
-            }
-            self.forms.insert(form.to_string(), self.turn);
-            self.budget -= 1;
         }
     }
 
@@ -320,6 +322,8 @@ mod direct_walk_tests {
     const RESULTS: &[&str] = &[
         r#"{"order":"A-1042","total":"$1,250.00","items":[{"sku":"0xEF0101","qty":3}],"paid":true,"note":null}"#,
         r#"  [1, -0, 0.1, 1e21, 1.5e-7, 123456789012345678, -42, 9007199254740993, 2.50]  "#,
+        r#"[0.30000000000000004, 123456789012345.67, -1234.5, 5e-324, 1.7976931348623157e308, 1e-7, 100, 0.000001, 12345678901234567890, -0.0, 1E2]"#,
+        r#"{"price":"12.50","qty":"007","big":"1,234,567.80","neg":"-0","sci":"1e5"}"#,
         r#"{"10":"ten","2":"two","b":"bee","1":"one","a":{"0":"zero"}}"#,
         r#"{"a":"first value","b":1,"a":"second value"}"#,
         r#"{"outer":{"k":"x","k":"y"},"z":"zed"}"#,

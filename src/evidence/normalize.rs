@@ -159,42 +159,41 @@ pub fn normalize_into(raw: &str, out: &mut String) {
             return;
         }
     }
-    out.push_str(&normalize_slow(raw));
+    normalize_slow(raw, out);
 }
 
-fn normalize_slow(raw: &str) -> String {
-    let strip = |s: &str| -> String {
+fn normalize_slow(raw: &str, out: &mut String) {
+    let mut strip = |s: &str| {
         let core = js_trim(s)
             .trim_start_matches(is_leading_decoration)
             .trim_end_matches(is_trailing_decoration);
         if is_thousands_form(core) {
-            core.replace(',', "")
+            out.extend(core.chars().filter(|&c| c != ','));
         } else {
-            core.to_string()
+            out.push_str(core);
         }
     };
     // For ASCII text, lower-casing commutes with trimming and stripping (it touches neither
     // white space nor decoration), so lower-case only the part that is kept.
-    let mut out = if raw.is_ascii() {
-        let mut kept = strip(raw);
-        kept.make_ascii_lowercase();
-        kept
+    if raw.is_ascii() {
+        strip(raw);
+        out.make_ascii_lowercase();
     } else {
-        strip(&raw.to_lowercase())
-    };
-    if out.is_empty() {
-        return out;
+        strip(&raw.to_lowercase());
     }
-    if is_plain_number(&out) && count_digits(&out) <= MAX_CANONICAL_DIGITS {
+    if out.is_empty() {
+        return;
+    }
+    if is_plain_number(out) && count_digits(out) <= MAX_CANONICAL_DIGITS {
         // Rust's float parser accepts the sign and leading zeros and rounds to nearest, as
         // JavaScript's Number() does for this grammar.
         if let Ok(n) = out.parse::<f64>() {
             if n.is_finite() {
-                out = js::number_to_string(n);
+                out.clear();
+                js::write_number(out, n);
             }
         }
     }
-    out
 }
 
 /// Call `f` with every normalised, non-empty token of `text`, in order, until it returns

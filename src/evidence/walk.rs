@@ -101,12 +101,14 @@ impl Gathered {
         });
     }
 
+    /// A number leaf, as `Number.prototype.toString()` prints it. That text is already its own
+    /// normalised form: lower-case, nothing to trim or strip, no thousands commas, and when it
+    /// is a plain decimal of at most 15 digits, reading it back gives the same double (the
+    /// printed digits are the shortest that do), which prints the same. So it is not
+    /// normalised again; the tests compare this with the reference walk, which does.
     fn number_leaf(&mut self, n: f64) {
-        let mut text = std::mem::take(&mut self.scratch);
-        text.clear();
-        js::write_number(&mut text, n);
-        self.add(&text);
-        self.scratch = text;
+        js::write_number(&mut self.text, n);
+        self.ends.push(self.text.len());
     }
 }
 
