@@ -30,11 +30,27 @@ const RUN_ROWS: usize = 4096;
 /// buffers would grow with the input.
 const BUFFER_BUDGET: usize = 64 << 20;
 
+/// Parquet settings for corpus tables: zstd for every column unless said otherwise below.
 pub fn writer_properties() -> WriterProperties {
+    properties(zstd_level_1())
+}
+
+/// Parquet settings for the store's events parts and `runs.parquet`: only the long text
+/// columns are compressed. Every compressed column chunk makes zstd contexts of its own, and a
+/// part's row groups get smaller as parts get more numerous (the shared buffer budget closes
+/// them all at once): at 4 GB, making contexts was 5.6% of the samples of a tau2 audit. The
+/// other columns are short values that are dictionary- or delta-encoded already.
+pub fn store_writer_properties() -> WriterProperties {
+    properties(Compression::UNCOMPRESSED)
+}
+
+fn zstd_level_1() -> Compression {
+    Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level"))
+}
+
+fn properties(default_compression: Compression) -> WriterProperties {
     let mut builder = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(1).expect("valid level"),
-        ))
+        .set_compression(default_compression)
         .set_max_row_group_row_count(Some(256 * 1024))
         // Every open part holds a page per column in memory; smaller pages keep that small
         // when parts are many.
@@ -44,7 +60,9 @@ pub fn writer_properties() -> WriterProperties {
     // Long, nearly unique text: a dictionary would only cost memory and time before Parquet
     // gives up on it.
     for column in ["payload", "text", "arguments", "user_message", "answer"] {
-        builder = builder.set_column_dictionary_enabled(ColumnPath::from(column), false);
+        builder = builder
+            .set_column_dictionary_enabled(ColumnPath::from(column), false)
+            .set_column_compression(ColumnPath::from(column), zstd_level_1());
     }
     // Every compressed column of every open part holds its own zstd contexts (about 190 KB a
     // column); with one part per 64 MB of input that grew with the input (issue 8). Columns
@@ -377,7 +395,7 @@ impl StoreWriter {
         let mut list = Vec::with_capacity(parts as usize);
         for p in 0..parts {
             let file = File::create(dir.join("events").join(part_file_name(p)))?;
-            let writer = ArrowWriter::try_new(file, events_schema(), Some(writer_properties()))
+            let writer = ArrowWriter::try_new(file, events_schema(), Some(store_writer_properties()))
                 .map_err(to_io)?;
             list.push(Part {
                 writer,
@@ -386,7 +404,7 @@ impl StoreWriter {
             });
         }
         let runs_file = File::create(dir.join("runs.parquet"))?;
-        let runs_writer = ArrowWriter::try_new(runs_file, runs_schema(), Some(writer_properties()))
+        let runs_writer = ArrowWriter::try_new(runs_file, runs_schema(), Some(store_writer_properties()))
             .map_err(to_io)?;
         Ok(StoreWriter {
             parts: list,
