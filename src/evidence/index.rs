@@ -233,8 +233,8 @@ impl Collector {
         let trimmed = js_trim(content);
         if trimmed.starts_with('{') || trimmed.starts_with('[') {
             let mut gathered = std::mem::take(&mut self.gathered);
-            let direct = gathered.read(trimmed) == Outcome::Complete
-                && gathered.fits_within(self.budget);
+            let direct =
+                gathered.read(trimmed) == Outcome::Complete && gathered.fits_within(self.budget);
             if direct {
                 for form in gathered.forms() {
                     self.add_normalized(form);

@@ -53,7 +53,16 @@ pub fn undecorated_result(text: &str) -> &str {
 }
 
 pub fn call_key(tool: &str, arguments: Option<&str>, result: &str, mode: RepeatedWhen) -> CallKey {
-    let args_fingerprint = js::fingerprint(&arguments_text(arguments));
+    keyed(
+        tool,
+        js::fingerprint(&arguments_text(arguments)),
+        result,
+        mode,
+    )
+}
+
+/// [`call_key`] with the arguments already fingerprinted.
+fn keyed(tool: &str, args_fingerprint: String, result: &str, mode: RepeatedWhen) -> CallKey {
     let result_fingerprint = js::fingerprint(undecorated_result(result));
     let key = match mode {
         RepeatedWhen::Arguments => format!("{tool}:{args_fingerprint}:*"),
@@ -173,14 +182,34 @@ fn check_run(run: &Run, ctx: &PassContext) -> RunOutcome {
 }
 
 fn judge(landed: &[&Event], ctx: &PassContext) -> RunOutcome {
+    let tool_of = |e: &Event| e.tool_name.as_deref().unwrap_or("").to_string();
+    // Arguments first. A landing can only repeat one of the same tool with the same arguments
+    // (a key is the tool, then fixed-width fingerprints, so equal keys mean an equal tool and
+    // equal arguments), and a landing that repeats nothing is never reported, so only landings
+    // that share their tool and arguments with another have their result fingerprinted: that
+    // pass over the whole result text was most of this check's cost on large results.
+    let calls: Vec<(String, String)> = landed
+        .iter()
+        .map(|l| {
+            let args = js::fingerprint(&arguments_text(l.arguments.as_deref()));
+            (tool_of(l), args)
+        })
+        .collect();
+    let mut same_call: HashMap<&(String, String), u32> = HashMap::new();
+    for call in &calls {
+        *same_call.entry(call).or_default() += 1;
+    }
     let mut order: Vec<String> = Vec::new();
     let mut keys: HashMap<String, KeyState<'_>> = HashMap::new();
-    for &landing in landed {
-        let tool = landing.tool_name.as_deref().unwrap_or("");
+    for (&landing, call) in landed.iter().zip(&calls) {
+        if same_call[call] < 2 {
+            continue;
+        }
+        let (tool, args_fingerprint) = call;
         let mode = ctx.config.repeated_when(tool);
-        let fp = call_key(
+        let fp = keyed(
             tool,
-            landing.arguments.as_deref(),
+            args_fingerprint.clone(),
             landing.text_or_empty(),
             mode,
         );
@@ -513,6 +542,35 @@ mod tests {
         assert_eq!(f.columns.key.as_deref(), Some("render_screen:2a1ba70f:*"));
         assert_eq!(f.columns.result_fingerprint.as_deref(), Some("0d91c3e7"));
         assert_eq!(f.columns.mode.as_deref(), Some("arguments"));
+    }
+
+    #[test]
+    fn only_the_same_tool_with_the_same_arguments_repeats() {
+        let run = run_of(vec![
+            landing("lookup", r#"{"q":1}"#, "rows", "c1"),
+            landing("search", r#"{"q":1}"#, "rows", "c2"),
+            landing("lookup", r#"{"q":2}"#, "rows", "c3"),
+            landing("lookup", r#"{"q":1}"#, "other rows", "c4"),
+            landing("lookup", r#"{"q":1}"#, "rows", "c5"),
+        ]);
+        let out = &check(&run, Config::default())[0];
+        assert_eq!(out.disposition, Disposition::CheckedFail);
+        assert_eq!(out.findings.len(), 1);
+        let f = &out.findings[0];
+        let expected = call_key(
+            "lookup",
+            Some(r#"{"q":1}"#),
+            "rows",
+            RepeatedWhen::ArgumentsAndResult,
+        );
+        assert_eq!(f.columns.key.as_deref(), Some(expected.key.as_str()));
+        assert_eq!(
+            f.columns.result_fingerprint.as_deref(),
+            Some(expected.result_fingerprint.as_str())
+        );
+        assert_eq!(f.columns.tool_call_id.as_deref(), Some("c5"));
+        assert_eq!(f.columns.occurrences, Some(2));
+        assert_eq!(out.reason, "1 call(s) repeated with identical arguments and result");
     }
 
     #[test]

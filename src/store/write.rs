@@ -395,8 +395,9 @@ impl StoreWriter {
         let mut list = Vec::with_capacity(parts as usize);
         for p in 0..parts {
             let file = File::create(dir.join("events").join(part_file_name(p)))?;
-            let writer = ArrowWriter::try_new(file, events_schema(), Some(store_writer_properties()))
-                .map_err(to_io)?;
+            let writer =
+                ArrowWriter::try_new(file, events_schema(), Some(store_writer_properties()))
+                    .map_err(to_io)?;
             list.push(Part {
                 writer,
                 builder: EventsBuilder::default(),
@@ -404,8 +405,9 @@ impl StoreWriter {
             });
         }
         let runs_file = File::create(dir.join("runs.parquet"))?;
-        let runs_writer = ArrowWriter::try_new(runs_file, runs_schema(), Some(store_writer_properties()))
-            .map_err(to_io)?;
+        let runs_writer =
+            ArrowWriter::try_new(runs_file, runs_schema(), Some(store_writer_properties()))
+                .map_err(to_io)?;
         Ok(StoreWriter {
             parts: list,
             runs_writer,
