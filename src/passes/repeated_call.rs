@@ -570,7 +570,10 @@ mod tests {
         );
         assert_eq!(f.columns.tool_call_id.as_deref(), Some("c5"));
         assert_eq!(f.columns.occurrences, Some(2));
-        assert_eq!(out.reason, "1 call(s) repeated with identical arguments and result");
+        assert_eq!(
+            out.reason,
+            "1 call(s) repeated with identical arguments and result"
+        );
     }
 
     #[test]
