@@ -152,7 +152,6 @@ struct Sample {
     cpu_seconds: f64,
 }
 
-/// Run a command to completion; its wall time and its own rusage (`wait4`).
 /// Let the child run on at most `cpus` CPUs (the first ones it is allowed), so a run at N threads
 /// gets N cores. `--threads 1` still starts helper threads (ingest's store writer runs beside
 /// the parser), which on an unconfined two-core machine would let the "one thread" run use
@@ -187,6 +186,7 @@ fn confine_to_cpus(cmd: &mut Command, cpus: usize) {
     }
 }
 
+/// Run a command to completion; its wall time and its own rusage (`wait4`).
 fn timed(cmd: &mut Command, log: &Path) -> Sample {
     let out = std::fs::File::create(log).expect("log file");
     let err = out.try_clone().expect("log file");

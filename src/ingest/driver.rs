@@ -194,9 +194,8 @@ fn read_one(
         }
     };
     // Adapters that read their file in one pass hashed it on the way; the rest are read again.
-    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let sha256 =
-        crate::ingest::take_read_digest(len).unwrap_or_else(|| sha256_of(path).unwrap_or_default());
+    let sha256 = crate::ingest::take_read_digest(size)
+        .unwrap_or_else(|| sha256_of(path).unwrap_or_default());
     sink.send(Message::Done {
         format,
         sha256,

@@ -182,20 +182,22 @@ fn check_run(run: &Run, ctx: &PassContext) -> RunOutcome {
 }
 
 fn judge(landed: &[&Event], ctx: &PassContext) -> RunOutcome {
-    let tool_of = |e: &Event| e.tool_name.as_deref().unwrap_or("").to_string();
     // Arguments first. A landing can only repeat one of the same tool with the same arguments
     // (a key is the tool, then fixed-width fingerprints, so equal keys mean an equal tool and
     // equal arguments), and a landing that repeats nothing is never reported, so only landings
     // that share their tool and arguments with another have their result fingerprinted: that
     // pass over the whole result text was most of this check's cost on large results.
-    let calls: Vec<(String, String)> = landed
+    let calls: Vec<(&str, String)> = landed
         .iter()
         .map(|l| {
-            let args = js::fingerprint(&arguments_text(l.arguments.as_deref()));
-            (tool_of(l), args)
+            let tool = l.tool_name.as_deref().unwrap_or("");
+            (
+                tool,
+                js::fingerprint(&arguments_text(l.arguments.as_deref())),
+            )
         })
         .collect();
-    let mut same_call: HashMap<&(String, String), u32> = HashMap::new();
+    let mut same_call: HashMap<&(&str, String), u32> = HashMap::new();
     for call in &calls {
         *same_call.entry(call).or_default() += 1;
     }
@@ -205,7 +207,7 @@ fn judge(landed: &[&Event], ctx: &PassContext) -> RunOutcome {
         if same_call[call] < 2 {
             continue;
         }
-        let (tool, args_fingerprint) = call;
+        let &(tool, ref args_fingerprint) = call;
         let mode = ctx.config.repeated_when(tool);
         let fp = keyed(
             tool,
