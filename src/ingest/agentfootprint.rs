@@ -18,15 +18,29 @@
 //!
 //! The turn is the number of user messages in that history (the `[evidence check` and
 //! `[schema check` frames do not count): payload `turnIndex` fields are always 0.
+//!
+//! An NDJSON file is read as a stream: a run is handed on once its turn has ended
+//! (`agent.turn_end`) and [`LATENESS_BYTES`] of input have followed its last line, so memory
+//! holds the runs in progress, not the file. The library writes a run's last events (the
+//! `integrity.disposition`) right after its `agent.turn_end`; a line that arrives for a run
+//! already handed on is quarantined with that reason. Runs that never end are kept until the
+//! end of the file. A conversation whose runs are handed on at different times reaches the store
+//! as fragments, which it joins like fragments from different files.
 
 use crate::ingest::{Input, Locator, Quarantined, Sink};
 use crate::js;
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 
 const PREFIX: &str = "agentfootprint.";
+
+/// Input (in bytes) that must follow the last line of a run whose turn has ended before the run
+/// is handed on.
+pub const LATENESS_BYTES: u64 = 8 << 20;
+/// How often (in bytes of input) ended runs are looked at.
+const CLOSE_EVERY_BYTES: u64 = 1 << 20;
 
 /// User messages the library writes itself that do not start a turn.
 pub const TURN_NEUTRAL_FRAMES: [&str; 2] = ["[evidence check", "[schema check"];
@@ -58,8 +72,22 @@ enum Pushed {
 /// Builds the runs of one input file, envelope by envelope.
 #[derive(Default)]
 struct Assembler {
-    runs: Vec<RunState>,
-    by_id: HashMap<String, usize>,
+    /// Runs in progress by run id.
+    open: HashMap<String, RunState>,
+    /// Ids of open runs whose turn has ended (possibly listed twice, or since reopened).
+    ended: Vec<String>,
+    /// Runs already handed on: a later line of one of them cannot be stored.
+    closed: HashSet<String>,
+    /// Per conversation id, the first record of its runs seen so far, so that every fragment of
+    /// a conversation carries the same record.
+    conversation_first: HashMap<String, u64>,
+}
+
+/// How a run is finished into rows: the Recording document's fallbacks.
+struct Finishing<'a> {
+    format: &'a str,
+    snapshot_history: Option<&'a Value>,
+    injected_prompts: &'a [String],
 }
 
 #[derive(Default)]
@@ -68,6 +96,10 @@ struct RunState {
     session: Option<String>,
     /// The first record (line or event index) of the run, for a stable order.
     first_record: u64,
+    /// Where in the input its latest line ended (bytes; NDJSON only).
+    last_offset: u64,
+    /// Its turn has ended and no new turn has started.
+    turn_ended: bool,
     iteration: Option<u32>,
     /// Open landings by call id: index into `run.events`.
     open_calls: HashMap<String, usize>,
@@ -105,8 +137,8 @@ fn model_text(v: &Value) -> String {
 
 impl Assembler {
     /// Take one envelope.
-    fn push(&mut self, envelope: Value, raw: Option<&str>, record: u64) -> Pushed {
-        match self.push_inner(envelope, raw, record) {
+    fn push(&mut self, envelope: Value, raw: Option<&str>, record: u64, offset: u64) -> Pushed {
+        match self.push_inner(envelope, raw, record, offset) {
             Ok(pushed) => pushed,
             Err(reason) => Pushed::Dropped(reason),
         }
@@ -117,6 +149,7 @@ impl Assembler {
         envelope: Value,
         raw: Option<&str>,
         record: u64,
+        offset: u64,
     ) -> Result<Pushed, String> {
         let Value::Object(obj) = &envelope else {
             return Err("not an event envelope (expected a JSON object)".into());
@@ -148,22 +181,37 @@ impl Assembler {
             return Err(format!("{kind} event has no meta.runId"));
         };
         let mut payload = obj.remove("payload").unwrap_or(Value::Null);
-        let index = match self.by_id.get(run_id) {
-            Some(&i) => i,
-            None => {
-                let mut state = RunState {
-                    first_record: record,
-                    ..RunState::default()
-                };
-                state.run.run_id = run_id.to_string();
-                self.runs.push(state);
-                self.by_id.insert(run_id.to_string(), self.runs.len() - 1);
-                self.runs.len() - 1
+        if !self.open.contains_key(run_id) {
+            if self.closed.contains(run_id) {
+                return Err(format!(
+                    "{kind} event of run {run_id:?} arrives after the run ended and was stored \
+                     ({} MiB of input after its last event); not stored",
+                    LATENESS_BYTES >> 20
+                ));
             }
-        };
-        let state = &mut self.runs[index];
+            let mut state = RunState {
+                first_record: record,
+                ..RunState::default()
+            };
+            state.run.run_id = run_id.to_string();
+            self.open.insert(run_id.to_string(), state);
+        }
+        let state = self.open.get_mut(run_id).expect("inserted above");
+        state.last_offset = offset;
+        // Every line stored adds an event, so a run without events was made for this line.
+        let new_run = state.run.events.is_empty();
+        let mut new_session = false;
         if state.session.is_none() {
             state.session = str_field(&meta, "sessionId").map(str::to_string);
+            new_session = state.session.is_some();
+        }
+        if new_run || new_session {
+            let conversation = state.session.as_deref().unwrap_or(run_id);
+            let first = self
+                .conversation_first
+                .entry(conversation.to_string())
+                .or_insert(state.first_record);
+            *first = (*first).min(state.first_record);
         }
         let timestamp = meta
             .get("wallClockMs")
@@ -192,6 +240,7 @@ impl Assembler {
                     .map(str::to_string);
             }
             "agent.turn_start" => {
+                state.turn_ended = false;
                 event.kind = Some(EventKind::Message);
                 event.role = Some(Role::User);
                 let prompt = str_field(&payload, "userPrompt").map(str::to_string);
@@ -199,6 +248,10 @@ impl Assembler {
                 state.run.user_message = prompt;
             }
             "agent.turn_end" => {
+                if !state.turn_ended {
+                    state.turn_ended = true;
+                    self.ended.push(state.run.run_id.clone());
+                }
                 event.kind = Some(EventKind::Answer);
                 event.role = Some(Role::Assistant);
                 let answer = payload.get("finalContent").map(model_text);
@@ -323,92 +376,135 @@ impl Assembler {
         Ok(Pushed::Stored)
     }
 
-    /// Finish every run: context rows, turn, renumbering. Returns conversations grouped by
-    /// session in order of first appearance, each with the record of its first run.
-    fn finish(
-        self,
+    /// Hand on the runs whose turn ended and after whose last line `LATENESS_BYTES` of input
+    /// have been read (`offset` is the input read so far).
+    fn close_idle(
+        &mut self,
+        offset: u64,
+        how: &Finishing<'_>,
         input: &Input<'_>,
-        format: &str,
-        snapshot_history: Option<&Value>,
-        injected_prompts: &[String],
     ) -> Vec<(Conversation, u64)> {
+        let open = &self.open;
+        let mut closing = Vec::new();
+        self.ended.retain(|id| match open.get(id) {
+            Some(state) if state.turn_ended => {
+                let idle = state.last_offset + LATENESS_BYTES <= offset;
+                if idle {
+                    closing.push(id.clone());
+                }
+                !idle
+            }
+            // Closed already, or a new turn started (its end lists the run again).
+            _ => false,
+        });
+        let states = closing
+            .into_iter()
+            .filter_map(|id| self.open.remove(&id))
+            .collect();
+        self.conversations(states, how, input)
+    }
+
+    /// Hand on every run still open (at the end of the input).
+    fn finish(mut self, how: &Finishing<'_>, input: &Input<'_>) -> Vec<(Conversation, u64)> {
+        let states = std::mem::take(&mut self.open).into_values().collect();
+        self.conversations(states, how, input)
+    }
+
+    /// Finish runs (context rows, turn, renumbering) and group them by conversation, in order
+    /// of their first records; each conversation carries its first record in the file.
+    fn conversations(
+        &mut self,
+        mut states: Vec<RunState>,
+        how: &Finishing<'_>,
+        input: &Input<'_>,
+    ) -> Vec<(Conversation, u64)> {
+        states.sort_by_key(|s| s.first_record);
         let mut conversations: Vec<(Conversation, u64)> = Vec::new();
-        let mut by_session: HashMap<String, usize> = HashMap::new();
-        for mut state in self.runs {
-            let history: Vec<HistoryRow> =
-                if let Some(Value::Array(items)) = state.last_history.as_ref() {
-                    items.iter().filter_map(history_message).collect()
-                } else if let Some(rows) = state.ended_history.take() {
-                    rows
-                } else if !state.injected.is_empty() {
-                    state.injected.sort_by_key(|m| m.0);
-                    state
-                        .injected
-                        .drain(..)
-                        .map(|(_, role, text, call)| (role, text, None, call, None))
-                        .collect()
-                } else if let Some(Value::Array(items)) = snapshot_history {
-                    items.iter().filter_map(history_message).collect()
-                } else {
-                    Vec::new()
-                };
-            let turns = history
-                .iter()
-                .filter(|(role, text, ..)| {
-                    *role == Role::User && !TURN_NEUTRAL_FRAMES.iter().any(|f| text.starts_with(f))
-                })
-                .count() as u32;
-            // A run with no recorded history still answers the user message it started with.
-            state.run.turn = if history.is_empty() && state.run.user_message.is_some() {
-                1
-            } else {
-                turns
-            };
-            for (role, text, tool_name, call_id, arguments) in history {
-                let mut e = Event::new(EventKind::Context);
-                e.role = Some(role);
-                e.text = Some(text);
-                e.tool_name = tool_name;
-                e.call_id = call_id;
-                e.arguments = arguments;
-                state.run.events.push(e);
-            }
-            let prompts = if state.prompt_injections.is_empty() {
-                injected_prompts.to_vec()
-            } else {
-                std::mem::take(&mut state.prompt_injections)
-            };
-            for prompt in prompts {
-                let mut e = Event::new(EventKind::Context);
-                e.role = Some(Role::System);
-                e.source_type = Some("injected-prompt".into());
-                e.text = Some(prompt);
-                state.run.events.push(e);
-            }
-            state.run.renumber();
-            state.run.format = format.to_string();
-            state.run.source = input.display.to_string();
-            let conversation_id = state
-                .session
-                .clone()
-                .unwrap_or_else(|| state.run.run_id.clone());
-            state.run.conversation_id = conversation_id.clone();
-            match by_session.get(&conversation_id) {
-                Some(&i) => conversations[i].0.runs.push(state.run),
+        let mut by_id: HashMap<String, usize> = HashMap::new();
+        for state in states {
+            self.closed.insert(state.run.run_id.clone());
+            let first_record = state.first_record;
+            let run = finish_run(state, how, input);
+            match by_id.get(&run.conversation_id) {
+                Some(&i) => conversations[i].0.runs.push(run),
                 None => {
-                    by_session.insert(conversation_id.clone(), conversations.len());
+                    let first = self
+                        .conversation_first
+                        .get(&run.conversation_id)
+                        .map_or(first_record, |&f| f.min(first_record));
+                    by_id.insert(run.conversation_id.clone(), conversations.len());
                     conversations.push((
                         Conversation {
-                            id: conversation_id,
-                            runs: vec![state.run],
+                            id: run.conversation_id.clone(),
+                            runs: vec![run],
                         },
-                        state.first_record,
+                        first,
                     ));
                 }
             }
         }
         conversations
     }
+}
+
+/// A run's rows once its events are all in: the history the model saw as context rows, the
+/// turn, injected prompts, event numbers, and where it came from.
+fn finish_run(mut state: RunState, how: &Finishing<'_>, input: &Input<'_>) -> Run {
+    let history: Vec<HistoryRow> = if let Some(Value::Array(items)) = state.last_history.as_ref() {
+        items.iter().filter_map(history_message).collect()
+    } else if let Some(rows) = state.ended_history.take() {
+        rows
+    } else if !state.injected.is_empty() {
+        state.injected.sort_by_key(|m| m.0);
+        state
+            .injected
+            .drain(..)
+            .map(|(_, role, text, call)| (role, text, None, call, None))
+            .collect()
+    } else if let Some(Value::Array(items)) = how.snapshot_history {
+        items.iter().filter_map(history_message).collect()
+    } else {
+        Vec::new()
+    };
+    let turns = history
+        .iter()
+        .filter(|(role, text, ..)| {
+            *role == Role::User && !TURN_NEUTRAL_FRAMES.iter().any(|f| text.starts_with(f))
+        })
+        .count() as u32;
+    // A run with no recorded history still answers the user message it started with.
+    state.run.turn = if history.is_empty() && state.run.user_message.is_some() {
+        1
+    } else {
+        turns
+    };
+    for (role, text, tool_name, call_id, arguments) in history {
+        let mut e = Event::new(EventKind::Context);
+        e.role = Some(role);
+        e.text = Some(text);
+        e.tool_name = tool_name;
+        e.call_id = call_id;
+        e.arguments = arguments;
+        state.run.events.push(e);
+    }
+    let prompts = if state.prompt_injections.is_empty() {
+        how.injected_prompts.to_vec()
+    } else {
+        std::mem::take(&mut state.prompt_injections)
+    };
+    for prompt in prompts {
+        let mut e = Event::new(EventKind::Context);
+        e.role = Some(Role::System);
+        e.source_type = Some("injected-prompt".into());
+        e.text = Some(prompt);
+        state.run.events.push(e);
+    }
+    let mut run = state.run;
+    run.renumber();
+    run.format = how.format.to_string();
+    run.source = input.display.to_string();
+    run.conversation_id = state.session.unwrap_or_else(|| run.run_id.clone());
+    run
 }
 
 type HistoryRow = (Role, String, Option<String>, Option<String>, Option<String>);
@@ -431,11 +527,12 @@ fn report_push(
     envelope: Value,
     raw: Option<&str>,
     record: u64,
+    offset: u64,
     locator: Locator,
     input: &Input<'_>,
     sink: &mut dyn Sink,
 ) {
-    match assembler.push(envelope, raw, record) {
+    match assembler.push(envelope, raw, record, offset) {
         Pushed::Stored => {}
         Pushed::OrphanResult => sink.quarantine(Quarantined::partial(
             input.display,
@@ -454,14 +551,29 @@ pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()
     let file = crate::ingest::HashingFile::open(input.path)?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut assembler = Assembler::default();
+    let how = Finishing {
+        format: "agentfootprint-ndjson",
+        snapshot_history: None,
+        injected_prompts: &[],
+    };
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut line_no = 0u64;
+    let mut offset = 0u64;
+    let mut next_close = CLOSE_EVERY_BYTES;
     loop {
+        // Every line read so far has been taken, so a run idle since is complete.
+        if offset >= next_close {
+            for (conversation, record) in assembler.close_idle(offset, &how, input) {
+                sink.conversation(conversation, record);
+            }
+            next_close = offset + CLOSE_EVERY_BYTES;
+        }
         buf.clear();
         let n = reader.read_until(b'\n', &mut buf)?;
         if n == 0 {
             break;
         }
+        offset += n as u64;
         line_no += 1;
         let complete = buf.last() == Some(&b'\n');
         let line = trim_line(&buf);
@@ -487,6 +599,7 @@ pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()
                 envelope,
                 Some(text),
                 line_no,
+                offset,
                 locator,
                 input,
                 sink,
@@ -505,7 +618,7 @@ pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()
             }
         }
     }
-    for (conversation, record) in assembler.finish(input, "agentfootprint-ndjson", None, &[]) {
+    for (conversation, record) in assembler.finish(&how, input) {
         sink.conversation(conversation, record);
     }
     Ok(())
@@ -572,17 +685,18 @@ pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result
             envelope.clone(),
             None,
             i as u64,
+            0,
             Locator::Record(i as u64),
             input,
             sink,
         );
     }
-    let conversations = assembler.finish(
-        input,
-        "agentfootprint-recording",
+    let how = Finishing {
+        format: "agentfootprint-recording",
         snapshot_history,
-        &injected,
-    );
+        injected_prompts: &injected,
+    };
+    let conversations = assembler.finish(&how, input);
     // The snapshot's ledger of schema attempts, kept as a verdict row on the run it belongs to.
     let attempts = shared.and_then(|s| s.get("outputAttempts"));
     for (mut conversation, record) in conversations {
@@ -696,6 +810,133 @@ mod tests {
         // The orphan end is still stored as an event of its run.
         assert_eq!(sink.conversations.len(), 1);
         assert_eq!(sink.conversations[0].0.runs[0].landings().count(), 0);
+    }
+
+    fn envelope(kind: &str, run: &str, session: &str, payload: &str) -> String {
+        format!(
+            "{{\"type\":\"agentfootprint.{kind}\",\"payload\":{payload},\
+             \"meta\":{{\"runId\":\"{run}\",\"sessionId\":\"{session}\"}}}}\n"
+        )
+    }
+
+    /// One whole turn of a run: question, one landing, answer, the disposition after it.
+    fn turn(run: &str, session: &str) -> Vec<String> {
+        vec![
+            envelope("agent.turn_start", run, session, r#"{"userPrompt":"q"}"#),
+            envelope(
+                "stream.tool_start",
+                run,
+                session,
+                r#"{"toolName":"t","toolCallId":"c","args":{}}"#,
+            ),
+            envelope(
+                "stream.tool_end",
+                run,
+                session,
+                r#"{"toolCallId":"c","result":"r"}"#,
+            ),
+            envelope("agent.turn_end", run, session, r#"{"finalContent":"a"}"#),
+            envelope("integrity.disposition", run, session, "{}"),
+        ]
+    }
+
+    /// Lines of a run that never ends, `bytes` of them in all: more than the lateness window
+    /// when it is to pass.
+    fn filler(run: &str, bytes: u64) -> Vec<String> {
+        let pad = "x".repeat(64 << 10);
+        let line = envelope(
+            "stream.llm_start",
+            run,
+            "s-filler",
+            &format!("{{\"pad\":\"{pad}\"}}"),
+        );
+        let n = bytes.div_ceil(line.len() as u64);
+        vec![line; n as usize]
+    }
+
+    fn read_lines(lines: &[String]) -> Collect {
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        ndjson(&refs)
+    }
+
+    #[test]
+    fn ended_runs_are_handed_on_while_the_file_is_read() {
+        let mut lines = turn("r1", "s1");
+        lines.extend(filler("r2", LATENESS_BYTES + 2 * CLOSE_EVERY_BYTES));
+        lines.extend(turn("r3", "s1"));
+        // Late: r1 was handed on long before.
+        lines.push(envelope("integrity.disposition", "r1", "s1", "{}"));
+        let sink = read_lines(&lines);
+        assert_eq!(sink.records, lines.len() as u64);
+        let got: Vec<(&str, Vec<&str>, u64)> = sink
+            .conversations
+            .iter()
+            .map(|(c, record)| {
+                let runs = c.runs.iter().map(|r| r.run_id.as_str()).collect();
+                (c.id.as_str(), runs, *record)
+            })
+            .collect();
+        // s1 comes in two fragments, both with the conversation's first line; the run that
+        // never ended is handed on at the end of the file, in order of first line.
+        assert_eq!(
+            got,
+            [
+                ("s1", vec!["r1"], 1),
+                ("s-filler", vec!["r2"], 6),
+                ("s1", vec!["r3"], 1),
+            ]
+        );
+        // The disposition right after the answer belongs to its run.
+        let r1 = &sink.conversations[0].0.runs[0];
+        assert_eq!(r1.events.len(), 5);
+        assert_eq!(r1.turn, 1);
+        assert_eq!(r1.landings().count(), 1);
+        assert_eq!(sink.quarantined.len(), 1);
+        let late = &sink.quarantined[0];
+        assert_eq!(late.severity, crate::ingest::Severity::Dropped);
+        assert_eq!(late.locator, Locator::Line(lines.len() as u64));
+        assert!(
+            late.reason
+                .contains("run \"r1\" arrives after the run ended"),
+            "{}",
+            late.reason
+        );
+    }
+
+    #[test]
+    fn a_run_whose_turn_starts_again_stays_open() {
+        let mut lines = turn("r1", "s1");
+        lines.extend(turn("r1", "s1")[..2].iter().cloned());
+        lines.extend(filler("r2", LATENESS_BYTES + 2 * CLOSE_EVERY_BYTES));
+        lines.push(envelope(
+            "stream.tool_end",
+            "r1",
+            "s1",
+            r#"{"toolCallId":"c","result":"r"}"#,
+        ));
+        let sink = read_lines(&lines);
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        let r1 = &sink.conversations[0].0.runs[0];
+        assert_eq!(r1.run_id, "r1");
+        assert_eq!(r1.events.len(), 8);
+        // Both landings answered: the last line found its call.
+        assert_eq!(r1.landings().count(), 2);
+        assert!(r1.landings().all(|l| !l.has_flag(LandingFlags::UNANSWERED)));
+    }
+
+    #[test]
+    fn runs_within_the_window_are_handed_on_together() {
+        // Two runs of one session, both ended, closed at the same look: one conversation.
+        let mut lines = turn("r1", "s1");
+        lines.extend(turn("r2", "s1"));
+        lines.extend(filler("r3", LATENESS_BYTES + 2 * CLOSE_EVERY_BYTES));
+        let sink = read_lines(&lines);
+        let first = &sink.conversations[0];
+        assert_eq!(first.0.id, "s1");
+        assert_eq!(first.1, 1);
+        let runs: Vec<&str> = first.0.runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(runs, ["r1", "r2"]);
+        assert_eq!(sink.conversations.len(), 2);
     }
 
     #[test]
