@@ -303,3 +303,81 @@ fn prior_turn_evidence_matches_the_sample_manifest() {
     );
     assert_eq!(counts["agreement"], serde_json::json!({"agrees": 7}));
 }
+
+/// A log where other runs' lines come between the runs of one session is stored in fragments
+/// (each run is stored once its turn has ended and enough of the file has followed); the store
+/// joins them, so the store and the findings are those of the same log without the other lines.
+#[test]
+fn a_session_stored_in_fragments_is_joined() {
+    use traceaudit::ingest::agentfootprint::LATENESS_BYTES;
+    let original = testdata("agentfootprint/ndjson/f_prior_turn_evidence.ndjson");
+    let text = std::fs::read_to_string(&original).unwrap();
+    // Lines of one run that never ends, more of them than the window.
+    let pad = "x".repeat(64 << 10);
+    let filler = format!(
+        "{{\"type\":\"agentfootprint.stream.llm_start\",\"payload\":{{\"pad\":\"{pad}\"}},\
+         \"meta\":{{\"runId\":\"filler\",\"sessionId\":\"filler\"}}}}\n"
+    );
+    let block = filler.repeat((LATENESS_BYTES as usize).div_ceil(filler.len()) + 20);
+    let mut padded = String::new();
+    let mut conv_runs_ended = 0;
+    for line in text.lines() {
+        padded.push_str(line);
+        padded.push('\n');
+        // After the first two of sess-f-conv's three runs.
+        if line.contains("integrity.disposition") && line.contains("sess-f-conv") {
+            conv_runs_ended += 1;
+            if conv_runs_ended <= 2 {
+                padded.push_str(&block);
+            }
+        }
+    }
+    assert_eq!(conv_runs_ended, 3);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("padded")).unwrap();
+    let padded_path = dir.path().join("padded/f_prior_turn_evidence.ndjson");
+    std::fs::write(&padded_path, padded).unwrap();
+    // The adapter hands sess-f-conv on in three fragments.
+    let read = traceaudit::ingest::read_path(&padded_path, None).unwrap();
+    let fragments = read
+        .conversations
+        .iter()
+        .filter(|(c, _)| c.id == "sess-f-conv")
+        .count();
+    assert_eq!(fragments, 3);
+
+    let stored = |input: &std::path::Path, name: &str| {
+        let summary = ingest(
+            &[input.to_path_buf()],
+            &dir.path().join(name),
+            &IngestOptions::default(),
+        )
+        .unwrap();
+        let store = Store::open(&dir.path().join(name)).unwrap();
+        let mut conversations = Vec::new();
+        for part in 0..store.parts {
+            for mut c in store.read_part(part).unwrap() {
+                for run in &mut c.runs {
+                    run.source.clear();
+                }
+                if c.id != "filler" {
+                    conversations.push(c);
+                }
+            }
+        }
+        (summary, conversations)
+    };
+    let (plain_summary, plain) = stored(&original, "plain-store");
+    let (padded_summary, joined) = stored(&padded_path, "padded-store");
+    assert_eq!(padded_summary.manifest.counts.records_quarantined, 0);
+    assert_eq!(
+        padded_summary.manifest.counts.conversations,
+        plain_summary.manifest.counts.conversations + 1
+    );
+    let conv = joined.iter().find(|c| c.id == "sess-f-conv").unwrap();
+    assert_eq!(conv.runs.len(), 3);
+    assert!(
+        plain == joined,
+        "the joined store differs from the plain one"
+    );
+}
