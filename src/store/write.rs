@@ -120,10 +120,31 @@ pub struct EventsBuilder {
     payload: LargeStringBuilder,
     rows: usize,
     bytes: usize,
+    /// The last batch's rows and value bytes per string column. The next batch's buffers are
+    /// made that size at its first row instead of doubling up to it (buffer growth was 6% of
+    /// a tau2 ingest); a part that gets no rows holds nothing.
+    last: Option<BatchShape>,
+    /// Ceiling on the bytes reserved ahead for one column: the part's share of the writer's
+    /// buffer budget.
+    reserve_cap: usize,
+}
+
+/// Rows and value bytes of the string columns (in field order) of a finished batch.
+#[derive(Debug, Clone, Copy)]
+struct BatchShape {
+    rows: usize,
+    values: [usize; 10],
 }
 
 impl Default for EventsBuilder {
     fn default() -> Self {
+        EventsBuilder::with_reserve_cap(BATCH_BYTES)
+    }
+}
+
+impl EventsBuilder {
+    /// An empty builder that reserves at most `reserve_cap` bytes ahead for a column.
+    pub fn with_reserve_cap(reserve_cap: usize) -> Self {
         EventsBuilder {
             conversation_id: StringBuilder::new(),
             run_id: StringBuilder::new(),
@@ -143,13 +164,40 @@ impl Default for EventsBuilder {
             payload: LargeStringBuilder::new(),
             rows: 0,
             bytes: 0,
+            last: None,
+            reserve_cap,
         }
     }
-}
 
-impl EventsBuilder {
+    /// Make every column's buffers the size the last batch needed.
+    fn presize(&mut self, shape: BatchShape) {
+        let rows = shape.rows.min(BATCH_ROWS);
+        let v = shape.values.map(|bytes| bytes.min(self.reserve_cap));
+        self.conversation_id = StringBuilder::with_capacity(rows, v[0]);
+        self.run_id = StringBuilder::with_capacity(rows, v[1]);
+        self.seq = UInt32Builder::with_capacity(rows);
+        self.kind = StringBuilder::with_capacity(rows, v[2]);
+        self.source_type = StringBuilder::with_capacity(rows, v[3]);
+        self.role = StringBuilder::with_capacity(rows, v[4]);
+        self.tool_name = StringBuilder::with_capacity(rows, v[5]);
+        self.call_id = StringBuilder::with_capacity(rows, v[6]);
+        self.arguments = LargeStringBuilder::with_capacity(rows, v[7]);
+        self.text = LargeStringBuilder::with_capacity(rows, v[8]);
+        self.error = BooleanBuilder::with_capacity(rows);
+        self.flags = UInt32Builder::with_capacity(rows);
+        self.iteration = UInt32Builder::with_capacity(rows);
+        self.timestamp = TimestampMillisecondBuilder::with_capacity(rows).with_timezone("UTC");
+        self.duration_ms = Float64Builder::with_capacity(rows);
+        self.payload = LargeStringBuilder::with_capacity(rows, v[9]);
+    }
+
     /// Append one event row; returns the bytes it added (text columns and a fixed overhead).
     pub fn push(&mut self, run: &Run, e: &Event) -> usize {
+        if self.rows == 0 {
+            if let Some(shape) = self.last.take() {
+                self.presize(shape);
+            }
+        }
         self.conversation_id.append_value(&run.conversation_id);
         self.run_id.append_value(&run.run_id);
         self.seq.append_value(e.seq);
@@ -188,6 +236,21 @@ impl EventsBuilder {
     }
 
     pub fn finish(&mut self) -> io::Result<RecordBatch> {
+        self.last = Some(BatchShape {
+            rows: self.rows,
+            values: [
+                self.conversation_id.values_slice().len(),
+                self.run_id.values_slice().len(),
+                self.kind.values_slice().len(),
+                self.source_type.values_slice().len(),
+                self.role.values_slice().len(),
+                self.tool_name.values_slice().len(),
+                self.call_id.values_slice().len(),
+                self.arguments.values_slice().len(),
+                self.text.values_slice().len(),
+                self.payload.values_slice().len(),
+            ],
+        });
         let columns: Vec<ArrayRef> = vec![
             Arc::new(self.conversation_id.finish()),
             Arc::new(self.run_id.finish()),
@@ -400,7 +463,7 @@ impl StoreWriter {
                     .map_err(to_io)?;
             list.push(Part {
                 writer,
-                builder: EventsBuilder::default(),
+                builder: EventsBuilder::with_reserve_cap(BUFFER_BUDGET / parts as usize),
                 runs: RunsBuilder::default(),
             });
         }
