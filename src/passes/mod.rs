@@ -61,6 +61,21 @@ pub trait Pass: Sync + Send {
     fn tables(&self) -> Vec<(&'static str, std::sync::Arc<arrow::datatypes::Schema>)> {
         Vec::new()
     }
+    /// Source types of `other` rows whose recorded envelope (`payload`) the pass reads. The
+    /// store reader loads the envelope of no other `other` row (for agentfootprint those are
+    /// most of a store's bytes), so a pass that reads one must name its type here. Verdict
+    /// and model-call rows always carry theirs.
+    fn other_payloads(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+/// The source types of `other` rows whose envelope some registered pass reads.
+pub fn other_payload_types() -> Vec<&'static str> {
+    registry()
+        .iter()
+        .flat_map(|p| p.other_payloads().iter().copied())
+        .collect()
 }
 
 /// Every registered pass, in the order they run and report.

@@ -1535,6 +1535,14 @@ impl Pass for SchemaAttempt {
         "output"
     }
 
+    fn other_payloads(&self) -> &'static [&'static str] {
+        &[
+            "output-contract",
+            "agentfootprint.context.injected",
+            "agentfootprint.agent.route_decided",
+        ]
+    }
+
     fn check(&self, conversation: &Conversation, ctx: &PassContext) -> Vec<RunOutcome> {
         (0..conversation.runs.len())
             .map(|i| check_run(conversation, i, ctx))

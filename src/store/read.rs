@@ -277,15 +277,19 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
         .as_primitive::<arrow::datatypes::TimestampMillisecondType>();
     let duration = col::<Float64Array>(batch, "duration_ms")?;
     let payload = col::<LargeStringArray>(batch, "payload")?;
+    let other_payloads = crate::passes::other_payload_types();
     for i in 0..batch.num_rows() {
         let event_kind = EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other);
-        // Checks read the recorded envelope of verdicts, model calls and other rows only;
-        // messages, context rows, landings and answers are read from their own columns (their
-        // envelopes are most of an agentfootprint store's bytes).
-        let wants_payload = matches!(
-            event_kind,
-            EventKind::Verdict | EventKind::ModelCall | EventKind::Other
-        );
+        // Checks read the recorded envelope of verdicts, model calls and the other rows they
+        // name (`Pass::other_payloads`) only; everything else is read from its own columns
+        // (envelopes are most of an agentfootprint store's bytes).
+        let wants_payload = match event_kind {
+            EventKind::Verdict | EventKind::ModelCall => true,
+            EventKind::Other => {
+                source_type.is_null(i) || other_payloads.contains(&source_type.value(i))
+            }
+            _ => false,
+        };
         let e = Event {
             seq: seq.value(i),
             kind: Some(event_kind),
