@@ -25,9 +25,9 @@ const BATCH_BYTES: usize = 2 << 20;
 const ROW_GROUP_BYTES: usize = 32 << 20;
 /// Run rows a part buffers before they become a row group of `runs.parquet`.
 const RUN_ROWS: usize = 4096;
-/// Bytes written into all parts together before every part's buffers are flushed and its row
-/// group closed. Parts are many for a big input (one per 64 MB), so without this cap the
-/// buffers would grow with the input.
+/// Bytes all parts together may hold (rows not yet encoded, and row groups encoded so far)
+/// before every part's row group is closed. Parts are many for a big input (one per 64 MB), so
+/// without this cap the buffers would grow with the input.
 const BUFFER_BUDGET: usize = 64 << 20;
 
 /// Parquet settings for corpus tables: zstd for every column unless said otherwise below.
@@ -518,6 +518,20 @@ impl StoreWriter {
             }
         }
         if self.buffered >= BUFFER_BUDGET {
+            // What is held now: rows not yet encoded, plus each part's row group so far, which
+            // is held encoded and its long text compressed (several times smaller than the
+            // bytes counted on the way in). Row groups are closed only when that reaches the
+            // budget, so they are not made smaller than memory requires (at 4 GB, counting
+            // only incoming bytes made row groups of about 560 rows).
+            let held: usize = self
+                .parts
+                .iter()
+                .map(|part| part.builder.bytes + part.runs.bytes + part.writer.memory_size())
+                .sum();
+            if held < BUFFER_BUDGET {
+                self.buffered = held;
+                return Ok(());
+            }
             for p in 0..self.parts.len() {
                 self.parts[p].flush_all()?;
                 self.flush_runs(p)?;
