@@ -390,7 +390,7 @@ mod tests {
                 {
                     let mut e = Event::new(kind);
                     e.seq = seq as u32;
-                    e.text = Some(format!("{id}/{t}/{}", "x".repeat(size)));
+                    e.text = Some(format!("{id}/{t}/{}", noise(size, seq as u64 + 1)));
                     e.payload = Some(format!("{{\"kind\":\"{}\"}}", kind.as_str()));
                     run.events.push(e);
                 }
@@ -401,6 +401,21 @@ mod tests {
             id: id.to_string(),
             runs,
         }
+    }
+
+    /// `len` letters that compress poorly, as the store holds real text compressed: a
+    /// repeated letter would shrink to nothing and never reach the writer's budget.
+    fn noise(len: usize, seed: u64) -> String {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut out = String::with_capacity(len + 8);
+        while out.len() < len {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            out.extend(x.to_le_bytes().map(|b| char::from(b'a' + b % 26)));
+        }
+        out.truncate(len);
+        out
     }
 
     #[test]
