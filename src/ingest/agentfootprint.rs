@@ -60,6 +60,14 @@ pub fn verdict_name(kind: &str) -> Option<&'static str> {
     })
 }
 
+/// Where an envelope was read: its record (line or event index) and, for NDJSON, how much of
+/// the input had been read at the end of its line.
+#[derive(Debug, Clone, Copy)]
+struct At {
+    record: u64,
+    offset: u64,
+}
+
 /// What became of one envelope.
 enum Pushed {
     Stored,
@@ -137,8 +145,8 @@ fn model_text(v: &Value) -> String {
 
 impl Assembler {
     /// Take one envelope.
-    fn push(&mut self, envelope: Value, raw: Option<&str>, record: u64, offset: u64) -> Pushed {
-        match self.push_inner(envelope, raw, record, offset) {
+    fn push(&mut self, envelope: Value, raw: Option<&str>, at: At) -> Pushed {
+        match self.push_inner(envelope, raw, at) {
             Ok(pushed) => pushed,
             Err(reason) => Pushed::Dropped(reason),
         }
@@ -148,8 +156,7 @@ impl Assembler {
         &mut self,
         envelope: Value,
         raw: Option<&str>,
-        record: u64,
-        offset: u64,
+        At { record, offset }: At,
     ) -> Result<Pushed, String> {
         let Value::Object(obj) = &envelope else {
             return Err("not an event envelope (expected a JSON object)".into());
@@ -526,13 +533,12 @@ fn report_push(
     assembler: &mut Assembler,
     envelope: Value,
     raw: Option<&str>,
-    record: u64,
-    offset: u64,
+    at: At,
     locator: Locator,
     input: &Input<'_>,
     sink: &mut dyn Sink,
 ) {
-    match assembler.push(envelope, raw, record, offset) {
+    match assembler.push(envelope, raw, at) {
         Pushed::Stored => {}
         Pushed::OrphanResult => sink.quarantine(Quarantined::partial(
             input.display,
@@ -598,8 +604,10 @@ pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()
                 &mut assembler,
                 envelope,
                 Some(text),
-                line_no,
-                offset,
+                At {
+                    record: line_no,
+                    offset,
+                },
                 locator,
                 input,
                 sink,
@@ -684,8 +692,10 @@ pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result
             &mut assembler,
             envelope.clone(),
             None,
-            i as u64,
-            0,
+            At {
+                record: i as u64,
+                offset: 0,
+            },
             Locator::Record(i as u64),
             input,
             sink,
