@@ -26,7 +26,7 @@ const ROW_GROUP_BYTES: usize = 32 << 20;
 /// Run rows a part buffers before they become a row group of `runs.parquet`.
 const RUN_ROWS: usize = 4096;
 /// Bytes all parts together may hold (rows not yet encoded, and row groups encoded so far)
-/// before every part's row group is closed. Parts are many for a big input (one per 64 MB), so
+/// before the parts holding most close their row groups. Parts are many for a big input (one per 64 MB), so
 /// without this cap the buffers would grow with the input.
 const BUFFER_BUDGET: usize = 64 << 20;
 
@@ -523,20 +523,27 @@ impl StoreWriter {
             // bytes counted on the way in). Row groups are closed only when that reaches the
             // budget, so they are not made smaller than memory requires (at 4 GB, counting
             // only incoming bytes made row groups of about 560 rows).
-            let held: usize = self
+            let mut held: Vec<(usize, usize)> = self
                 .parts
                 .iter()
                 .map(|part| part.builder.bytes + part.runs.bytes + part.writer.memory_size())
-                .sum();
-            if held < BUFFER_BUDGET {
-                self.buffered = held;
-                return Ok(());
+                .enumerate()
+                .collect();
+            let mut total: usize = held.iter().map(|h| h.1).sum();
+            if total >= BUFFER_BUDGET {
+                // The parts holding most close their row groups, until half the budget is
+                // free: the others keep growing theirs.
+                held.sort_by_key(|&(p, bytes)| (std::cmp::Reverse(bytes), p));
+                for (p, bytes) in held {
+                    if total <= BUFFER_BUDGET / 2 {
+                        break;
+                    }
+                    self.parts[p].flush_all()?;
+                    self.flush_runs(p)?;
+                    total -= bytes;
+                }
             }
-            for p in 0..self.parts.len() {
-                self.parts[p].flush_all()?;
-                self.flush_runs(p)?;
-            }
-            self.buffered = 0;
+            self.buffered = total;
         }
         Ok(())
     }
