@@ -113,7 +113,8 @@ struct RunState {
     open_calls: HashMap<String, usize>,
     last_history: Option<Value>,
     /// `last_history` as rows, made when the run's turn ended: a parsed history is several
-    /// times its text, and runs are held until the end of their file.
+    /// times its text, and an ended run is held for the lateness window (or, in a Recording,
+    /// until the end of the document).
     ended_history: Option<Vec<HistoryRow>>,
     /// `context.injected` messages-slot events of the latest iteration: (position, role, text, call id).
     injected: Vec<(u64, Role, String, Option<String>)>,
@@ -188,7 +189,8 @@ impl Assembler {
             return Err(format!("{kind} event has no meta.runId"));
         };
         let mut payload = obj.remove("payload").unwrap_or(Value::Null);
-        if !self.open.contains_key(run_id) {
+        let new_run = !self.open.contains_key(run_id);
+        if new_run {
             if self.closed.contains(run_id) {
                 return Err(format!(
                     "{kind} event of run {run_id:?} arrives after the run ended and was stored \
@@ -205,8 +207,6 @@ impl Assembler {
         }
         let state = self.open.get_mut(run_id).expect("inserted above");
         state.last_offset = offset;
-        // Every line stored adds an event, so a run without events was made for this line.
-        let new_run = state.run.events.is_empty();
         let mut new_session = false;
         if state.session.is_none() {
             state.session = str_field(&meta, "sessionId").map(str::to_string);

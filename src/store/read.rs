@@ -40,15 +40,19 @@ fn opt_large(a: &LargeStringArray, i: usize) -> Option<String> {
     (!a.is_null(i)).then(|| a.value(i).to_string())
 }
 
+/// The footer of the Parquet file at `path`.
+fn load_metadata(path: &Path) -> io::Result<ArrowReaderMetadata> {
+    ArrowReaderMetadata::load(&File::open(path)?, Default::default()).map_err(to_io)
+}
+
 /// The record batches of the row groups of `path` that `keep` selects (by the row group's
-/// metadata).
+/// metadata), given the file's footer.
 fn read_row_groups(
     path: &Path,
+    metadata: &ArrowReaderMetadata,
     keep: impl Fn(&parquet::file::metadata::RowGroupMetaData) -> bool,
 ) -> io::Result<Vec<RecordBatch>> {
-    let file = File::open(path)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(to_io)?;
-    let groups: Vec<usize> = builder
+    let groups: Vec<usize> = metadata
         .metadata()
         .row_groups()
         .iter()
@@ -56,11 +60,12 @@ fn read_row_groups(
         .filter(|(_, g)| keep(g))
         .map(|(i, _)| i)
         .collect();
-    let reader = builder
-        .with_row_groups(groups)
-        .with_batch_size(8192)
-        .build()
-        .map_err(to_io)?;
+    let reader =
+        ParquetRecordBatchReaderBuilder::new_with_metadata(File::open(path)?, metadata.clone())
+            .with_row_groups(groups)
+            .with_batch_size(8192)
+            .build()
+            .map_err(to_io)?;
     reader.map(|b| b.map_err(to_io)).collect()
 }
 
@@ -86,42 +91,11 @@ fn may_hold_part(group: &parquet::file::metadata::RowGroupMetaData, part: u32) -
 
 /// Every row of `runs.parquet`.
 pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
+    let path = store.join("runs.parquet");
     runs_from(
-        read_row_groups(&store.join("runs.parquet"), |_| true)?,
+        read_row_groups(&path, &load_metadata(&path)?, |_| true)?,
         None,
     )
-}
-
-/// The rows of `runs.parquet` of one part.
-pub fn read_part_runs(store: &Path, part: u32) -> io::Result<Vec<RunRow>> {
-    let batches = read_row_groups(&store.join("runs.parquet"), |g| may_hold_part(g, part))?;
-    runs_from(batches, Some(part))
-}
-
-/// The rows of `runs.parquet` of one part, with the file's metadata already read.
-fn read_part_runs_with(
-    path: &Path,
-    metadata: &ArrowReaderMetadata,
-    part: u32,
-) -> io::Result<Vec<RunRow>> {
-    let groups: Vec<usize> = metadata
-        .metadata()
-        .row_groups()
-        .iter()
-        .enumerate()
-        .filter(|(_, g)| may_hold_part(g, part))
-        .map(|(i, _)| i)
-        .collect();
-    let reader =
-        ParquetRecordBatchReaderBuilder::new_with_metadata(File::open(path)?, metadata.clone())
-            .with_row_groups(groups)
-            .with_batch_size(8192)
-            .build()
-            .map_err(to_io)?;
-    let batches = reader
-        .map(|b| b.map_err(to_io))
-        .collect::<io::Result<Vec<_>>>()?;
-    runs_from(batches, Some(part))
 }
 
 fn runs_from(batches: Vec<RecordBatch>, only_part: Option<u32>) -> io::Result<Vec<RunRow>> {
@@ -221,16 +195,17 @@ impl Store {
         let runs_metadata = match self.runs_metadata.get() {
             Some(m) => m,
             None => {
-                let file = File::open(&runs_path)?;
-                let m = ArrowReaderMetadata::load(&file, Default::default()).map_err(to_io)?;
+                let m = load_metadata(&runs_path)?;
                 self.runs_metadata.get_or_init(|| m)
             }
         };
-        let part_runs = read_part_runs_with(&runs_path, runs_metadata, part)?;
+        let part_runs = runs_from(
+            read_row_groups(&runs_path, runs_metadata, |g| may_hold_part(g, part))?,
+            Some(part),
+        )?;
         // Row groups are decoded in parallel on the caller's rayon pool (the audit's), batch by
         // batch, and merged in row-group order, so a run's events keep their stored order.
-        let file = File::open(&path)?;
-        let metadata = ArrowReaderMetadata::load(&file, Default::default()).map_err(to_io)?;
+        let metadata = load_metadata(&path)?;
         let groups = metadata.metadata().num_row_groups();
         let decoded: Vec<io::Result<HashMap<String, Vec<Event>>>> = (0..groups)
             .into_par_iter()

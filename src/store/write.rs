@@ -26,8 +26,8 @@ const ROW_GROUP_BYTES: usize = 32 << 20;
 /// Run rows a part buffers before they become a row group of `runs.parquet`.
 const RUN_ROWS: usize = 4096;
 /// Bytes all parts together may hold (rows not yet encoded, and row groups encoded so far)
-/// before the parts holding most close their row groups. Parts are many for a big input (one per 64 MB), so
-/// without this cap the buffers would grow with the input.
+/// before the parts holding most close their row groups. Parts are many for a big input (one
+/// per 64 MB), so without this cap the buffers would grow with the input.
 const BUFFER_BUDGET: usize = 64 << 20;
 
 /// Parquet settings for corpus tables: zstd for every column unless said otherwise below.
@@ -37,8 +37,8 @@ pub fn writer_properties() -> WriterProperties {
 
 /// Parquet settings for the store's events parts and `runs.parquet`: only the long text
 /// columns are compressed. Every compressed column chunk makes zstd contexts of its own, and a
-/// part's row groups get smaller as parts get more numerous (the shared buffer budget closes
-/// them all at once): at 4 GB, making contexts was 5.6% of the samples of a tau2 audit. The
+/// part's row groups get smaller as parts get more numerous (they share one buffer budget): at
+/// 4 GB, making contexts was 5.6% of the samples of a tau2 audit. The
 /// other columns are short values that are dictionary- or delta-encoded already.
 pub fn store_writer_properties() -> WriterProperties {
     properties(Compression::UNCOMPRESSED)
