@@ -205,6 +205,9 @@ impl Store {
         )?;
         // Row groups are decoded in parallel on the caller's rayon pool (the audit's), batch by
         // batch, and merged in row-group order, so a run's events keep their stored order.
+        // Batches are small: a tau2 result is up to 20 KB, so 4,096 rows made text columns of
+        // tens of MB, grown by doubling into fresh pages (128 rows: tau2 1 GB store audit
+        // about 4% faster, peak memory 350 -> 280 MB).
         let metadata = load_metadata(&path)?;
         let groups = metadata.metadata().num_row_groups();
         let decoded: Vec<io::Result<HashMap<String, Vec<Event>>>> = (0..groups)
@@ -217,7 +220,7 @@ impl Store {
                     metadata.clone(),
                 )
                 .with_row_groups(vec![group])
-                .with_batch_size(4096)
+                .with_batch_size(128)
                 .build()
                 .map_err(to_io)?;
                 for batch in reader {
