@@ -1,19 +1,24 @@
 //! The audit driver: every registered pass over every conversation of a store, in parallel
 //! across conversations, results merged in a fixed order so the corpus does not depend on the
-//! thread count. This is the only place that knows about threads.
+//! thread count. Checks themselves know nothing of threads.
+//!
+//! An audit of raw inputs does not read the store back: it checks each conversation during the
+//! ingest, as soon as it is stored, and writes the corpus from those results (rereading from
+//! the store only conversations stored in more than one piece). The corpus is byte for byte
+//! the one an audit of the store would write.
 
 use crate::cli::{fail, threads, AuditArgs};
 use crate::config::Config;
 use crate::corpus::write::{CorpusTables, TableWriter};
 use crate::corpus::{finding_id, AgreementRow, Disposition, DispositionRow, Finding, LedgerRow};
-use crate::ingest::driver::{ingest, IngestOptions};
+use crate::ingest::driver::{ingest_tapped, IngestOptions, Tap, Tapped};
 use crate::ingest::Format;
 use crate::model::Conversation;
 use crate::passes::{agreement_rows, select, Pass, PassContext};
 use crate::store::atomic::{write_file, AtomicDir};
-use crate::store::{Store, StoreManifest};
+use crate::store::{Origin, Store, StoreManifest};
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -70,14 +75,32 @@ pub struct CorpusManifest {
     pub ingest_seconds: Option<f64>,
 }
 
-/// Everything one conversation contributes to the corpus.
-#[derive(Default)]
+/// Everything one conversation contributes to the corpus. Serialisable: an audit of raw inputs
+/// checks conversations while they are ingested and files these by store part until the
+/// corpus is written.
+#[derive(Default, Serialize, Deserialize)]
 struct Contribution {
+    runs: u64,
     findings: Vec<Finding>,
     dispositions: Vec<DispositionRow>,
     agreement: Vec<AgreementRow>,
-    rows: Vec<(&'static str, serde_json::Value)>,
+    /// Rows of the checks' own tables: (table, row).
+    rows: Vec<(String, serde_json::Value)>,
 }
+
+impl Contribution {
+    /// Does it come back the same from JSON? Every field does, except a non-finite number,
+    /// which JSON writes as `null`.
+    fn survives_json(&self) -> bool {
+        self.findings
+            .iter()
+            .all(|f| f.columns.wasted_ms.is_none_or(f64::is_finite))
+    }
+}
+
+/// Where an audit of raw inputs files what it checked during the ingest, inside the corpus
+/// being written (removed before the corpus is complete).
+const CHECKED_DIR: &str = "checked-during-ingest";
 
 /// The source family of a run's format name (`agentfootprint-ndjson` -> `agentfootprint`).
 pub fn source_family(format: &str) -> String {
@@ -93,7 +116,10 @@ fn audit_conversation(
     passes: &[&'static dyn Pass],
     ctx: &PassContext,
 ) -> Contribution {
-    let mut out = Contribution::default();
+    let mut out = Contribution {
+        runs: conversation.runs.len() as u64,
+        ..Contribution::default()
+    };
     for pass in passes {
         let outcomes = pass.check(conversation, ctx);
         debug_assert_eq!(outcomes.len(), conversation.runs.len());
@@ -127,7 +153,12 @@ fn audit_conversation(
                     columns: draft.columns.clone(),
                 });
             }
-            out.rows.extend(outcome.rows.iter().cloned());
+            out.rows.extend(
+                outcome
+                    .rows
+                    .iter()
+                    .map(|(table, row)| (table.to_string(), row.clone())),
+            );
             out.agreement.extend(agreement_rows(
                 pass.name(),
                 conversation,
@@ -138,6 +169,69 @@ fn audit_conversation(
         }
     }
     out
+}
+
+/// The audit of raw inputs checks each conversation on the ingest's tap threads once the
+/// writer has stored it, as the store will give it back ([`crate::store::read::as_stored`]).
+/// So checking overlaps reading and writing, and the store is not read back except for
+/// conversations that were not stored in one piece.
+struct CheckWhileIngesting<'a> {
+    passes: &'a [&'static dyn Pass],
+    ctx: &'a PassContext,
+}
+
+impl Tap for CheckWhileIngesting<'_> {
+    fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>> {
+        let stored = crate::store::read::as_stored(conversation)?;
+        let contribution = audit_conversation(&stored, self.passes, self.ctx);
+        if !contribution.survives_json() {
+            return None;
+        }
+        serde_json::to_vec(&contribution).ok()
+    }
+}
+
+/// One part's contributions, in the order an audit of the store makes them (conversations by
+/// origin, then id): those checked during the ingest, and, checked now from the store, the
+/// conversations whose early result does not stand.
+fn tapped_part(
+    store: &Store,
+    part: u32,
+    tapped: &Tapped,
+    passes: &[&'static dyn Pass],
+    ctx: &PassContext,
+) -> io::Result<Vec<Contribution>> {
+    let stale = &tapped.stale[part as usize];
+    let text = std::fs::read_to_string(&tapped.files[part as usize])?;
+    let lines: Vec<&str> = text.lines().collect();
+    type Kept = (Origin, String, Contribution);
+    let mut list: Vec<Kept> = lines
+        .par_iter()
+        .map(|line| {
+            let (input_index, record_index, id, contribution): (u32, u64, String, Contribution) =
+                serde_json::from_str(line).map_err(io::Error::other)?;
+            let origin = Origin {
+                input_index,
+                record_index,
+            };
+            Ok((origin, id, contribution))
+        })
+        .filter(|kept: &io::Result<Kept>| kept.as_ref().map_or(true, |k| !stale.contains(&k.1)))
+        .collect::<io::Result<_>>()?;
+    drop(text);
+    if !stale.is_empty() {
+        let again: Vec<(Origin, Conversation)> = store
+            .read_part_ordered(part)?
+            .into_iter()
+            .filter(|(_, c)| stale.contains(&c.id))
+            .collect();
+        list.par_extend(again.into_par_iter().map(|(origin, c)| {
+            let contribution = audit_conversation(&c, passes, ctx);
+            (origin, c.id, contribution)
+        }));
+    }
+    list.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    Ok(list.into_iter().map(|(_, _, c)| c).collect())
 }
 
 /// Is `path` a store written by `ingest`?
@@ -156,12 +250,22 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     let started = Instant::now();
     let passes = select(opts.checks.as_deref()).map_err(io::Error::other)?;
     let staging = AtomicDir::create(out, "manifest.json")?;
+    let ctx = PassContext {
+        evidence: opts.config.evidence.compile().map_err(io::Error::other)?,
+        config: opts.config.clone(),
+        include_values: opts.include_values,
+    };
     let mut ingest_seconds = None;
+    let mut tapped = None;
     let store_dir = if inputs.len() == 1 && is_store(&inputs[0]) {
         inputs[0].clone()
     } else {
         let target = staging.path().join("store");
-        let summary = ingest(
+        let checker = CheckWhileIngesting {
+            passes: &passes,
+            ctx: &ctx,
+        };
+        let (summary, kept) = ingest_tapped(
             inputs,
             &target,
             &IngestOptions {
@@ -169,17 +273,14 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
                 threads: opts.threads,
                 progress: opts.progress,
             },
+            Some((&checker, &staging.path().join(CHECKED_DIR))),
         )?;
         ingest_seconds = Some(summary.manifest.seconds);
+        tapped = kept;
         target
     };
     let store = Store::open(&store_dir)?;
     let store_manifest = StoreManifest::read(&store_dir)?;
-    let ctx = PassContext {
-        evidence: opts.config.evidence.compile().map_err(io::Error::other)?,
-        config: opts.config.clone(),
-        include_values: opts.include_values,
-    };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads.max(1))
         .build()
@@ -207,21 +308,28 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     // One part at a time: read, audited in parallel, written in order. (Reading the next part
     // while auditing this one was tried: on two cores it gained little and held two parts.)
     for part in 0..store.parts {
-        let convs = pool.install(|| store.read_part(part))?;
-        conversations += convs.len() as u64;
-        runs += convs.iter().map(|c| c.runs.len() as u64).sum::<u64>();
-        let results: Vec<Contribution> = pool.install(|| {
-            convs
-                .par_iter()
-                .map(|c| {
-                    let r = audit_conversation(c, &passes, &ctx);
-                    progress.inc(c.runs.len() as u64);
-                    r
+        let results: Vec<Contribution> = match &tapped {
+            Some(tapped) => pool.install(|| tapped_part(&store, part, tapped, &passes, &ctx))?,
+            None => {
+                let convs = pool.install(|| store.read_part(part))?;
+                pool.install(|| {
+                    convs
+                        .par_iter()
+                        .map(|c| {
+                            let r = audit_conversation(c, &passes, &ctx);
+                            progress.inc(c.runs.len() as u64);
+                            r
+                        })
+                        .collect()
                 })
-                .collect()
-        });
-        drop(convs);
+            }
+        };
         for r in results {
+            conversations += 1;
+            runs += r.runs;
+            if tapped.is_some() {
+                progress.inc(r.runs);
+            }
             count(&mut counts, &r);
             findings += r.findings.len() as u64;
             tables.append(&r.findings, &r.dispositions, &r.agreement)?;
@@ -239,6 +347,9 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         }
     }
     progress.finish_and_clear();
+    if tapped.is_some() {
+        std::fs::remove_dir_all(staging.path().join(CHECKED_DIR))?;
+    }
 
     let ledger = ledger_rows(&passes, &counts);
     tables.finish(staging.path(), &ledger)?;

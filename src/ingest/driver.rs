@@ -5,6 +5,9 @@
 //! channel, and one writer drains the channels in input order. So memory is bounded (a worker
 //! waits when its file's channel is full) and the store's content does not depend on the thread
 //! count.
+//!
+//! A caller may hand each stored conversation on to a [`Tap`] running on threads of its own
+//! (the audit of raw inputs checks conversations there while the writer goes on).
 
 use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Sink};
 use crate::model::Conversation;
@@ -37,6 +40,94 @@ pub struct IngestOptions {
 pub struct IngestSummary {
     pub store: PathBuf,
     pub manifest: StoreManifest,
+}
+
+/// Work a caller wants done on each conversation once it is stored, on threads of its own and
+/// so in parallel with reading and writing (an audit of raw inputs checks conversations here).
+pub trait Tap: Sync {
+    /// What to keep of `conversation`: one JSON value, written on one line. `None` when it
+    /// cannot be done here (the caller then works from the store).
+    fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>>;
+}
+
+/// Conversations waiting for the tap; the writer waits when this many are.
+const TAP_QUEUE: usize = 64;
+
+/// What a [`Tap`] kept, filed by store part.
+pub struct Tapped {
+    /// Per part, a file of lines `[input_index, record_index, conversation_id, kept]`, in no
+    /// particular order (the tap runs on several threads).
+    pub files: Vec<PathBuf>,
+    /// Per part, the conversations whose kept value must not be used: stored in more than one
+    /// piece (fragments, or a conversation id met again in a later input), stored without some
+    /// of its runs (duplicates of runs read before), or not kept at all.
+    pub stale: Vec<HashSet<String>>,
+}
+
+/// Where a tap's values are written during an ingest, a file per store part.
+struct TapFiles {
+    files: Vec<PathBuf>,
+    writers: Vec<std::sync::Mutex<io::BufWriter<std::fs::File>>>,
+    stale: std::sync::Mutex<Vec<HashSet<String>>>,
+}
+
+impl TapFiles {
+    fn create(dir: &Path, parts: u32) -> io::Result<TapFiles> {
+        std::fs::create_dir_all(dir)?;
+        let files: Vec<PathBuf> = (0..parts)
+            .map(|p| dir.join(format!("part-{p:05}.jsonl")))
+            .collect();
+        let writers = files
+            .iter()
+            .map(|f| {
+                let file = std::fs::File::create(f)?;
+                Ok(std::sync::Mutex::new(io::BufWriter::new(file)))
+            })
+            .collect::<io::Result<_>>()?;
+        Ok(TapFiles {
+            files,
+            writers,
+            stale: std::sync::Mutex::new(vec![HashSet::new(); parts as usize]),
+        })
+    }
+
+    fn part(&self, conversation_id: &str) -> usize {
+        crate::store::write::part_of(conversation_id, self.files.len() as u32) as usize
+    }
+
+    /// What was or will be kept of this conversation does not stand.
+    fn mark_stale(&self, conversation_id: &str) {
+        let p = self.part(conversation_id);
+        self.stale.lock().expect("stale lock")[p].insert(conversation_id.to_string());
+    }
+
+    /// Run the tap on one stored conversation and file what it keeps (or, when it keeps
+    /// nothing, mark the conversation stale).
+    fn run(&self, tap: &dyn Tap, conversation: &Conversation, origin: Origin) -> io::Result<()> {
+        let Some(kept) = tap.conversation(conversation) else {
+            self.mark_stale(&conversation.id);
+            return Ok(());
+        };
+        let p = self.part(&conversation.id);
+        let mut line = Vec::with_capacity(kept.len() + conversation.id.len() + 32);
+        write!(line, "[{},{},", origin.input_index, origin.record_index)?;
+        serde_json::to_writer(&mut line, &conversation.id).map_err(io::Error::other)?;
+        line.push(b',');
+        line.extend_from_slice(&kept);
+        line.extend_from_slice(b"]\n");
+        let mut out = self.writers[p].lock().expect("tap file lock");
+        out.write_all(&line)
+    }
+
+    fn finish(self) -> io::Result<Tapped> {
+        for w in self.writers {
+            w.into_inner().expect("tap file lock").flush()?;
+        }
+        Ok(Tapped {
+            files: self.files,
+            stale: self.stale.into_inner().expect("stale lock"),
+        })
+    }
 }
 
 enum Message {
@@ -205,6 +296,18 @@ fn read_one(
 
 /// Run an ingest of `inputs` into the store directory `out`.
 pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<IngestSummary> {
+    ingest_tapped(inputs, out, opts, None).map(|(summary, _)| summary)
+}
+
+/// [`ingest`], with `tap` run on every conversation once it is stored (on `threads` threads of
+/// its own, fed through a bounded queue); what it keeps is filed by store part under the given
+/// directory.
+pub fn ingest_tapped(
+    inputs: &[PathBuf],
+    out: &Path,
+    opts: &IngestOptions,
+    tap: Option<(&dyn Tap, &Path)>,
+) -> io::Result<(IngestSummary, Option<Tapped>)> {
     let started = Instant::now();
     let files = expand_inputs(inputs)?;
     if files.is_empty() {
@@ -221,6 +324,14 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
     let parts = total_bytes.div_ceil(PART_INPUT_BYTES).max(1) as u32;
     let staging = AtomicDir::create(out, "manifest.json")?;
     let mut writer = StoreWriter::create(staging.path(), parts)?;
+    let tap_files = match tap {
+        Some((_, dir)) => Some(TapFiles::create(dir, parts)?),
+        None => None,
+    };
+    let tap = tap.map(|(t, _)| t);
+    let (tap_tx, tap_rx) = sync_channel::<(Conversation, Origin)>(TAP_QUEUE);
+    let tap_rx = std::sync::Mutex::new(tap_rx);
+    let tap_error: std::sync::Mutex<Option<io::Error>> = std::sync::Mutex::new(None);
     let mut quarantine = io::BufWriter::new(std::fs::File::create(
         staging.path().join("quarantine.jsonl"),
     )?);
@@ -253,6 +364,19 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
     let last_input = files.len() - 1;
 
     std::thread::scope(|scope| {
+        if let (Some(tap), Some(tap_files)) = (tap, tap_files.as_ref()) {
+            for _ in 0..opts.threads.max(1) {
+                scope.spawn(|| loop {
+                    let next = tap_rx.lock().expect("tap queue lock").recv();
+                    let Ok((conversation, origin)) = next else {
+                        break;
+                    };
+                    if let Err(e) = tap_files.run(tap, &conversation, origin) {
+                        tap_error.lock().expect("tap error lock").get_or_insert(e);
+                    }
+                });
+            }
+        }
         for _ in 0..threads {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
@@ -311,6 +435,7 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
                             fresh
                         });
                         let mut result = Ok(());
+                        let skipped_none = skipped.is_empty();
                         for run_id in skipped {
                             counts.duplicate_runs += 1;
                             let q = Quarantined {
@@ -325,21 +450,33 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
                             };
                             result = result.and(write_quarantine(&mut quarantine, &q));
                         }
+                        let origin = Origin {
+                            input_index: i as u32,
+                            record_index: record,
+                        };
                         if conversation.runs.is_empty() {
+                            if let Some(files) = &tap_files {
+                                files.mark_stale(&conversation.id);
+                            }
                             result
                         } else {
-                            if !seen_conversations.contains(&conversation.id) {
+                            let first = !seen_conversations.contains(&conversation.id);
+                            if first {
                                 seen_conversations.insert(conversation.id.clone());
                             }
                             counts.user_turn_runs +=
                                 conversation.runs.iter().filter(|r| r.turn >= 1).count() as u64;
-                            result.and(writer.write(
-                                &conversation,
-                                Origin {
-                                    input_index: i as u32,
-                                    record_index: record,
-                                },
-                            ))
+                            let result = result.and(writer.write(&conversation, origin));
+                            // The tap's view stands only if the store holds the conversation
+                            // exactly as read: in one piece, with all of its runs.
+                            if let Some(files) = &tap_files {
+                                if first && skipped_none {
+                                    let _ = tap_tx.send((conversation, origin));
+                                } else {
+                                    files.mark_stale(&conversation.id);
+                                }
+                            }
+                            result
                         }
                     }
                     Message::Spans(_) => Ok(()),
@@ -365,7 +502,12 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
             counts.records_quarantined += entry.quarantined;
             entries.push(entry);
         }
+        // The tap's threads stop once the queue is empty.
+        drop(tap_tx);
     });
+    if let Some(e) = tap_error.into_inner().expect("tap error lock") {
+        return Err(e);
+    }
     progress.finish_and_clear();
     if let Some(e) = fatal {
         return Err(e);
@@ -390,7 +532,8 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
     let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
     write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
     let store = staging.commit()?;
-    Ok(IngestSummary { store, manifest })
+    let tapped = tap_files.map(TapFiles::finish).transpose()?;
+    Ok((IngestSummary { store, manifest }, tapped))
 }
 
 fn write_quarantine(out: &mut impl Write, q: &Quarantined) -> io::Result<()> {

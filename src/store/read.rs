@@ -190,6 +190,16 @@ impl Store {
 
     /// The conversations of one part, in stable order, with every event loaded.
     pub fn read_part(&self, part: u32) -> io::Result<Vec<Conversation>> {
+        Ok(self
+            .read_part_ordered(part)?
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect())
+    }
+
+    /// [`Store::read_part`], each conversation with its origin (the earliest of its runs'),
+    /// which is what orders them: by origin, then id.
+    pub fn read_part_ordered(&self, part: u32) -> io::Result<Vec<(Origin, Conversation)>> {
         let path = self.dir.join("events").join(part_file_name(part));
         let runs_path = self.dir.join("runs.parquet");
         let runs_metadata = match self.runs_metadata.get() {
@@ -257,7 +267,7 @@ impl Store {
         list.sort_by(|a, b| (a.1 .0, a.0).cmp(&(b.1 .0, b.0)));
         Ok(list
             .into_iter()
-            .map(|(id, (_, mut runs))| {
+            .map(|(id, (origin, mut runs))| {
                 runs.sort_by(|(ra, a), (rb, b)| {
                     (a.turn, a.started_ms, ra.origin, &a.run_id).cmp(&(
                         b.turn,
@@ -266,13 +276,82 @@ impl Store {
                         &b.run_id,
                     ))
                 });
-                Conversation {
+                let conversation = Conversation {
                     id: id.to_string(),
                     runs: runs.into_iter().map(|(_, r)| r).collect(),
-                }
+                };
+                (origin, conversation)
             })
             .collect())
     }
+}
+
+/// Is the recorded envelope of an event of this kind and source type loaded back from the
+/// store? Checks read the envelope of verdicts, model calls and the `other` rows they name
+/// (`Pass::other_payloads`) only; everything else is read from its own columns (envelopes are
+/// most of an agentfootprint store's bytes).
+fn payload_is_read(kind: EventKind, source_type: Option<&str>, other_payloads: &[&str]) -> bool {
+    match kind {
+        EventKind::Verdict | EventKind::ModelCall => true,
+        EventKind::Other => source_type.is_none_or(|t| other_payloads.contains(&t)),
+        _ => false,
+    }
+}
+
+/// The run order within a conversation read back from the store: turn, start time, then (runs
+/// of one stored message share their origin) run id.
+fn run_order(run: &Run) -> (u32, Option<i64>, &str) {
+    (run.turn, run.started_ms, &run.run_id)
+}
+
+/// `conversation` exactly as [`Store::read_part`] would hand it back, if it were stored alone
+/// as one message: events kind-tagged and in `seq` order, runs in stored order, and envelopes
+/// the checks do not read left out. Borrowed when it is that already, which is the common case.
+/// `None` when the store could not give it back as one conversation (a run names another
+/// conversation).
+///
+/// With this an audit of raw inputs can check a conversation while it is being ingested, and
+/// get what an audit of the store gets.
+pub fn as_stored(conversation: &Conversation) -> Option<std::borrow::Cow<'_, Conversation>> {
+    if conversation
+        .runs
+        .iter()
+        .any(|r| r.conversation_id != conversation.id)
+    {
+        return None;
+    }
+    let other_payloads = crate::passes::other_payload_types();
+    let event_as_stored = |e: &Event| {
+        e.kind.is_some()
+            && (e.payload.is_none()
+                || payload_is_read(e.kind(), e.source_type.as_deref(), &other_payloads))
+    };
+    let runs_ordered = conversation
+        .runs
+        .windows(2)
+        .all(|w| run_order(&w[0]) < run_order(&w[1]));
+    let events_ordered = |r: &Run| r.events.windows(2).all(|w| w[0].seq <= w[1].seq);
+    if runs_ordered
+        && conversation
+            .runs
+            .iter()
+            .all(|r| events_ordered(r) && r.events.iter().all(event_as_stored))
+    {
+        return Some(std::borrow::Cow::Borrowed(conversation));
+    }
+    let mut stored = conversation.clone();
+    stored.runs.sort_by(|a, b| run_order(a).cmp(&run_order(b)));
+    for run in &mut stored.runs {
+        run.events.sort_by_key(|e| e.seq);
+        for e in &mut run.events {
+            let kind = e.kind();
+            if !payload_is_read(kind, e.source_type.as_deref(), &other_payloads) {
+                e.payload = None;
+            }
+            e.kind = Some(kind);
+        }
+    }
+    Some(std::borrow::Cow::Owned(stored))
 }
 
 fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> io::Result<()> {
@@ -297,16 +376,11 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
     let other_payloads = crate::passes::other_payload_types();
     for i in 0..batch.num_rows() {
         let event_kind = EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other);
-        // Checks read the recorded envelope of verdicts, model calls and the other rows they
-        // name (`Pass::other_payloads`) only; everything else is read from its own columns
-        // (envelopes are most of an agentfootprint store's bytes).
-        let wants_payload = match event_kind {
-            EventKind::Verdict | EventKind::ModelCall => true,
-            EventKind::Other => {
-                source_type.is_null(i) || other_payloads.contains(&source_type.value(i))
-            }
-            _ => false,
-        };
+        let wants_payload = payload_is_read(
+            event_kind,
+            (!source_type.is_null(i)).then(|| source_type.value(i)),
+            &other_payloads,
+        );
         let e = Event {
             seq: seq.value(i),
             kind: Some(event_kind),
@@ -471,5 +545,58 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, ids);
+    }
+
+    /// `as_stored` gives what a store read gives: for conversations stored in the order read
+    /// back (borrowed as they are), and for ones whose runs and events are stored out of order,
+    /// with events of no kind and with envelopes the checks do not read (rebuilt).
+    #[test]
+    fn as_stored_is_what_the_store_gives_back() {
+        let plain = conversation("plain", 3, 40);
+        let mut shuffled = conversation("shuffled", 4, 40);
+        shuffled.runs.reverse();
+        shuffled.runs[1].started_ms = Some(5);
+        shuffled.runs[2].turn = 2; // two runs of turn 2, told apart by start time and id
+        for run in &mut shuffled.runs {
+            run.events.reverse();
+            run.events[0].kind = None;
+            run.events[0].source_type = Some("agentfootprint.context.injected".into());
+            let mut other = Event::new(EventKind::Other);
+            other.seq = 1; // the same seq as another event: their order is kept
+            other.source_type = Some("some.other.event".into());
+            other.payload = Some("{}".into());
+            run.events.push(other);
+        }
+        let mut elsewhere = conversation("elsewhere", 2, 10);
+        elsewhere.runs[1].conversation_id = "another".into();
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 1).unwrap();
+        for (i, c) in [&plain, &shuffled].into_iter().enumerate() {
+            let origin = Origin {
+                input_index: 0,
+                record_index: i as u64,
+            };
+            writer.write(c, origin).unwrap();
+        }
+        writer.finish().unwrap();
+        std::fs::write(dir.path().join("manifest.json"), "{}").unwrap();
+        let back = Store::open(dir.path()).unwrap().read_part(0).unwrap();
+        assert_eq!(back.len(), 2);
+
+        let plain_view = as_stored(&plain).unwrap();
+        assert!(
+            matches!(plain_view, std::borrow::Cow::Owned(_)),
+            "verdict envelopes stay, the landing's goes"
+        );
+        assert_eq!(*plain_view, back[0]);
+        let shuffled_view = as_stored(&shuffled).unwrap();
+        assert_eq!(*shuffled_view, back[1]);
+        assert_ne!(shuffled, back[1]);
+        assert!(as_stored(&elsewhere).is_none());
+
+        // Read back once more, it is its own stored form, and borrowed.
+        let again = as_stored(&back[1]).unwrap();
+        assert!(matches!(again, std::borrow::Cow::Borrowed(_)));
     }
 }
