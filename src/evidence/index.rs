@@ -45,6 +45,35 @@ impl EvidenceIndex {
         }
     }
 
+    /// An empty index that keeps only the spellings of `values` (normalised answer values, as
+    /// [`answer_values`](super::answer_values) gives them) instead of every form the history
+    /// serves: a few entries instead of thousands, and a looked-up value, its exemption and
+    /// the turns answer exactly as [`EvidenceIndex::new`]'s index would, as long as it has
+    /// not [overflowed](EvidenceIndex::overflowed). [`len`](EvidenceIndex::len) and
+    /// [`forms`](EvidenceIndex::forms) count the kept forms only.
+    pub fn watching<'v>(
+        cfg: &CompiledEvidence,
+        values: impl IntoIterator<Item = &'v str>,
+    ) -> EvidenceIndex {
+        let mut watched = Watched::default();
+        for value in values {
+            watched.extend(lookup_forms(value).map(str::to_string));
+        }
+        let mut index = EvidenceIndex::new(cfg);
+        index.exempt.watched = Some(watched.clone());
+        index.evidence.watched = Some(watched);
+        index
+    }
+
+    /// Can a [`watching`](EvidenceIndex::watching) index no longer stand for the full one? It
+    /// spends a unit of budget on every form offered, new or not (it does not hold the others,
+    /// so it cannot tell), and so runs out no later than the full index. Until then the full
+    /// index has not run out either, and has dropped nothing. Once it has, the caller builds
+    /// the full index instead. Always false for a full index.
+    pub fn overflowed(&self) -> bool {
+        self.evidence.overflowed() || self.exempt.overflowed()
+    }
+
     /// Walk one more message of the history (the rules of [`build_index`]).
     pub fn push(&mut self, msg: &HistoryMessage<'_>) {
         match msg.role {
@@ -127,11 +156,16 @@ impl EvidenceIndex {
     }
 }
 
+/// The forms a watching index keeps.
+type Watched = hashbrown::HashSet<String, FxBuildHasher>;
+
 /// A set of forms filling up against a budget of distinct entries.
 #[derive(Debug)]
 struct Collector {
     /// Forms are short and numerous and hashed once each; a keyed hash is not needed here.
     forms: hashbrown::HashMap<String, u32, FxBuildHasher>,
+    /// When set, only these forms are kept, and every offered form spends budget.
+    watched: Option<Watched>,
     budget: usize,
     turn: u32,
     /// A buffer reused for normalising.
@@ -144,6 +178,7 @@ impl Collector {
     fn new(budget: usize) -> Collector {
         Collector {
             forms: hashbrown::HashMap::default(),
+            watched: None,
             budget,
             turn: 0,
             scratch: String::new(),
@@ -159,11 +194,33 @@ impl Collector {
         self.scratch = norm;
     }
 
+    /// Has a watching collector spent its budget (see [`EvidenceIndex::overflowed`])?
+    fn overflowed(&self) -> bool {
+        self.watched.is_some() && self.budget == 0
+    }
+
     /// Record an already normalised form. A form already present is re-stamped with the current
     /// turn whatever the budget says (that costs no entry); a new form takes one unit of budget,
     /// and once the budget is spent new forms are dropped.
     fn add_normalized(&mut self, norm: &str) {
         if norm.is_empty() {
+            return;
+        }
+        if let Some(watched) = &self.watched {
+            for form in lookup_forms(norm) {
+                if self.budget == 0 {
+                    return;
+                }
+                self.budget -= 1;
+                if watched.contains(form) {
+                    match self.forms.entry_ref(form) {
+                        EntryRef::Occupied(mut held) => *held.get_mut() = self.turn,
+                        EntryRef::Vacant(new) => {
+                            new.insert(self.turn);
+                        }
+                    }
+                }
+            }
             return;
         }
         for form in lookup_forms(norm) {
@@ -286,7 +343,28 @@ pub fn build_index(
     extra_exempt_texts: &[&str],
     cfg: &CompiledEvidence,
 ) -> EvidenceIndex {
-    let mut index = EvidenceIndex::new(cfg);
+    fill(EvidenceIndex::new(cfg), history, extra_exempt_texts)
+}
+
+/// [`build_index`] into a [`watching`](EvidenceIndex::watching) index.
+pub fn build_watching_index<'v>(
+    history: &[HistoryMessage<'_>],
+    extra_exempt_texts: &[&str],
+    cfg: &CompiledEvidence,
+    values: impl IntoIterator<Item = &'v str>,
+) -> EvidenceIndex {
+    fill(
+        EvidenceIndex::watching(cfg, values),
+        history,
+        extra_exempt_texts,
+    )
+}
+
+fn fill(
+    mut index: EvidenceIndex,
+    history: &[HistoryMessage<'_>],
+    extra_exempt_texts: &[&str],
+) -> EvidenceIndex {
     for msg in history {
         index.push(msg);
     }

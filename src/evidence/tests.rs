@@ -727,3 +727,79 @@ are waiting for something to change, say so in your answer rather than calling a
     assert_eq!((candidates, unsupported.len()), (2, 0));
     assert_eq!(r.tool_results_this_turn, 2);
 }
+
+/// A watching index answers every lookup of its values as the full index does, at budgets the
+/// full index fits in, runs out in, and in between; and it says when it can no longer stand
+/// for the full index.
+#[test]
+fn a_watching_index_answers_as_the_full_one_until_it_overflows() {
+    let h = history(&[
+        ("s", "You serve orders; account 0xAB12 is yours"),
+        ("u", "Where is order A-1042?"),
+        (
+            "t",
+            r#"{"order":"A-1042","total":"$1,250.00","items":[{"sku":"0xEF0101","qty":3}],"paid":true}"#,
+        ),
+        ("t", "plain text: 41,200 units shipped from DEPOT-7"),
+        ("a", "It is on its way."),
+        ("u", "And the total for A-1042?"),
+        (
+            "t",
+            r#"[1250, 9007199254740993, "depot-7", {"a":"x","a":"y"}]"#,
+        ),
+        ("u", "[evidence check] not a turn"),
+        ("t", r#"{"broken": "#),
+    ]);
+    let answers = [
+        "Order A-1042 totals $1,250 and 0xEF0101 ships 41,200 units from DEPOT-7",
+        "ab12 and 9007199254740993, sku ef0101, y not x, 3 of them",
+        "nothing to see",
+    ];
+    let mut overflowed_at = None;
+    for budget in (1..=400).rev() {
+        let cfg = with(|c| c.max_forms = budget);
+        let values: Vec<String> = answers
+            .iter()
+            .flat_map(|a| answer_values(a, &cfg))
+            .map(|c| c.value)
+            .collect();
+        assert!(values.len() >= 8, "{values:?}");
+        let full = build_index(&h, &["extra 7777"], &cfg);
+        let watching =
+            build_watching_index(&h, &["extra 7777"], &cfg, values.iter().map(String::as_str));
+        assert!(!full.overflowed());
+        if watching.overflowed() {
+            overflowed_at.get_or_insert(budget);
+            continue;
+        }
+        assert!(
+            overflowed_at.is_none(),
+            "budget {budget} fits after a larger one overflowed"
+        );
+        assert!(!full.truncated(), "budget {budget}");
+        assert!(!watching.truncated());
+        assert_eq!(watching.current_turn(), full.current_turn());
+        assert_eq!(
+            watching.tool_results_this_turn(),
+            full.tool_results_this_turn()
+        );
+        assert!(watching.len() < full.len(), "it keeps fewer forms");
+        for v in &values {
+            assert_eq!(watching.lookup(v), full.lookup(v), "budget {budget}: {v}");
+            assert_eq!(
+                watching.is_exempt(v),
+                full.is_exempt(v),
+                "budget {budget}: {v}"
+            );
+        }
+        for answer in answers {
+            assert_eq!(
+                read_answer(answer, &watching, &cfg),
+                read_answer(answer, &full, &cfg)
+            );
+        }
+    }
+    // Both sides were reached: the larger budgets fit, the smaller overflow.
+    let overflowed_at = overflowed_at.expect("small budgets overflow");
+    assert!(overflowed_at < 400, "some budget fits");
+}

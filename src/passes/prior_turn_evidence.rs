@@ -12,7 +12,10 @@
 //! was asked to (`--include-values`); otherwise it says how many there were.
 
 use crate::corpus::{Disposition, Draft, FindingColumns, Subject, Witness};
-use crate::evidence::{build_index, disposition, read_answer, EvidenceIndex, Reading};
+use crate::evidence::{
+    answer_values, build_index, build_watching_index, disposition, read_answer, EvidenceIndex,
+    Reading,
+};
 use crate::js;
 use crate::model::{Conversation, EventKind, Run};
 use crate::passes::{Pass, PassContext, RunOutcome};
@@ -30,30 +33,76 @@ impl Pass for PriorTurnEvidence {
     }
 
     fn check(&self, conversation: &Conversation, ctx: &PassContext) -> Vec<RunOutcome> {
-        // Runs without recorded context judge the conversation's messages so far: each run's
-        // history extends the previous one, so one index is grown run by run instead of being
-        // rebuilt from the start for every turn.
-        let mut shared = EvidenceIndex::new(&ctx.evidence);
-        conversation
-            .runs
-            .iter()
-            .enumerate()
-            .map(|(i, run)| {
-                if run.events_of(EventKind::Context).next().is_some() {
-                    let history = conversation.history_for(i);
-                    let own = build_index(&history, &[], &ctx.evidence);
-                    check_run(run, &own, ctx)
-                } else {
-                    for e in run.events_of(EventKind::Message) {
-                        if let Some(msg) = e.as_history_message() {
-                            shared.push(&msg);
-                        }
-                    }
-                    check_run(run, &shared, ctx)
-                }
-            })
-            .collect()
+        // Indexes that keep only the forms the answers look up first; in the rare conversation
+        // whose tool results offer more forms than the budget, full indexes.
+        judge(conversation, ctx, true)
+            .or_else(|| judge(conversation, ctx, false))
+            .expect("a full index does not overflow")
     }
+}
+
+/// Judge every run of the conversation, with [watching](EvidenceIndex::watching) indexes when
+/// `watching` is set (`None` if one of them overflowed) or full ones otherwise.
+///
+/// Runs without recorded context judge the conversation's messages so far: each run's history
+/// extends the previous one, so one index is grown run by run instead of being rebuilt from
+/// the start for every turn.
+fn judge(
+    conversation: &Conversation,
+    ctx: &PassContext,
+    watching: bool,
+) -> Option<Vec<RunOutcome>> {
+    let cfg = &ctx.evidence;
+    let has_context = |run: &Run| run.events_of(EventKind::Context).next().is_some();
+    let values: Vec<Vec<String>> = conversation
+        .runs
+        .iter()
+        .map(|run| {
+            let answer = run.answer.as_deref().filter(|_| watching).unwrap_or("");
+            answer_values(answer, cfg)
+                .into_iter()
+                .map(|c| c.value)
+                .collect()
+        })
+        .collect();
+    let mut shared = if watching {
+        let judged_on_shared = conversation.runs.iter().zip(&values);
+        EvidenceIndex::watching(
+            cfg,
+            judged_on_shared
+                .filter(|(run, _)| !has_context(run))
+                .flat_map(|(_, v)| v.iter().map(String::as_str)),
+        )
+    } else {
+        EvidenceIndex::new(cfg)
+    };
+    let mut outcomes = Vec::with_capacity(conversation.runs.len());
+    for (i, run) in conversation.runs.iter().enumerate() {
+        let outcome = if has_context(run) {
+            let history = conversation.history_for(i);
+            let own = if watching {
+                build_watching_index(&history, &[], cfg, values[i].iter().map(String::as_str))
+            } else {
+                build_index(&history, &[], cfg)
+            };
+            if own.overflowed() {
+                return None;
+            }
+            check_run(run, &own, ctx)
+        } else {
+            for e in run.events_of(EventKind::Message) {
+                if let Some(msg) = e.as_history_message() {
+                    shared.push(&msg);
+                }
+            }
+            if shared.overflowed() {
+                return None;
+            }
+            check_run(run, &shared, ctx)
+        };
+        outcomes.push(outcome);
+    }
+    Some(outcomes)
 }
 
 fn parse_disposition(s: &str) -> Disposition {
