@@ -220,11 +220,7 @@ fn tapped_part(
         .collect::<io::Result<_>>()?;
     drop(text);
     if !stale.is_empty() {
-        let again: Vec<(Origin, Conversation)> = store
-            .read_part_ordered(part)?
-            .into_iter()
-            .filter(|(_, c)| stale.contains(&c.id))
-            .collect();
+        let again = store.read_part_where(part, Some(stale))?;
         list.par_extend(again.into_par_iter().map(|(origin, c)| {
             let contribution = audit_conversation(&c, passes, ctx);
             (origin, c.id, contribution)

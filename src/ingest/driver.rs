@@ -50,8 +50,70 @@ pub trait Tap: Sync {
     fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>>;
 }
 
-/// Conversations waiting for the tap; the writer waits when this many are.
-const TAP_QUEUE: usize = 64;
+/// Bytes of conversations (text, arguments, envelopes) waiting for the tap: the writer waits
+/// while more are queued, so one very large conversation at a time at most goes past it.
+const TAP_QUEUE_BYTES: usize = 32 << 20;
+
+/// The tap's queue: a channel, and the bytes it holds (with a condition the writer waits on).
+struct TapQueue {
+    tx: std::sync::Mutex<Option<SyncSender<(Conversation, Origin, usize)>>>,
+    rx: std::sync::Mutex<Receiver<(Conversation, Origin, usize)>>,
+    held: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl TapQueue {
+    fn new() -> TapQueue {
+        // The byte budget bounds the queue; the channel's own bound only has to be above it.
+        let (tx, rx) = sync_channel(4096);
+        TapQueue {
+            tx: std::sync::Mutex::new(Some(tx)),
+            rx: std::sync::Mutex::new(rx),
+            held: std::sync::Mutex::new(0),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Queue a conversation, first waiting while the queue holds more than its budget.
+    fn push(&self, conversation: Conversation, origin: Origin) {
+        let size = conversation_bytes(&conversation);
+        let mut held = self.held.lock().expect("tap queue lock");
+        while *held > 0 && *held + size > TAP_QUEUE_BYTES {
+            held = self.freed.wait(held).expect("tap queue lock");
+        }
+        *held += size;
+        drop(held);
+        if let Some(tx) = self.tx.lock().expect("tap queue lock").as_ref() {
+            let _ = tx.send((conversation, origin, size));
+        }
+    }
+
+    /// The next queued conversation, or `None` once the queue is closed and empty.
+    fn pop(&self) -> Option<(Conversation, Origin, usize)> {
+        self.rx.lock().expect("tap queue lock").recv().ok()
+    }
+
+    /// A popped conversation is done with: its bytes leave the budget.
+    fn done(&self, size: usize) {
+        *self.held.lock().expect("tap queue lock") -= size;
+        self.freed.notify_one();
+    }
+
+    fn close(&self) {
+        self.tx.lock().expect("tap queue lock").take();
+    }
+}
+
+/// The bytes a conversation's texts take (the measure of the tap queue's budget).
+fn conversation_bytes(conversation: &Conversation) -> usize {
+    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    conversation
+        .runs
+        .iter()
+        .flat_map(|r| &r.events)
+        .map(|e| text(&e.text) + text(&e.arguments) + text(&e.payload) + 64)
+        .sum()
+}
 
 /// What a [`Tap`] kept, filed by store part.
 pub struct Tapped {
@@ -329,8 +391,7 @@ pub fn ingest_tapped(
         None => None,
     };
     let tap = tap.map(|(t, _)| t);
-    let (tap_tx, tap_rx) = sync_channel::<(Conversation, Origin)>(TAP_QUEUE);
-    let tap_rx = std::sync::Mutex::new(tap_rx);
+    let tap_queue = TapQueue::new();
     let tap_error: std::sync::Mutex<Option<io::Error>> = std::sync::Mutex::new(None);
     let mut quarantine = io::BufWriter::new(std::fs::File::create(
         staging.path().join("quarantine.jsonl"),
@@ -366,13 +427,13 @@ pub fn ingest_tapped(
     std::thread::scope(|scope| {
         if let (Some(tap), Some(tap_files)) = (tap, tap_files.as_ref()) {
             for _ in 0..opts.threads.max(1) {
-                scope.spawn(|| loop {
-                    let next = tap_rx.lock().expect("tap queue lock").recv();
-                    let Ok((conversation, origin)) = next else {
-                        break;
-                    };
-                    if let Err(e) = tap_files.run(tap, &conversation, origin) {
-                        tap_error.lock().expect("tap error lock").get_or_insert(e);
+                scope.spawn(|| {
+                    while let Some((conversation, origin, size)) = tap_queue.pop() {
+                        if let Err(e) = tap_files.run(tap, &conversation, origin) {
+                            tap_error.lock().expect("tap error lock").get_or_insert(e);
+                        }
+                        drop(conversation);
+                        tap_queue.done(size);
                     }
                 });
             }
@@ -471,7 +532,7 @@ pub fn ingest_tapped(
                             // exactly as read: in one piece, with all of its runs.
                             if let Some(files) = &tap_files {
                                 if first && skipped_none {
-                                    let _ = tap_tx.send((conversation, origin));
+                                    tap_queue.push(conversation, origin);
                                 } else {
                                     files.mark_stale(&conversation.id);
                                 }
@@ -503,7 +564,7 @@ pub fn ingest_tapped(
             entries.push(entry);
         }
         // The tap's threads stop once the queue is empty.
-        drop(tap_tx);
+        tap_queue.close();
     });
     if let Some(e) = tap_error.into_inner().expect("tap error lock") {
         return Err(e);
