@@ -1,13 +1,13 @@
 //! The hot functions of the prior-turn-evidence check: tokenising text, extracting an answer's
 //! values, and the evidence index (building it from a conversation's tool results, growing it
-//! message by message, and reading an answer against it). Inputs are tool results from the
+//! message by message, keeping only the answers' values, and reading an answer against it). Inputs are tool results from the
 //! corpus generator, so their shape is that of the generated corpora.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 use traceaudit::evidence::{
-    answer_values, build_index, normalize_token, read_answer, tokenize, CompiledEvidence,
-    EvidenceIndex,
+    answer_values, build_index, build_watching_index, normalize_token, read_answer, tokenize,
+    CompiledEvidence, EvidenceIndex,
 };
 use traceaudit::gen::plan::{plan_conversation, Outcome};
 use traceaudit::gen::rng::Rng;
@@ -97,6 +97,23 @@ fn evidence_index(c: &mut Criterion) {
             BenchmarkId::new("build", format!("{}KB", bytes / 1000)),
             &hist,
             |b, h| b.iter(|| build_index(black_box(h), &[], &cfg)),
+        );
+        // What the check builds: an index keeping only the values the conversation's answers
+        // state (they are extracted once per conversation, so that is timed too).
+        group.bench_with_input(
+            BenchmarkId::new("build_watching", format!("{}KB", bytes / 1000)),
+            &(&hist, &msgs),
+            |b, (h, msgs)| {
+                b.iter(|| {
+                    let values: Vec<String> = msgs
+                        .iter()
+                        .filter(|(r, _)| *r == Role::Assistant)
+                        .flat_map(|(_, t)| answer_values(t, &cfg))
+                        .map(|c| c.value)
+                        .collect();
+                    build_watching_index(black_box(h), &[], &cfg, values.iter().map(String::as_str))
+                })
+            },
         );
         group.bench_with_input(
             BenchmarkId::new("push_each", format!("{}KB", bytes / 1000)),
