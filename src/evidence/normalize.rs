@@ -52,6 +52,12 @@ fn is_trailing_decoration(c: char) -> bool {
     )
 }
 
+/// Is `text` one token as it stands: nothing but token characters, and no comma to cut at?
+/// Its only token is then `text` itself, normalised.
+pub(crate) fn is_single_token(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| is_token_byte(b) && b != b',')
+}
+
 /// Characters a token may contain; every other character separates tokens.
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric()

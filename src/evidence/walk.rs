@@ -18,7 +18,7 @@
 //! - text the strict parser refuses (lone surrogate escapes, bad JSON, nesting deeper than the
 //!   parser's limit) is also [`Outcome::Fallback`]: the reference path knows what to do with it.
 
-use super::normalize::{for_each_token, normalize_into};
+use super::normalize::{for_each_token, is_single_token, normalize_into};
 use crate::js;
 use rustc_hash::FxHasher;
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
@@ -95,6 +95,12 @@ impl Gathered {
         // As the reference walk: the whole leaf (it may hold spaces and still be one value),
         // then each of its tokens.
         self.add(s);
+        // A leaf that is a single token gives the same form again; offering it twice in a row
+        // changes nothing in the index (the second only re-stamps the first with the same
+        // turn), so it is offered once.
+        if is_single_token(s) {
+            return;
+        }
         for_each_token(s, |token| {
             self.push_normalized(token);
             true
