@@ -309,30 +309,8 @@ fn prior_turn_evidence_matches_the_sample_manifest() {
 /// joins them, so the store and the findings are those of the same log without the other lines.
 #[test]
 fn a_session_stored_in_fragments_is_joined() {
-    use traceaudit::ingest::agentfootprint::LATENESS_BYTES;
     let original = testdata("agentfootprint/ndjson/f_prior_turn_evidence.ndjson");
-    let text = std::fs::read_to_string(&original).unwrap();
-    // Lines of one run that never ends, more of them than the window.
-    let pad = "x".repeat(64 << 10);
-    let filler = format!(
-        "{{\"type\":\"agentfootprint.stream.llm_start\",\"payload\":{{\"pad\":\"{pad}\"}},\
-         \"meta\":{{\"runId\":\"filler\",\"sessionId\":\"filler\"}}}}\n"
-    );
-    let block = filler.repeat((LATENESS_BYTES as usize).div_ceil(filler.len()) + 20);
-    let mut padded = String::new();
-    let mut conv_runs_ended = 0;
-    for line in text.lines() {
-        padded.push_str(line);
-        padded.push('\n');
-        // After the first two of sess-f-conv's three runs.
-        if line.contains("integrity.disposition") && line.contains("sess-f-conv") {
-            conv_runs_ended += 1;
-            if conv_runs_ended <= 2 {
-                padded.push_str(&block);
-            }
-        }
-    }
-    assert_eq!(conv_runs_ended, 3);
+    let padded = fragmented_session_ndjson();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("padded")).unwrap();
     let padded_path = dir.path().join("padded/f_prior_turn_evidence.ndjson");

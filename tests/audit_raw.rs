@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use std::path::Path;
 use traceaudit::audit::{audit, AuditOptions};
 use traceaudit::config::Config;
 use traceaudit::ingest::driver::{ingest, IngestOptions};
@@ -28,36 +27,6 @@ fn options(threads: usize) -> AuditOptions {
     }
 }
 
-/// One session's runs far enough apart in its file that the agentfootprint adapter hands the
-/// session on in three fragments.
-fn fragmented_session(dir: &Path) {
-    use traceaudit::ingest::agentfootprint::LATENESS_BYTES;
-    let text = std::fs::read_to_string(testdata(
-        "agentfootprint/ndjson/f_prior_turn_evidence.ndjson",
-    ))
-    .unwrap();
-    let pad = "x".repeat(64 << 10);
-    let filler = format!(
-        "{{\"type\":\"agentfootprint.stream.llm_start\",\"payload\":{{\"pad\":\"{pad}\"}},\
-         \"meta\":{{\"runId\":\"filler\",\"sessionId\":\"filler\"}}}}\n"
-    );
-    let block = filler.repeat((LATENESS_BYTES as usize).div_ceil(filler.len()) + 20);
-    let mut padded = String::new();
-    let mut ended = 0;
-    for line in text.lines() {
-        padded.push_str(line);
-        padded.push('\n');
-        if line.contains("integrity.disposition") && line.contains("sess-f-conv") {
-            ended += 1;
-            if ended <= 2 {
-                padded.push_str(&block);
-            }
-        }
-    }
-    assert_eq!(ended, 3);
-    std::fs::write(dir.join("f_padded.ndjson"), padded).unwrap();
-}
-
 #[test]
 fn raw_and_store_audits_write_the_same_corpus() {
     let dir = tempfile::tempdir().unwrap();
@@ -70,7 +39,7 @@ fn raw_and_store_audits_write_the_same_corpus() {
         extra.join("copy.ndjson"),
     )
     .unwrap();
-    fragmented_session(&extra);
+    std::fs::write(extra.join("f_padded.ndjson"), fragmented_session_ndjson()).unwrap();
     let inputs = [testdata(""), extra.clone()];
 
     for threads in [1, 2] {

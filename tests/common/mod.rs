@@ -44,3 +44,34 @@ pub fn traceaudit(args: &[&str]) -> Output {
 pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
+
+/// `f_prior_turn_evidence.ndjson` with over `LATENESS_BYTES` of lines of a never-ending run
+/// after each of the first two of `sess-f-conv`'s three runs: the agentfootprint adapter then
+/// hands that session on in three fragments.
+pub fn fragmented_session_ndjson() -> String {
+    use traceaudit::ingest::agentfootprint::LATENESS_BYTES;
+    let text = std::fs::read_to_string(testdata(
+        "agentfootprint/ndjson/f_prior_turn_evidence.ndjson",
+    ))
+    .unwrap();
+    let pad = "x".repeat(64 << 10);
+    let filler = format!(
+        "{{\"type\":\"agentfootprint.stream.llm_start\",\"payload\":{{\"pad\":\"{pad}\"}},\
+         \"meta\":{{\"runId\":\"filler\",\"sessionId\":\"filler\"}}}}\n"
+    );
+    let block = filler.repeat((LATENESS_BYTES as usize).div_ceil(filler.len()) + 20);
+    let mut padded = String::new();
+    let mut ended = 0;
+    for line in text.lines() {
+        padded.push_str(line);
+        padded.push('\n');
+        if line.contains("integrity.disposition") && line.contains("sess-f-conv") {
+            ended += 1;
+            if ended <= 2 {
+                padded.push_str(&block);
+            }
+        }
+    }
+    assert_eq!(ended, 3);
+    padded
+}
