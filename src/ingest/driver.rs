@@ -429,8 +429,19 @@ pub fn ingest_tapped(
             for _ in 0..opts.threads.max(1) {
                 scope.spawn(|| {
                     while let Some((conversation, origin, size)) = tap_queue.pop() {
-                        if let Err(e) = tap_files.run(tap, &conversation, origin) {
-                            tap_error.lock().expect("tap error lock").get_or_insert(e);
+                        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            tap_files.run(tap, &conversation, origin)
+                        }));
+                        match ran {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => {
+                                tap_error.lock().expect("tap error lock").get_or_insert(e);
+                            }
+                            // A panic here (a bug in a check) must not leave the writer
+                            // waiting on this thread's queue: the conversation is marked
+                            // stale instead, so it is checked again from the store after the
+                            // ingest, where the panic surfaces as in an audit of a store.
+                            Err(_) => tap_files.mark_stale(&conversation.id),
                         }
                         drop(conversation);
                         tap_queue.done(size);
@@ -600,4 +611,49 @@ pub fn ingest_tapped(
 fn write_quarantine(out: &mut impl Write, q: &Quarantined) -> io::Result<()> {
     serde_json::to_writer(&mut *out, q).map_err(io::Error::other)?;
     out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keeps each conversation's id, and panics on one of them.
+    struct Panicky;
+
+    impl Tap for Panicky {
+        fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>> {
+            assert!(conversation.id != "sess-f-conv", "a check failed");
+            serde_json::to_vec(&conversation.id).ok()
+        }
+    }
+
+    /// A tap that panics on a conversation neither hangs the ingest nor loses the conversation:
+    /// it is marked stale (to be checked from the store), and the others are kept.
+    #[test]
+    fn a_panicking_tap_marks_the_conversation_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let input =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/agentfootprint/ndjson");
+        let opts = IngestOptions {
+            threads: 2,
+            ..IngestOptions::default()
+        };
+        let checked = dir.path().join("checked");
+        let (summary, tapped) = ingest_tapped(
+            &[input],
+            &dir.path().join("store"),
+            &opts,
+            Some((&Panicky, &checked)),
+        )
+        .unwrap();
+        let tapped = tapped.unwrap();
+        let stale: Vec<&String> = tapped.stale.iter().flatten().collect();
+        assert_eq!(stale, ["sess-f-conv"]);
+        let kept: usize = tapped
+            .files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap().lines().count())
+            .sum();
+        assert_eq!(kept as u64 + 1, summary.manifest.counts.conversations);
+    }
 }
