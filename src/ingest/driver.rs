@@ -50,7 +50,7 @@ pub trait Tap: Sync {
     fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>>;
 }
 
-/// Bytes of conversations (text, arguments, envelopes) waiting for the tap: the writer waits
+/// Bytes of conversations (texts and envelopes) waiting for the tap: the writer waits
 /// while more are queued, so one very large conversation at a time at most goes past it.
 const TAP_QUEUE_BYTES: usize = 32 << 20;
 
@@ -104,14 +104,14 @@ impl TapQueue {
     }
 }
 
-/// The bytes a conversation's texts take (the measure of the tap queue's budget).
+/// The bytes a conversation takes (the measure of the tap queue's budget), counted as the store
+/// writer counts its rows.
 fn conversation_bytes(conversation: &Conversation) -> usize {
-    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    use crate::store::write::{event_bytes, run_bytes};
     conversation
         .runs
         .iter()
-        .flat_map(|r| &r.events)
-        .map(|e| text(&e.text) + text(&e.arguments) + text(&e.payload) + 64)
+        .map(|r| run_bytes(r) + r.events.iter().map(event_bytes).sum::<usize>())
         .sum()
 }
 

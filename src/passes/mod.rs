@@ -70,12 +70,16 @@ pub trait Pass: Sync + Send {
     }
 }
 
-/// The source types of `other` rows whose envelope some registered pass reads.
-pub fn other_payload_types() -> Vec<&'static str> {
-    registry()
-        .iter()
-        .flat_map(|p| p.other_payloads().iter().copied())
-        .collect()
+/// The source types of `other` rows whose envelope some registered pass reads (gathered once:
+/// the store reader asks for every batch, an audit of raw inputs for every conversation).
+pub fn other_payload_types() -> &'static [&'static str] {
+    static TYPES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    TYPES.get_or_init(|| {
+        registry()
+            .iter()
+            .flat_map(|p| p.other_payloads().iter().copied())
+            .collect()
+    })
 }
 
 /// Every registered pass, in the order they run and report.

@@ -54,15 +54,16 @@ fn judge(
 ) -> Option<Vec<RunOutcome>> {
     let cfg = &ctx.evidence;
     let has_context = |run: &Run| run.events_of(EventKind::Context).next().is_some();
+    // Each run's answer values, which a watching index keeps (none for full indexes).
     let values: Vec<Vec<String>> = conversation
         .runs
         .iter()
-        .map(|run| {
-            let answer = run.answer.as_deref().filter(|_| watching).unwrap_or("");
-            answer_values(answer, cfg)
+        .map(|run| match run.answer.as_deref() {
+            Some(answer) if watching => answer_values(answer, cfg)
                 .into_iter()
                 .map(|c| c.value)
-                .collect()
+                .collect(),
+            _ => Vec::new(),
         })
         .collect();
     let mut shared = if watching {

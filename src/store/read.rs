@@ -362,7 +362,7 @@ pub fn as_stored(conversation: &Conversation) -> Option<std::borrow::Cow<'_, Con
     let event_as_stored = |e: &Event| {
         e.kind.is_some()
             && (e.payload.is_none()
-                || payload_is_read(e.kind(), e.source_type.as_deref(), &other_payloads))
+                || payload_is_read(e.kind(), e.source_type.as_deref(), other_payloads))
     };
     let runs_ordered = conversation
         .runs
@@ -383,7 +383,7 @@ pub fn as_stored(conversation: &Conversation) -> Option<std::borrow::Cow<'_, Con
         run.events.sort_by_key(|e| e.seq);
         for e in &mut run.events {
             let kind = e.kind();
-            if !payload_is_read(kind, e.source_type.as_deref(), &other_payloads) {
+            if !payload_is_read(kind, e.source_type.as_deref(), other_payloads) {
                 e.payload = None;
             }
             e.kind = Some(kind);
@@ -417,7 +417,7 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
         let wants_payload = payload_is_read(
             event_kind,
             (!source_type.is_null(i)).then(|| source_type.value(i)),
-            &other_payloads,
+            other_payloads,
         );
         let e = Event {
             seq: seq.value(i),

@@ -215,10 +215,7 @@ impl EventsBuilder {
         self.duration_ms.append_option(e.duration_ms);
         self.payload.append_option(e.payload.as_deref());
         self.rows += 1;
-        let added = e.text.as_ref().map_or(0, String::len)
-            + e.arguments.as_ref().map_or(0, String::len)
-            + e.payload.as_ref().map_or(0, String::len)
-            + 64;
+        let added = event_bytes(e);
         self.bytes += added;
         added
     }
@@ -280,6 +277,19 @@ impl EventsBuilder {
 pub struct Origin {
     pub input_index: u32,
     pub record_index: u64,
+}
+
+/// The bytes an event row is counted as in the writer's buffers: its long texts and a fixed
+/// overhead for the rest.
+pub fn event_bytes(e: &Event) -> usize {
+    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    text(&e.text) + text(&e.arguments) + text(&e.payload) + 64
+}
+
+/// The bytes a run row (without its events) is counted as in the writer's buffers.
+pub fn run_bytes(run: &Run) -> usize {
+    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    text(&run.user_message) + text(&run.answer) + run.run_id.len() + run.conversation_id.len() + 64
 }
 
 /// Column builders for the runs table.
@@ -356,11 +366,7 @@ impl RunsBuilder {
         self.input_index.append_value(origin.input_index);
         self.record_index.append_value(origin.record_index);
         self.rows += 1;
-        self.bytes += run.user_message.as_ref().map_or(0, String::len)
-            + run.answer.as_ref().map_or(0, String::len)
-            + run.run_id.len()
-            + run.conversation_id.len()
-            + 64;
+        self.bytes += run_bytes(run);
     }
 
     pub fn len(&self) -> usize {
