@@ -281,6 +281,9 @@ impl Assembler {
                 }
             }
             "context.injected" => {
+                // What was injected, by name (`output-schema` declares an output contract):
+                // checks read it here, not from the envelope, which is archived.
+                event.text = str_field(&payload, "sourceId").map(str::to_string);
                 if str_field(&payload, "slot") == Some("system-prompt") {
                     let iteration = u32_field(&payload, "iteration").or(state.iteration);
                     if state.prompt_iteration != iteration {
@@ -768,6 +771,31 @@ mod tests {
         assert_eq!(l[0].text.as_deref(), Some(r#"{"z":1,"a":[1,2]}"#));
         assert_eq!(l[0].duration_ms, Some(3.0));
         assert!(!l[0].has_flag(LandingFlags::UNANSWERED));
+    }
+
+    #[test]
+    fn an_injection_keeps_its_source_id_in_text() {
+        let injected = |source: &str| {
+            format!(
+                "{{\"type\":\"agentfootprint.context.injected\",\"payload\":{{\"slot\":\"system-prompt\",\"sourceId\":\"{source}\",\"rawContent\":\"Answer as JSON 0xAB12\"}},\"meta\":{{\"runId\":\"r1\",\"sessionId\":\"s1\"}}}}\n"
+            )
+        };
+        let no_id = "{\"type\":\"agentfootprint.context.injected\",\"payload\":{\"slot\":\"messages\",\"sourceId\":7},\"meta\":{\"runId\":\"r1\",\"sessionId\":\"s1\"}}\n";
+        let sink = ndjson(&[
+            &injected("output-schema"),
+            &injected("facts"),
+            no_id,
+            START,
+            END,
+        ]);
+        let run = &sink.conversations[0].0.runs[0];
+        let texts: Vec<Option<&str>> = run
+            .events
+            .iter()
+            .filter(|e| e.source_type.as_deref() == Some("agentfootprint.context.injected"))
+            .map(|e| e.text.as_deref())
+            .collect();
+        assert_eq!(texts, [Some("output-schema"), Some("facts"), None]);
     }
 
     #[test]

@@ -290,18 +290,11 @@ fn gather<'a>(
                     contract.content_omitted = true;
                 }
             }
-            Some("agentfootprint.context.injected") => {
-                // Parsed only when the text can hold the id (most injections are not it).
-                let says_schema = e
-                    .payload
-                    .as_deref()
-                    .filter(|t| t.contains("output-schema"))
-                    .and_then(|t| js::parse_json(t).ok())
-                    .and_then(|v| v.get("payload").and_then(|p| str_of(p, "sourceId")))
-                    .is_some_and(|id| id == "output-schema");
-                if says_schema {
-                    contract.declared = true;
-                }
+            // The ingest keeps an injection's `sourceId` in `text`.
+            Some("agentfootprint.context.injected")
+                if e.text.as_deref() == Some("output-schema") =>
+            {
+                contract.declared = true;
             }
             _ => {}
         }
@@ -1536,11 +1529,7 @@ impl Pass for SchemaAttempt {
     }
 
     fn other_payloads(&self) -> &'static [&'static str] {
-        &[
-            "output-contract",
-            "agentfootprint.context.injected",
-            "agentfootprint.agent.route_decided",
-        ]
+        &["output-contract", "agentfootprint.agent.route_decided"]
     }
 
     fn check(&self, conversation: &Conversation, ctx: &PassContext) -> Vec<RunOutcome> {

@@ -62,6 +62,22 @@ pub struct StoreManifest {
     pub seconds: f64,
 }
 
+/// Does some check read the recorded envelope of an event of this kind and source type? Those
+/// envelopes are stored in the `payload` column, every other one in `archived_payload`, which
+/// audits leave undecoded. Checks read the envelope of verdicts, model calls and the `other`
+/// rows they name ([`Pass::other_payloads`](crate::passes::Pass::other_payloads)); everything
+/// else they read from its own columns.
+pub fn envelope_is_checked(kind: crate::model::EventKind, source_type: Option<&str>) -> bool {
+    use crate::model::EventKind;
+    match kind {
+        EventKind::Verdict | EventKind::ModelCall => true,
+        EventKind::Other => {
+            source_type.is_none_or(|t| crate::passes::other_payload_types().contains(&t))
+        }
+        _ => false,
+    }
+}
+
 pub const ENGINE: &str = "traceaudit";
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 

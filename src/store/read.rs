@@ -2,6 +2,7 @@
 //! order (first input file and record of the conversation; runs by turn, then start time).
 
 use crate::model::{Conversation, Event, EventKind, Role, Run};
+use crate::store::envelope_is_checked;
 use crate::store::write::{part_file_name, to_io, Origin};
 use arrow::array::{
     Array, AsArray, BooleanArray, Float64Array, LargeStringArray, StringArray,
@@ -175,6 +176,21 @@ impl Store {
                 ),
             ));
         }
+        let manifest = super::StoreManifest::read(dir)?;
+        if manifest.store_schema_version != super::schema::STORE_SCHEMA_VERSION {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} was written by {} {} with store schema version {}; this engine reads \
+                     version {} only: ingest its inputs again",
+                    dir.display(),
+                    manifest.engine,
+                    manifest.engine_version,
+                    manifest.store_schema_version,
+                    super::schema::STORE_SCHEMA_VERSION
+                ),
+            ));
+        }
         let mut parts = 0u32;
         while dir.join("events").join(part_file_name(parts)).exists() {
             parts += 1;
@@ -244,6 +260,15 @@ impl Store {
             .iter()
             .position(|c| c.name() == "conversation_id")
             .ok_or_else(|| io::Error::other("store column conversation_id is missing"))?;
+        // Every column but the archived envelopes (see `envelope_is_checked`).
+        let columns = metadata
+            .parquet_schema()
+            .columns()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.name() != "archived_payload")
+            .map(|(i, _)| i);
+        let projection = ProjectionMask::leaves(metadata.parquet_schema(), columns);
         let decoded: Vec<io::Result<HashMap<String, Vec<Event>>>> = (0..groups)
             .into_par_iter()
             .map(|group| {
@@ -254,6 +279,7 @@ impl Store {
                     metadata.clone(),
                 )
                 .with_row_groups(vec![group])
+                .with_projection(projection.clone())
                 .with_batch_size(128);
                 if let Some(only) = &only {
                     // Decode the conversation ids first, and the other columns for the rows
@@ -324,18 +350,6 @@ impl Store {
     }
 }
 
-/// Is the recorded envelope of an event of this kind and source type loaded back from the
-/// store? Checks read the envelope of verdicts, model calls and the `other` rows they name
-/// (`Pass::other_payloads`) only; everything else is read from its own columns (envelopes are
-/// most of an agentfootprint store's bytes).
-fn payload_is_read(kind: EventKind, source_type: Option<&str>, other_payloads: &[&str]) -> bool {
-    match kind {
-        EventKind::Verdict | EventKind::ModelCall => true,
-        EventKind::Other => source_type.is_none_or(|t| other_payloads.contains(&t)),
-        _ => false,
-    }
-}
-
 /// The run order within a conversation read back from the store: turn, start time, then (runs
 /// of one stored message share their origin) run id.
 fn run_order(run: &Run) -> (u32, Option<i64>, &str) {
@@ -358,11 +372,9 @@ pub fn as_stored(conversation: &Conversation) -> Option<std::borrow::Cow<'_, Con
     {
         return None;
     }
-    let other_payloads = crate::passes::other_payload_types();
     let event_as_stored = |e: &Event| {
         e.kind.is_some()
-            && (e.payload.is_none()
-                || payload_is_read(e.kind(), e.source_type.as_deref(), other_payloads))
+            && (e.payload.is_none() || envelope_is_checked(e.kind(), e.source_type.as_deref()))
     };
     let runs_ordered = conversation
         .runs
@@ -383,7 +395,7 @@ pub fn as_stored(conversation: &Conversation) -> Option<std::borrow::Cow<'_, Con
         run.events.sort_by_key(|e| e.seq);
         for e in &mut run.events {
             let kind = e.kind();
-            if !payload_is_read(kind, e.source_type.as_deref(), other_payloads) {
+            if !envelope_is_checked(kind, e.source_type.as_deref()) {
                 e.payload = None;
             }
             e.kind = Some(kind);
@@ -410,15 +422,10 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
         .ok_or_else(|| io::Error::other("store column timestamp is missing"))?
         .as_primitive::<arrow::datatypes::TimestampMillisecondType>();
     let duration = col::<Float64Array>(batch, "duration_ms")?;
+    // Only the checked envelopes: the archived ones are not even decoded (see `EVENT_COLUMNS`).
     let payload = col::<LargeStringArray>(batch, "payload")?;
-    let other_payloads = crate::passes::other_payload_types();
     for i in 0..batch.num_rows() {
         let event_kind = EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other);
-        let wants_payload = payload_is_read(
-            event_kind,
-            (!source_type.is_null(i)).then(|| source_type.value(i)),
-            other_payloads,
-        );
         let e = Event {
             seq: seq.value(i),
             kind: Some(event_kind),
@@ -435,11 +442,7 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
             iteration: (!iteration.is_null(i)).then(|| iteration.value(i)),
             timestamp_ms: (!timestamp.is_null(i)).then(|| timestamp.value(i)),
             duration_ms: (!duration.is_null(i)).then(|| duration.value(i)),
-            payload: if wants_payload {
-                opt_large(payload, i)
-            } else {
-                None
-            },
+            payload: opt_large(payload, i),
         };
         match out.get_mut(run_id.value(i)) {
             Some(list) => list.push(e),
@@ -455,6 +458,37 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
 mod tests {
     use super::*;
     use crate::store::write::{part_of, StoreWriter};
+
+    /// The manifest an ingest would write last, claiming `version`.
+    fn write_manifest(dir: &Path, version: u32) {
+        let manifest = crate::store::StoreManifest {
+            engine: crate::store::ENGINE.into(),
+            engine_version: crate::store::ENGINE_VERSION.into(),
+            store_schema_version: version,
+            parts: Vec::new(),
+            inputs: Vec::new(),
+            counts: Default::default(),
+            seconds: 0.0,
+        };
+        std::fs::write(
+            dir.join("manifest.json"),
+            serde_json::to_string(&manifest).unwrap(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_store_of_another_schema_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write_manifest(dir.path(), 1);
+        let err = Store::open(dir.path()).err().expect("version 1 is refused");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        let text = err.to_string();
+        assert!(text.contains("store schema version 1"), "{text}");
+        assert!(text.contains("ingest its inputs again"), "{text}");
+        write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
+        assert!(Store::open(dir.path()).is_ok());
+    }
 
     /// A conversation of `runs` runs, each with a user message, a landing and an answer whose
     /// texts are `size` bytes, and a verdict; payloads on every row.
@@ -524,7 +558,7 @@ mod tests {
             writer.write(&conversation(id, 3, 100_000), origin).unwrap();
         }
         writer.finish().unwrap();
-        std::fs::write(dir.path().join("manifest.json"), "{}").unwrap();
+        write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
 
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.parts, parts);
@@ -583,6 +617,31 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, ids);
+        // On disk every envelope is kept: the checked ones in `payload`, the others in
+        // `archived_payload`, which the reads above never decoded.
+        let file = File::open(dir.path().join("events").join(part_file_name(0))).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut rows = 0;
+        for batch in reader {
+            let batch = batch.unwrap();
+            let kind = col::<StringArray>(&batch, "kind").unwrap();
+            let checked = col::<LargeStringArray>(&batch, "payload").unwrap();
+            let archived = col::<LargeStringArray>(&batch, "archived_payload").unwrap();
+            for i in 0..batch.num_rows() {
+                let (held, other) = if kind.value(i) == "verdict" {
+                    (checked, archived)
+                } else {
+                    (archived, checked)
+                };
+                assert_eq!(held.value(i), format!("{{\"kind\":\"{}\"}}", kind.value(i)));
+                assert!(other.is_null(i));
+                rows += 1;
+            }
+        }
+        assert!(rows > 0);
 
         // A part read for some of its conversations gives exactly those, as a whole read
         // gives them (and nothing for a part holding none of them).
@@ -618,7 +677,7 @@ mod tests {
         for run in &mut shuffled.runs {
             run.events.reverse();
             run.events[0].kind = None;
-            run.events[0].source_type = Some("agentfootprint.context.injected".into());
+            run.events[0].source_type = Some("agentfootprint.agent.route_decided".into());
             let mut other = Event::new(EventKind::Other);
             other.seq = 1; // the same seq as another event: their order is kept
             other.source_type = Some("some.other.event".into());
@@ -638,7 +697,7 @@ mod tests {
             writer.write(c, origin).unwrap();
         }
         writer.finish().unwrap();
-        std::fs::write(dir.path().join("manifest.json"), "{}").unwrap();
+        write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
         let back = Store::open(dir.path()).unwrap().read_part(0).unwrap();
         assert_eq!(back.len(), 2);
 

@@ -5,7 +5,7 @@ use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use std::sync::Arc;
 
 /// Bumped when a column is added, removed or changes type.
-pub const STORE_SCHEMA_VERSION: u32 = 1;
+pub const STORE_SCHEMA_VERSION: u32 = 2;
 
 pub fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
@@ -30,6 +30,7 @@ pub fn events_schema() -> Arc<Schema> {
         Field::new("timestamp", timestamp_type(), true),
         Field::new("duration_ms", DataType::Float64, true),
         Field::new("payload", DataType::LargeUtf8, true),
+        Field::new("archived_payload", DataType::LargeUtf8, true),
     ]))
 }
 

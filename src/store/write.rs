@@ -59,7 +59,14 @@ fn properties(default_compression: Compression) -> WriterProperties {
     use parquet::schema::types::ColumnPath;
     // Long, nearly unique text: a dictionary would only cost memory and time before Parquet
     // gives up on it.
-    for column in ["payload", "text", "arguments", "user_message", "answer"] {
+    for column in [
+        "payload",
+        "archived_payload",
+        "text",
+        "arguments",
+        "user_message",
+        "answer",
+    ] {
         builder = builder
             .set_column_dictionary_enabled(ColumnPath::from(column), false)
             .set_column_compression(ColumnPath::from(column), zstd_level_1());
@@ -118,6 +125,7 @@ pub struct EventsBuilder {
     timestamp: TimestampMillisecondBuilder,
     duration_ms: Float64Builder,
     payload: LargeStringBuilder,
+    archived_payload: LargeStringBuilder,
     rows: usize,
     bytes: usize,
     /// The last batch's rows and value bytes per string column. The next batch's buffers are
@@ -133,7 +141,7 @@ pub struct EventsBuilder {
 #[derive(Debug, Clone, Copy)]
 struct BatchShape {
     rows: usize,
-    values: [usize; 10],
+    values: [usize; 11],
 }
 
 impl Default for EventsBuilder {
@@ -162,6 +170,7 @@ impl EventsBuilder {
             timestamp: TimestampMillisecondBuilder::new().with_timezone("UTC"),
             duration_ms: Float64Builder::new(),
             payload: LargeStringBuilder::new(),
+            archived_payload: LargeStringBuilder::new(),
             rows: 0,
             bytes: 0,
             last: None,
@@ -189,6 +198,7 @@ impl EventsBuilder {
         self.timestamp = TimestampMillisecondBuilder::with_capacity(rows).with_timezone("UTC");
         self.duration_ms = Float64Builder::with_capacity(rows);
         self.payload = LargeStringBuilder::with_capacity(rows, v[9]);
+        self.archived_payload = LargeStringBuilder::with_capacity(rows, v[10]);
     }
 
     /// Append one event row; returns the bytes it added (text columns and a fixed overhead).
@@ -213,7 +223,13 @@ impl EventsBuilder {
         self.iteration.append_option(e.iteration);
         self.timestamp.append_option(e.timestamp_ms);
         self.duration_ms.append_option(e.duration_ms);
-        self.payload.append_option(e.payload.as_deref());
+        if crate::store::envelope_is_checked(e.kind(), e.source_type.as_deref()) {
+            self.payload.append_option(e.payload.as_deref());
+            self.archived_payload.append_null();
+        } else {
+            self.payload.append_null();
+            self.archived_payload.append_option(e.payload.as_deref());
+        }
         self.rows += 1;
         let added = event_bytes(e);
         self.bytes += added;
@@ -246,6 +262,7 @@ impl EventsBuilder {
                 self.arguments.values_slice().len(),
                 self.text.values_slice().len(),
                 self.payload.values_slice().len(),
+                self.archived_payload.values_slice().len(),
             ],
         });
         let columns: Vec<ArrayRef> = vec![
@@ -265,6 +282,7 @@ impl EventsBuilder {
             Arc::new(self.timestamp.finish()),
             Arc::new(self.duration_ms.finish()),
             Arc::new(self.payload.finish()),
+            Arc::new(self.archived_payload.finish()),
         ];
         self.rows = 0;
         self.bytes = 0;

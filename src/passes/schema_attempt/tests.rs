@@ -143,6 +143,7 @@ impl Fixture {
     fn declared(mut self) -> Self {
         let mut e = Event::new(EventKind::Other);
         e.source_type = Some("agentfootprint.context.injected".into());
+        e.text = Some("output-schema".into());
         e.payload = Some(envelope(
             "context.injected",
             json!({"slot": "system-prompt", "sourceId": "output-schema"}),
