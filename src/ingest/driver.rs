@@ -23,8 +23,16 @@ use std::time::Instant;
 /// Input bytes per events part (an audit holds one part in memory at a time, so this bounds its
 /// memory whatever the size of the input).
 const PART_INPUT_BYTES: u64 = 64 << 20;
-/// Conversations a file may have in flight before its reader waits for the writer.
-const CHANNEL_DEPTH: usize = 64;
+/// Messages a file may have in flight before its reader waits for the writer (conversations are
+/// bounded by bytes first: [`FILE_CHANNEL_BYTES`]).
+const CHANNEL_DEPTH: usize = 4096;
+/// Bytes of conversations a file may have in flight before its reader waits for the writer.
+/// The writer drains files in input order, so this is how far a reader of a later file gets
+/// ahead: far enough to keep a core busy while the file being written waits on its reader (at
+/// 64 conversations, a core stood idle 15% of a tau2 audit); bounded in bytes, as
+/// agentfootprint sessions are a hundred times the size of tau2 simulations. (Unit tests use a
+/// few KB, so their small inputs make readers wait too.)
+const FILE_CHANNEL_BYTES: usize = if cfg!(test) { 4 << 10 } else { 16 << 20 };
 
 #[derive(Debug, Clone, Default)]
 pub struct IngestOptions {
@@ -54,12 +62,45 @@ pub trait Tap: Sync {
 /// while more are queued, so one very large conversation at a time at most goes past it.
 const TAP_QUEUE_BYTES: usize = 32 << 20;
 
-/// The tap's queue: a channel, and the bytes it holds (with a condition the writer waits on).
+/// Bytes in flight between threads, up to a ceiling: a sender waits while more than the ceiling
+/// would be held, except that one item always goes (an item larger than the ceiling passes
+/// alone).
+struct ByteBound {
+    ceiling: usize,
+    held: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl ByteBound {
+    fn new(ceiling: usize) -> ByteBound {
+        ByteBound {
+            ceiling,
+            held: std::sync::Mutex::new(0),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Take `size` bytes, first waiting while they would not fit.
+    fn acquire(&self, size: usize) {
+        let mut held = self.held.lock().expect("byte bound lock");
+        while *held > 0 && *held + size > self.ceiling {
+            held = self.freed.wait(held).expect("byte bound lock");
+        }
+        *held += size;
+    }
+
+    /// Give back `size` bytes taken by [`ByteBound::acquire`].
+    fn release(&self, size: usize) {
+        *self.held.lock().expect("byte bound lock") -= size;
+        self.freed.notify_one();
+    }
+}
+
+/// The tap's queue: a channel, and the bytes it holds.
 struct TapQueue {
     tx: std::sync::Mutex<Option<SyncSender<(Conversation, Origin, usize)>>>,
     rx: std::sync::Mutex<Receiver<(Conversation, Origin, usize)>>,
-    held: std::sync::Mutex<usize>,
-    freed: std::sync::Condvar,
+    bound: ByteBound,
 }
 
 impl TapQueue {
@@ -69,20 +110,14 @@ impl TapQueue {
         TapQueue {
             tx: std::sync::Mutex::new(Some(tx)),
             rx: std::sync::Mutex::new(rx),
-            held: std::sync::Mutex::new(0),
-            freed: std::sync::Condvar::new(),
+            bound: ByteBound::new(TAP_QUEUE_BYTES),
         }
     }
 
     /// Queue a conversation, first waiting while the queue holds more than its budget.
     fn push(&self, conversation: Conversation, origin: Origin) {
         let size = conversation_bytes(&conversation);
-        let mut held = self.held.lock().expect("tap queue lock");
-        while *held > 0 && *held + size > TAP_QUEUE_BYTES {
-            held = self.freed.wait(held).expect("tap queue lock");
-        }
-        *held += size;
-        drop(held);
+        self.bound.acquire(size);
         if let Some(tx) = self.tx.lock().expect("tap queue lock").as_ref() {
             let _ = tx.send((conversation, origin, size));
         }
@@ -95,8 +130,7 @@ impl TapQueue {
 
     /// A popped conversation is done with: its bytes leave the budget.
     fn done(&self, size: usize) {
-        *self.held.lock().expect("tap queue lock") -= size;
-        self.freed.notify_one();
+        self.bound.release(size);
     }
 
     fn close(&self) {
@@ -193,7 +227,9 @@ impl TapFiles {
 }
 
 enum Message {
-    Conversation(Conversation, u64),
+    /// A conversation, the number of its record, and the bytes it holds of its file's
+    /// [`ByteBound`] (0 when it holds none).
+    Conversation(Conversation, u64, usize),
     Quarantine(Quarantined),
     Records(u64),
     /// One file's OpenTelemetry spans, joined across files by the writer's stitcher.
@@ -209,6 +245,7 @@ enum Message {
 /// the next message (one message per line would cost more than the line).
 struct ChannelSink<'a> {
     tx: &'a SyncSender<Message>,
+    bound: &'a ByteBound,
     records: u64,
 }
 
@@ -225,7 +262,9 @@ impl ChannelSink<'_> {
 
 impl Sink for ChannelSink<'_> {
     fn conversation(&mut self, conversation: Conversation, record: u64) {
-        self.send(Message::Conversation(conversation, record));
+        let size = conversation_bytes(&conversation);
+        self.bound.acquire(size);
+        self.send(Message::Conversation(conversation, record, size));
     }
     fn quarantine(&mut self, item: Quarantined) {
         self.send(Message::Quarantine(item));
@@ -249,7 +288,7 @@ fn stitched(
     let built = out
         .conversations
         .into_iter()
-        .map(|(c, record)| Message::Conversation(c, record));
+        .map(|(c, record)| Message::Conversation(c, record, 0));
     quarantined.chain(built).collect()
 }
 
@@ -308,8 +347,13 @@ fn read_one(
     display: &str,
     forced: Option<Format>,
     tx: &SyncSender<Message>,
+    bound: &ByteBound,
 ) {
-    let mut sink = ChannelSink { tx, records: 0 };
+    let mut sink = ChannelSink {
+        tx,
+        bound,
+        records: 0,
+    };
     crate::ingest::clear_read_digest();
     let detected = match forced {
         Some(f) => Ok(Some(f)),
@@ -405,6 +449,10 @@ pub fn ingest_tapped(
         senders.push(Some(tx));
         receivers.push(rx);
     }
+    let bounds: Vec<ByteBound> = files
+        .iter()
+        .map(|_| ByteBound::new(FILE_CHANNEL_BYTES))
+        .collect();
     let senders: Vec<std::sync::Mutex<Option<SyncSender<Message>>>> =
         senders.into_iter().map(std::sync::Mutex::new).collect();
     let next = AtomicUsize::new(0);
@@ -457,7 +505,14 @@ pub fn ingest_tapped(
                 }
                 let tx = senders[i].lock().expect("sender lock").take();
                 if let Some(tx) = tx {
-                    read_one(&files[i], sizes[i], &displays[i], opts.format, &tx);
+                    read_one(
+                        &files[i],
+                        sizes[i],
+                        &displays[i],
+                        opts.format,
+                        &tx,
+                        &bounds[i],
+                    );
                 }
             });
         }
@@ -481,6 +536,11 @@ pub fn ingest_tapped(
                 })
                 .chain(unfinished);
             for message in messages {
+                // Received: the reader may read on, whatever becomes of the message (the
+                // writer's own buffers and the checking queue have bounds of their own).
+                if let Message::Conversation(_, _, size) = &message {
+                    bounds[i].release(*size);
+                }
                 if fatal.is_some() {
                     continue;
                 }
@@ -497,7 +557,7 @@ pub fn ingest_tapped(
                         }
                         write_quarantine(&mut quarantine, &q)
                     }
-                    Message::Conversation(mut conversation, record) => {
+                    Message::Conversation(mut conversation, record, _) => {
                         let mut skipped = Vec::new();
                         conversation.runs.retain(|r| {
                             let fresh = seen_runs.insert(r.run_id.clone());
@@ -625,6 +685,34 @@ mod tests {
             assert!(conversation.id != "sess-f-conv", "a check failed");
             serde_json::to_vec(&conversation.id).ok()
         }
+    }
+
+    /// A sender waits while its bytes would go over the ceiling, and goes once enough are given
+    /// back; an item over the ceiling waits for an empty bound and then goes alone.
+    #[test]
+    fn a_byte_bound_holds_senders_at_its_ceiling() {
+        use std::time::Duration;
+        let bound = ByteBound::new(10);
+        bound.acquire(6);
+        bound.acquire(4);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                bound.acquire(3);
+                tx.send(3).unwrap();
+                bound.acquire(25);
+                tx.send(25).unwrap();
+            });
+            assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+            bound.release(6);
+            assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(3));
+            // 7 held: the large item waits until nothing is.
+            bound.release(4);
+            assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+            bound.release(3);
+            assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(25));
+        });
+        assert_eq!(*bound.held.lock().unwrap(), 25);
     }
 
     /// A tap that panics on a conversation neither hangs the ingest nor loses the conversation:
