@@ -302,46 +302,67 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     let mut runs = 0u64;
     let mut findings = 0u64;
     // One part at a time: read, audited in parallel, written in order. (Reading the next part
-    // while auditing this one was tried: on two cores it gained little and held two parts.)
-    for part in 0..store.parts {
-        let results: Vec<Contribution> = match &tapped {
-            Some(tapped) => pool.install(|| tapped_part(&store, part, tapped, &passes, &ctx))?,
-            None => {
-                let convs = pool.install(|| store.read_part(part))?;
-                pool.install(|| {
-                    convs
-                        .par_iter()
-                        .map(|c| {
-                            let r = audit_conversation(c, &passes, &ctx);
-                            progress.inc(c.runs.len() as u64);
-                            r
-                        })
-                        .collect()
-                })
-            }
-        };
-        for r in results {
-            conversations += 1;
-            runs += r.runs;
-            if tapped.is_some() {
-                progress.inc(r.runs);
-            }
-            count(&mut counts, &r);
-            findings += r.findings.len() as u64;
-            tables.append(&r.findings, &r.dispositions, &r.agreement)?;
-            for (name, table) in extra.iter_mut() {
-                let rows: Vec<&serde_json::Value> = r
-                    .rows
-                    .iter()
-                    .filter(|(t, _)| t == name)
-                    .map(|(_, row)| row)
-                    .collect();
-                if !rows.is_empty() {
-                    table.append(&rows)?;
+    // of a store while auditing this one was tried: on two cores it gained little and held two
+    // parts.) After an ingest, a part's results are small and mostly gathered already, so the
+    // next part's are gathered (and its stale conversations checked) while this one's tables
+    // are written: at 4 GB that tail was 2.5 s of 29 with a core idle.
+    std::thread::scope(|scope| -> io::Result<()> {
+        let (ready_tx, ready) = std::sync::mpsc::sync_channel::<io::Result<Vec<Contribution>>>(0);
+        if let Some(tapped) = &tapped {
+            let (store, pool, passes, ctx) = (&store, &pool, &passes, &ctx);
+            scope.spawn(move || {
+                for part in 0..store.parts {
+                    let results = pool.install(|| tapped_part(store, part, tapped, passes, ctx));
+                    let failed = results.is_err();
+                    if ready_tx.send(results).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+        }
+        for part in 0..store.parts {
+            let results: Vec<Contribution> = match &tapped {
+                Some(_) => ready.recv().map_err(|_| {
+                    io::Error::other("the checked results of a part went missing")
+                })??,
+                None => {
+                    let convs = pool.install(|| store.read_part(part))?;
+                    pool.install(|| {
+                        convs
+                            .par_iter()
+                            .map(|c| {
+                                let r = audit_conversation(c, &passes, &ctx);
+                                progress.inc(c.runs.len() as u64);
+                                r
+                            })
+                            .collect()
+                    })
+                }
+            };
+            for r in results {
+                conversations += 1;
+                runs += r.runs;
+                if tapped.is_some() {
+                    progress.inc(r.runs);
+                }
+                count(&mut counts, &r);
+                findings += r.findings.len() as u64;
+                tables.append(&r.findings, &r.dispositions, &r.agreement)?;
+                for (name, table) in extra.iter_mut() {
+                    let rows: Vec<&serde_json::Value> = r
+                        .rows
+                        .iter()
+                        .filter(|(t, _)| t == name)
+                        .map(|(_, row)| row)
+                        .collect();
+                    if !rows.is_empty() {
+                        table.append(&rows)?;
+                    }
                 }
             }
         }
-    }
+        Ok(())
+    })?;
     progress.finish_and_clear();
     if tapped.is_some() {
         std::fs::remove_dir_all(staging.path().join(CHECKED_DIR))?;
