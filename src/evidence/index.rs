@@ -157,7 +157,30 @@ impl EvidenceIndex {
 }
 
 /// The forms a watching index keeps.
-type Watched = hashbrown::HashSet<String, FxBuildHasher>;
+#[derive(Debug, Clone, Default)]
+struct Watched {
+    forms: hashbrown::HashSet<String, FxBuildHasher>,
+    /// Bit `n % 64` is set when some kept form is `n` bytes long: most offered forms are not
+    /// the length of any of the few kept ones, and are passed over without being hashed.
+    lengths: u64,
+}
+
+impl Watched {
+    fn length_bit(form: &str) -> u64 {
+        1 << (form.len() % 64)
+    }
+
+    fn extend(&mut self, forms: impl IntoIterator<Item = String>) {
+        for form in forms {
+            self.lengths |= Watched::length_bit(&form);
+            self.forms.insert(form);
+        }
+    }
+
+    fn contains(&self, form: &str) -> bool {
+        self.lengths & Watched::length_bit(form) != 0 && self.forms.contains(form)
+    }
+}
 
 /// A set of forms filling up against a budget of distinct entries.
 #[derive(Debug)]
@@ -423,6 +446,29 @@ mod direct_walk_tests {
     fn direct_walk_agrees_when_the_budget_runs_out_part_way() {
         for budget in 0..40 {
             assert_same(budget, RESULTS);
+        }
+    }
+
+    /// The length filter in front of the watched set only passes over forms of a length no kept
+    /// form has; lengths 64 apart share a bit and are told apart by the set itself.
+    #[test]
+    fn the_watched_set_finds_exactly_its_forms() {
+        let mut watched = super::Watched::default();
+        let long = "7".repeat(65);
+        watched.extend(["0xab12".to_string(), "ab12".to_string(), long.clone()]);
+        for kept in ["0xab12", "ab12", long.as_str()] {
+            assert!(watched.contains(kept), "{kept}");
+        }
+        for other in [
+            "ab13",
+            "0xab1",
+            "7",
+            "8",
+            &"7".repeat(64),
+            &"7".repeat(129),
+            "",
+        ] {
+            assert!(!watched.contains(other), "{other}");
         }
     }
 
