@@ -602,6 +602,15 @@ fn main() {
                     "| audit RAW ({t} threads) time / baseline parse time | {x:.2}x | <= 1.5x | {} |\n",
                     verdict(x <= 1.5)
                 ));
+                // The baseline builds a large tree of values and is the most sensitive to the
+                // machine's state: the fastest of each, side by side, shows how much of the
+                // median ratio is that.
+                if let Some(fastest) = find(Step::Baseline, 1).map(|r| r.min) {
+                    text.push_str(&format!(
+                        "| the same, fastest run of each | {:.2}x | (info) | - |\n",
+                        raw.min / fastest
+                    ));
+                }
             }
             if let (Some(raw), Some(store)) = (find(Step::AuditRaw, t), find(Step::AuditStore, t)) {
                 let x = raw.median / store.median;
