@@ -21,8 +21,10 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 
 /// Input bytes per events part (an audit holds one part in memory at a time, so this bounds its
-/// memory whatever the size of the input).
-const PART_INPUT_BYTES: u64 = 64 << 20;
+/// memory whatever the size of the input). Parts share the store writer's buffer budget, so
+/// more parts make smaller row groups: at 64 MB a tau2 4 GB ingest wrote 60 parts of row groups
+/// of about 900 rows, and its audit was 10-15% slower than with 128 MB parts.
+const PART_INPUT_BYTES: u64 = 128 << 20;
 /// Messages a file may have in flight before its reader waits for the writer (conversations are
 /// bounded by bytes first: [`FILE_CHANNEL_BYTES`]).
 const CHANNEL_DEPTH: usize = 4096;

@@ -27,7 +27,7 @@ const ROW_GROUP_BYTES: usize = 32 << 20;
 const RUN_ROWS: usize = 4096;
 /// Bytes all parts together may hold (rows not yet encoded, and row groups encoded so far)
 /// before the parts holding most close their row groups. Parts are many for a big input (one
-/// per 64 MB), so without this cap the buffers would grow with the input.
+/// per 128 MB), so without this cap the buffers would grow with the input.
 const BUFFER_BUDGET: usize = 64 << 20;
 
 /// Parquet settings for corpus tables: zstd for every column unless said otherwise below.
@@ -72,9 +72,9 @@ fn properties(default_compression: Compression) -> WriterProperties {
             .set_column_compression(ColumnPath::from(column), zstd_level_1());
     }
     // Every compressed column of every open part holds its own zstd contexts (about 190 KB a
-    // column); with one part per 64 MB of input that grew with the input (issue 8). Columns
-    // that encode small without it are left uncompressed: counters and times delta-encoded,
-    // low-cardinality names dictionary-encoded.
+    // column), and parts grow in number with the input (issue 8). Columns that encode small
+    // without it are left uncompressed: counters and times delta-encoded, low-cardinality names
+    // dictionary-encoded.
     for column in [
         "seq",
         "flags",
