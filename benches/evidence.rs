@@ -1,7 +1,8 @@
 //! The hot functions of the prior-turn-evidence check: tokenising text, extracting an answer's
 //! values, and the evidence index (building it from a conversation's tool results, growing it
-//! message by message, keeping only the answers' values, and reading an answer against it). Inputs are tool results from the
-//! corpus generator, so their shape is that of the generated corpora.
+//! message by message, keeping only the answers' values, and reading an answer against it).
+//! Inputs are tool results from the corpus generator, so their shape is that of the generated
+//! corpora.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;

@@ -236,12 +236,7 @@ impl Collector {
                 }
                 self.budget -= 1;
                 if watched.contains(form) {
-                    match self.forms.entry_ref(form) {
-                        EntryRef::Occupied(mut held) => *held.get_mut() = self.turn,
-                        EntryRef::Vacant(new) => {
-                            new.insert(self.turn);
-                        }
-                    }
+                    *self.forms.entry_ref(form).or_insert(self.turn) = self.turn;
                 }
             }
             return;

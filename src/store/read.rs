@@ -422,7 +422,8 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
         .ok_or_else(|| io::Error::other("store column timestamp is missing"))?
         .as_primitive::<arrow::datatypes::TimestampMillisecondType>();
     let duration = col::<Float64Array>(batch, "duration_ms")?;
-    // Only the checked envelopes: the archived ones are not even decoded (see `EVENT_COLUMNS`).
+    // Only the checked envelopes: `archived_payload` is left out of the projection
+    // (`Store::read_part_where`), so it is never decoded.
     let payload = col::<LargeStringArray>(batch, "payload")?;
     for i in 0..batch.num_rows() {
         let event_kind = EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other);
