@@ -19,7 +19,7 @@ use crate::store::atomic::{write_file, AtomicDir};
 use crate::store::{Origin, Store, StoreManifest};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -111,17 +111,24 @@ pub fn source_family(format: &str) -> String {
         .unwrap_or_else(|| format.to_string())
 }
 
-fn audit_conversation(
+/// Every pass's outcomes for one conversation, as corpus rows. `None` when the conversation
+/// was read without the text of its tool results and some pass needs it
+/// ([`Pass::check_digested`]).
+fn try_audit_conversation(
     conversation: &Conversation,
     passes: &[&'static dyn Pass],
     ctx: &PassContext,
-) -> Contribution {
+) -> Option<Contribution> {
     let mut out = Contribution {
         runs: conversation.runs.len() as u64,
         ..Contribution::default()
     };
     for pass in passes {
-        let outcomes = pass.check(conversation, ctx);
+        let outcomes = if conversation.results_elided {
+            pass.check_digested(conversation, ctx)?
+        } else {
+            pass.check(conversation, ctx)
+        };
         debug_assert_eq!(outcomes.len(), conversation.runs.len());
         for (i, (run, outcome)) in conversation.runs.iter().zip(&outcomes).enumerate() {
             let source = source_family(&run.format);
@@ -168,7 +175,17 @@ fn audit_conversation(
             ));
         }
     }
-    out
+    Some(out)
+}
+
+/// [`try_audit_conversation`] for a conversation read whole.
+fn audit_conversation(
+    conversation: &Conversation,
+    passes: &[&'static dyn Pass],
+    ctx: &PassContext,
+) -> Contribution {
+    assert!(!conversation.results_elided);
+    try_audit_conversation(conversation, passes, ctx).expect("a whole conversation is checked")
 }
 
 /// The audit of raw inputs checks each conversation on the ingest's tap threads once the
@@ -228,6 +245,52 @@ fn tapped_part(
     }
     list.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     Ok(list.into_iter().map(|(_, _, c)| c).collect())
+}
+
+/// Audit one part of a store: its conversations read without the text of their tool results,
+/// which the checks mostly do without (they have digests of it), and those a check needs it
+/// for read again whole and checked again. Contributions in the store's order.
+fn audit_part(
+    store: &Store,
+    part: u32,
+    passes: &[&'static dyn Pass],
+    ctx: &PassContext,
+) -> io::Result<Vec<Contribution>> {
+    let convs = store.read_part_without_results(part)?;
+    let mut results: Vec<Option<Contribution>> = convs
+        .par_iter()
+        .map(|(_, c)| try_audit_conversation(c, passes, ctx))
+        .collect();
+    let needy: HashSet<String> = convs
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_none())
+        .map(|((_, c), _)| c.id.clone())
+        .collect();
+    if !needy.is_empty() {
+        let mut whole: HashMap<String, Contribution> = store
+            .read_part_where(part, Some(&needy))?
+            .into_par_iter()
+            .map(|(_, c)| {
+                let contribution = audit_conversation(&c, passes, ctx);
+                (c.id, contribution)
+            })
+            .collect();
+        for ((_, c), r) in convs.iter().zip(results.iter_mut()) {
+            if r.is_none() {
+                *r = whole.remove(&c.id);
+            }
+        }
+    }
+    results
+        .into_iter()
+        .zip(&convs)
+        .map(|(r, (_, c))| {
+            r.ok_or_else(|| {
+                io::Error::other(format!("conversation {} went missing from its part", c.id))
+            })
+        })
+        .collect()
 }
 
 /// Is `path` a store written by `ingest`?
@@ -326,17 +389,9 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
                     io::Error::other("the checked results of a part went missing")
                 })??,
                 None => {
-                    let convs = pool.install(|| store.read_part(part))?;
-                    pool.install(|| {
-                        convs
-                            .par_iter()
-                            .map(|c| {
-                                let r = audit_conversation(c, &passes, &ctx);
-                                progress.inc(c.runs.len() as u64);
-                                r
-                            })
-                            .collect()
-                    })
+                    let results = pool.install(|| audit_part(&store, part, &passes, &ctx))?;
+                    progress.inc(results.iter().map(|r| r.runs).sum());
+                    results
                 }
             };
             for r in results {

@@ -2,13 +2,14 @@
 //! turn that served it, plus the run's exempt forms (what the user, the system prompt and other
 //! injected material supplied).
 
-use super::normalize::{for_each_token, js_trim, lookup_forms, normalize_into};
+use super::normalize::{for_each_token, is_token_byte, js_trim, lookup_forms, normalize_into};
 use super::walk::{Gathered, Outcome};
 use super::CompiledEvidence;
 use crate::js;
 use crate::model::{HistoryMessage, Role};
 use hashbrown::hash_map::EntryRef;
 use rustc_hash::FxBuildHasher;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Opening of the correction the gate itself appends as a `role: user` message.
@@ -92,6 +93,42 @@ impl EvidenceIndex {
         }
     }
 
+    /// Walk one tool message of the history from its [digest](EvidenceDigest) instead of its
+    /// text. Only a [`watching`](EvidenceIndex::watching) index can, and only when the digest
+    /// is sure to stand for the text; otherwise nothing changes and `false` comes back, and
+    /// the caller pushes the message's text instead.
+    ///
+    /// Why the digest stands for the text: a watching index keeps answer values, and each of
+    /// them is a token, so it holds nothing but token characters, and unless a declared shape
+    /// made it a value, a digit. The digest keeps every such form the result offers, so each
+    /// kept form the text would stamp is among its forms or their spellings. That holds only
+    /// if the text would be read to its end: the digest spends two units of budget for every
+    /// form the walk offers (the most the text could spend) and is refused unless the budget
+    /// stays above zero after that; the text's walk, spending no more, then reads its whole
+    /// result the same way (see [`Gathered::fits_within`]) and runs out of nothing. The
+    /// budget left is then never more than the text would leave, so a later result can only
+    /// be refused (and walked from its text) where the text alone would not have been.
+    pub fn push_digest(&mut self, digest: &EvidenceDigest) -> bool {
+        let Some(watched) = &self.evidence.watched else {
+            return false;
+        };
+        let spend = (digest.offered as usize).saturating_mul(2);
+        if watched.digitless || spend >= self.evidence.budget {
+            return false;
+        }
+        self.evidence.budget -= spend;
+        self.tool_results_this_turn += 1;
+        let turn = self.evidence.turn;
+        for form in digest.forms.split('\n').filter(|f| !f.is_empty()) {
+            for spelling in lookup_forms(form) {
+                if watched.contains(spelling) {
+                    *self.evidence.forms.entry_ref(spelling).or_insert(turn) = turn;
+                }
+            }
+        }
+        true
+    }
+
     /// Add injected material (system prompt, facts, recalled passages) to the exempt set.
     pub fn add_exempt_text(&mut self, text: &str) {
         self.exempt.add_text(text);
@@ -163,6 +200,9 @@ struct Watched {
     /// Bit `n % 64` is set when some kept form is `n` bytes long: most offered forms are not
     /// the length of any of the few kept ones, and are passed over without being hashed.
     lengths: u64,
+    /// Some kept form has no ASCII digit: digests leave such forms out, so they cannot stand
+    /// for the results' text (see [`EvidenceIndex::push_digest`]).
+    digitless: bool,
 }
 
 impl Watched {
@@ -173,6 +213,7 @@ impl Watched {
     fn extend(&mut self, forms: impl IntoIterator<Item = String>) {
         for form in forms {
             self.lengths |= Watched::length_bit(&form);
+            self.digitless |= !form.bytes().any(|b| b.is_ascii_digit());
             self.forms.insert(form);
         }
     }
@@ -195,6 +236,8 @@ struct Collector {
     scratch: String,
     /// Forms of the JSON result being read, before they reach `forms`.
     gathered: Gathered,
+    /// When set, the collector only digests what it is offered (see [`digest_result`]).
+    digest: Option<DigestSink>,
 }
 
 impl Collector {
@@ -206,6 +249,7 @@ impl Collector {
             turn: 0,
             scratch: String::new(),
             gathered: Gathered::default(),
+            digest: None,
         }
     }
 
@@ -227,6 +271,10 @@ impl Collector {
     /// and once the budget is spent new forms are dropped.
     fn add_normalized(&mut self, norm: &str) {
         if norm.is_empty() {
+            return;
+        }
+        if let Some(sink) = &mut self.digest {
+            sink.offer(norm);
             return;
         }
         if let Some(watched) = &self.watched {
@@ -335,6 +383,71 @@ impl Collector {
         }
         self.add_text(content);
     }
+}
+
+/// What the evidence gate can ever look up in one tool result, worked out once when the result
+/// is stored, so that an audit of the store judges answers without reading results again.
+///
+/// A watching index (the common case) keeps answer values only; every value is a token, made
+/// of token characters only, and holds a digit unless a declared shape made it a value. The
+/// digest keeps exactly the forms that could be one of them or spell one (`0x12ab` spells
+/// `12ab`), and counts every form the walk offered for the budget. See
+/// [`EvidenceIndex::push_digest`] for when it stands for the text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceDigest {
+    /// The normalised forms the result offers that hold an ASCII digit and only token
+    /// characters, in the order offered (repeats kept: removing them cost more at ingest than
+    /// it saved), joined by `\n` (which no such form holds).
+    pub forms: String,
+    /// How many forms the walk of the whole result offered, repeats included.
+    pub offered: u32,
+}
+
+/// The forms a digesting collector keeps (see [`EvidenceDigest`]).
+#[derive(Debug, Default)]
+struct DigestSink {
+    /// Kept forms in the order offered, repeats included, each ended by `\n`.
+    kept: String,
+    offered: usize,
+}
+
+impl DigestSink {
+    fn offer(&mut self, norm: &str) {
+        self.offered += 1;
+        let b = norm.as_bytes();
+        if b.iter().any(u8::is_ascii_digit) && b.iter().all(|&c| is_token_byte(c)) {
+            self.kept.push_str(norm);
+            self.kept.push('\n');
+        }
+    }
+}
+
+thread_local! {
+    /// A digesting collector per thread, its buffers reused from result to result.
+    static DIGESTER: std::cell::RefCell<Collector> = std::cell::RefCell::new(Collector {
+        digest: Some(DigestSink::default()),
+        ..Collector::new(usize::MAX)
+    });
+}
+
+/// The [`EvidenceDigest`] of one tool result's text: the same walk an index makes of it
+/// ([`EvidenceIndex::push`]), with an unlimited budget.
+pub fn digest_result(content: &str) -> EvidenceDigest {
+    DIGESTER.with(|cell| {
+        let mut collector = cell.borrow_mut();
+        collector.add_result(content);
+        let sink = collector
+            .digest
+            .as_mut()
+            .expect("the digesting collector has a sink");
+        let digest = EvidenceDigest {
+            forms: sink.kept.trim_end_matches('\n').to_string(),
+            offered: u32::try_from(sink.offered).unwrap_or(u32::MAX),
+        };
+        sink.kept.clear();
+        sink.offered = 0;
+        digest
+    })
 }
 
 /// Build the index for one judgement from the history the run saw (spec 4.3).
@@ -465,6 +578,124 @@ mod direct_walk_tests {
         ] {
             assert!(!watched.contains(other), "{other}");
         }
+    }
+
+    /// Judge the same history twice with watching indexes, tool messages once from their text
+    /// and once from their digests (where the index takes them); both must answer every
+    /// lookup alike. Returns how many tool messages the digest side took from digests.
+    fn assert_digests_stand_for_text(max_forms: usize, values: &[&str], results: &[&str]) -> usize {
+        use super::{digest_result, EvidenceIndex};
+        use crate::evidence::EvidenceConfig;
+        use crate::model::{HistoryMessage, Role};
+        let cfg = EvidenceConfig {
+            max_forms,
+            ..EvidenceConfig::default()
+        }
+        .compile()
+        .unwrap();
+        let mut from_text = EvidenceIndex::watching(&cfg, values.iter().copied());
+        let mut from_digest = EvidenceIndex::watching(&cfg, values.iter().copied());
+        let mut digested = 0;
+        for (i, result) in results.iter().enumerate() {
+            let msg = |role, text| HistoryMessage {
+                role,
+                text,
+                tool_name: None,
+                call_id: None,
+            };
+            if i % 3 == 0 {
+                let user = msg(Role::User, "next question");
+                from_text.push(&user);
+                from_digest.push(&user);
+            }
+            let tool = msg(Role::Tool, result);
+            from_text.push(&tool);
+            if from_digest.push_digest(&digest_result(result)) {
+                digested += 1;
+            } else {
+                from_digest.push(&tool);
+            }
+            let context = format!("max_forms {max_forms}, values {values:?}, result {i}");
+            // The digest side never has more budget left, so it overflows no later; once it
+            // has, the judge turns to a full index and this one is not asked.
+            assert!(
+                from_digest.overflowed() || !from_text.overflowed(),
+                "{context}"
+            );
+            if from_digest.overflowed() {
+                break;
+            }
+            for v in values {
+                assert_eq!(from_text.lookup(v), from_digest.lookup(v), "{v}: {context}");
+            }
+            let mut a: Vec<_> = from_text.forms().collect();
+            let mut b: Vec<_> = from_digest.forms().collect();
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{context}");
+            assert_eq!(from_text.current_turn(), from_digest.current_turn());
+            assert_eq!(
+                from_text.tool_results_this_turn(),
+                from_digest.tool_results_this_turn()
+            );
+            assert_eq!(from_text.truncated(), from_digest.truncated(), "{context}");
+        }
+        digested
+    }
+
+    #[test]
+    fn a_digest_stands_for_its_text() {
+        let values = [
+            "a-1042",
+            "1250",
+            "ef0101",
+            "0xef0101",
+            "41200",
+            "3",
+            "007",
+            "1e21",
+            "fc1/4",
+            "123456789012345680",
+            "1234567.8",
+        ];
+        let taken = assert_digests_stand_for_text(200_000, &values, RESULTS);
+        assert_eq!(
+            taken,
+            RESULTS.len(),
+            "with room to spare every digest is taken"
+        );
+        // Small budgets: digests are refused before the text would run out, and the text's
+        // own walk then agrees with the reference.
+        for budget in 0..80 {
+            assert_digests_stand_for_text(budget, &values, RESULTS);
+        }
+    }
+
+    #[test]
+    fn a_digest_is_refused_when_a_kept_form_has_no_digit() {
+        use super::{digest_result, EvidenceIndex};
+        let cfg = crate::evidence::CompiledEvidence::default();
+        // `0xabcd` is a value; its bare spelling `abcd` holds no digit, and a result saying
+        // just `abcd` grounds it, which a digest cannot show.
+        let mut index = EvidenceIndex::watching(&cfg, ["0xabcd"]);
+        assert!(!index.push_digest(&digest_result(r#"{"code":"abcd"}"#)));
+        assert_digests_stand_for_text(200_000, &["0xabcd"], &[r#"{"code":"abcd"}"#]);
+        // A full index takes no digest either.
+        let mut full = EvidenceIndex::new(&cfg);
+        assert!(!full.push_digest(&digest_result("41200")));
+    }
+
+    #[test]
+    fn a_digest_keeps_only_forms_an_answer_value_can_match() {
+        let digest = super::digest_result(
+            r#"{"Order":"A-1042","note":"two words 7","items":[3,"caf\u00e9 99"],"ok":true}"#,
+        );
+        // Keys and leaves without a digit are left out, and so is a whole leaf holding a
+        // space or a non-ASCII character; its tokens are kept.
+        assert_eq!(digest.forms, "a-1042\n7\n3\n99");
+        // order, a-1042, note, the leaf and its three tokens, items, 3, the leaf and its two
+        // tokens, ok, true.
+        assert_eq!(digest.offered, 14);
     }
 
     #[test]

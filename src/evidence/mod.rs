@@ -39,7 +39,10 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-pub use index::{build_index, build_watching_index, is_framework_frame, EvidenceIndex};
+pub use index::{
+    build_index, build_watching_index, digest_result, is_framework_frame, EvidenceDigest,
+    EvidenceIndex,
+};
 pub use normalize::{lookup_forms, normalize_token, tokenize};
 pub use reading::{disposition, read_answer, reported_value, GroundedValue, Reading};
 pub use values::{answer_values, classify_token, Candidate};

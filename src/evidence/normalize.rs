@@ -59,7 +59,7 @@ pub(crate) fn is_single_token(text: &str) -> bool {
 }
 
 /// Characters a token may contain; every other character separates tokens.
-fn is_token_byte(b: u8) -> bool {
+pub(crate) fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric()
         || matches!(
             b,

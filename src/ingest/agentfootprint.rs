@@ -447,6 +447,7 @@ impl Assembler {
                         Conversation {
                             id: run.conversation_id.clone(),
                             runs: vec![run],
+                            ..Default::default()
                         },
                         first,
                     ));

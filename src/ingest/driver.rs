@@ -263,7 +263,9 @@ impl ChannelSink<'_> {
 }
 
 impl Sink for ChannelSink<'_> {
-    fn conversation(&mut self, conversation: Conversation, record: u64) {
+    fn conversation(&mut self, mut conversation: Conversation, record: u64) {
+        // Here, on the reader's thread: the digests take a walk over every tool result.
+        crate::store::digest::fill(&mut conversation);
         let size = conversation_bytes(&conversation);
         self.bound.acquire(size);
         self.send(Message::Conversation(conversation, record, size));
@@ -287,10 +289,10 @@ fn stitched(
     let mut out = crate::ingest::Collect::default();
     step(&mut stitcher.borrow_mut(), &mut out);
     let quarantined = out.quarantined.into_iter().map(Message::Quarantine);
-    let built = out
-        .conversations
-        .into_iter()
-        .map(|(c, record)| Message::Conversation(c, record, 0));
+    let built = out.conversations.into_iter().map(|(mut c, record)| {
+        crate::store::digest::fill(&mut c);
+        Message::Conversation(c, record, 0)
+    });
     quarantined.chain(built).collect()
 }
 

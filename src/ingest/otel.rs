@@ -952,6 +952,7 @@ impl Built {
                 Conversation {
                     id: run.conversation_id.clone(),
                     runs: vec![run],
+                    ..Default::default()
                 },
                 record,
             )),

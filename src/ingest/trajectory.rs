@@ -234,6 +234,7 @@ pub fn build(
     Conversation {
         id: conversation_id.to_string(),
         runs,
+        ..Default::default()
     }
 }
 

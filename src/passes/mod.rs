@@ -68,6 +68,19 @@ pub trait Pass: Sync + Send {
     fn other_payloads(&self) -> &'static [&'static str] {
         &[]
     }
+    /// [`Pass::check`] for a conversation an audit read back from a store without the text of
+    /// its tool results ([`Conversation::results_elided`]), or `None` when the pass needs that
+    /// text to check it; the conversation is then read again whole and given to `check`.
+    /// Stores keep what checks read of results in digests ([`crate::store::digest`]): a
+    /// landing's result fingerprint where its run calls the same tool with the same arguments
+    /// text again, and each tool message's evidence forms. The default is the safe answer.
+    fn check_digested(
+        &self,
+        _conversation: &Conversation,
+        _ctx: &PassContext,
+    ) -> Option<Vec<RunOutcome>> {
+        None
+    }
 }
 
 /// The source types of `other` rows whose envelope some registered pass reads (gathered once:

@@ -17,7 +17,7 @@ use crate::evidence::{
     Reading,
 };
 use crate::js;
-use crate::model::{Conversation, EventKind, Run};
+use crate::model::{Conversation, EventKind, Role, Run};
 use crate::passes::{Pass, PassContext, RunOutcome};
 use serde_json::{json, Value};
 
@@ -33,25 +33,55 @@ impl Pass for PriorTurnEvidence {
     }
 
     fn check(&self, conversation: &Conversation, ctx: &PassContext) -> Vec<RunOutcome> {
-        // Indexes that keep only the forms the answers look up first; in the rare conversation
-        // whose tool results offer more forms than the budget, full indexes.
-        judge(conversation, ctx, true)
-            .or_else(|| judge(conversation, ctx, false))
-            .expect("a full index does not overflow")
+        // Indexes that keep only the forms the answers look up first, fed from the results'
+        // digests where they stand for the text; in the rare conversation whose tool results
+        // offer more forms than the budget, full indexes.
+        match judge(conversation, ctx, true) {
+            Judged::Outcomes(outcomes) => outcomes,
+            Judged::Overflowed | Judged::NeedsText => {
+                assert!(
+                    !conversation.results_elided,
+                    "prior-turn-evidence was given a conversation without the result text it \
+                     said it needs"
+                );
+                match judge(conversation, ctx, false) {
+                    Judged::Outcomes(outcomes) => outcomes,
+                    _ => unreachable!("a full index reads text and does not overflow"),
+                }
+            }
+        }
+    }
+
+    fn check_digested(
+        &self,
+        conversation: &Conversation,
+        ctx: &PassContext,
+    ) -> Option<Vec<RunOutcome>> {
+        match judge(conversation, ctx, true) {
+            Judged::Outcomes(outcomes) => Some(outcomes),
+            Judged::Overflowed | Judged::NeedsText => None,
+        }
     }
 }
 
+/// What [`judge`] made of a conversation.
+enum Judged {
+    /// One outcome per run.
+    Outcomes(Vec<RunOutcome>),
+    /// A watching index overflowed: judge with full indexes.
+    Overflowed,
+    /// A tool message's digest could not stand for its text, and the text was not read.
+    NeedsText,
+}
+
 /// Judge every run of the conversation, with [watching](EvidenceIndex::watching) indexes when
-/// `watching` is set (`None` if one of them overflowed) or full ones otherwise.
+/// `watching` is set or full ones otherwise.
 ///
 /// Runs without recorded context judge the conversation's messages so far: each run's history
 /// extends the previous one, so one index is grown run by run instead of being rebuilt from
-/// the start for every turn.
-fn judge(
-    conversation: &Conversation,
-    ctx: &PassContext,
-    watching: bool,
-) -> Option<Vec<RunOutcome>> {
+/// the start for every turn. A watching index takes a tool message from its digest when it can
+/// ([`EvidenceIndex::push_digest`]), from its text otherwise.
+fn judge(conversation: &Conversation, ctx: &PassContext, watching: bool) -> Judged {
     let cfg = &ctx.evidence;
     let has_context = |run: &Run| run.events_of(EventKind::Context).next().is_some();
     // Each run's answer values, which a watching index keeps (none for full indexes).
@@ -87,23 +117,34 @@ fn judge(
                 build_index(&history, &[], cfg)
             };
             if own.overflowed() {
-                return None;
+                return Judged::Overflowed;
             }
             check_run(run, &own, ctx)
         } else {
             for e in run.events_of(EventKind::Message) {
-                if let Some(msg) = e.as_history_message() {
-                    shared.push(&msg);
+                let Some(msg) = e.as_history_message() else {
+                    continue;
+                };
+                let digested = match &e.evidence {
+                    Some(digest) if msg.role == Role::Tool => shared.push_digest(digest),
+                    _ => false,
+                };
+                if digested {
+                    continue;
                 }
+                if msg.role == Role::Tool && conversation.results_elided {
+                    return Judged::NeedsText;
+                }
+                shared.push(&msg);
             }
             if shared.overflowed() {
-                return None;
+                return Judged::Overflowed;
             }
             check_run(run, &shared, ctx)
         };
         outcomes.push(outcome);
     }
-    Some(outcomes)
+    Judged::Outcomes(outcomes)
 }
 
 fn parse_disposition(s: &str) -> Disposition {
@@ -374,6 +415,7 @@ mod tests {
         Conversation {
             id: "c".into(),
             runs: vec![run],
+            ..Default::default()
         }
     }
 

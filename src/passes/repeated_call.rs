@@ -52,18 +52,28 @@ pub fn undecorated_result(text: &str) -> &str {
     }
 }
 
+/// The fingerprint of a recorded result: of the result the model read, without a note the
+/// framework appended.
+pub fn result_fingerprint(result: &str) -> String {
+    js::fingerprint(undecorated_result(result))
+}
+
 pub fn call_key(tool: &str, arguments: Option<&str>, result: &str, mode: RepeatedWhen) -> CallKey {
     keyed(
         tool,
         js::fingerprint(&arguments_text(arguments)),
-        result,
+        result_fingerprint(result),
         mode,
     )
 }
 
-/// [`call_key`] with the arguments already fingerprinted.
-fn keyed(tool: &str, args_fingerprint: String, result: &str, mode: RepeatedWhen) -> CallKey {
-    let result_fingerprint = js::fingerprint(undecorated_result(result));
+/// [`call_key`] with the arguments and the result already fingerprinted.
+fn keyed(
+    tool: &str,
+    args_fingerprint: String,
+    result_fingerprint: String,
+    mode: RepeatedWhen,
+) -> CallKey {
     let key = match mode {
         RepeatedWhen::Arguments => format!("{tool}:{args_fingerprint}:*"),
         RepeatedWhen::ArgumentsAndResult => {
@@ -139,6 +149,28 @@ impl Pass for RepeatedCall {
             .map(|run| check_run(run, ctx))
             .collect()
     }
+
+    fn check_digested(
+        &self,
+        conversation: &Conversation,
+        ctx: &PassContext,
+    ) -> Option<Vec<RunOutcome>> {
+        (!conversation.runs.iter().any(needs_result_text)).then(|| self.check(conversation, ctx))
+    }
+}
+
+/// Does a run need a result text it does not hold? Only a landing that shares its tool and
+/// arguments with another needs its result, and only its fingerprint.
+fn needs_result_text(run: &Run) -> bool {
+    let Some(landed) = judged_landings(run) else {
+        return false;
+    };
+    let calls = calls_of(&landed);
+    let same_call = call_counts(&calls);
+    landed
+        .iter()
+        .zip(&calls)
+        .any(|(l, call)| same_call[call] > 1 && l.result_fingerprint.is_none())
 }
 
 fn check_run(run: &Run, ctx: &PassContext) -> RunOutcome {
@@ -181,13 +213,27 @@ fn check_run(run: &Run, ctx: &PassContext) -> RunOutcome {
     outcome
 }
 
-fn judge(landed: &[&Event], ctx: &PassContext) -> RunOutcome {
-    // Arguments first. A landing can only repeat one of the same tool with the same arguments
-    // (a key is the tool, then fixed-width fingerprints, so equal keys mean an equal tool and
-    // equal arguments), and a landing that repeats nothing is never reported, so only landings
-    // that share their tool and arguments with another have their result fingerprinted: that
-    // pass over the whole result text was most of this check's cost on large results.
-    let calls: Vec<(&str, String)> = landed
+/// The landings a run judges: answered ones. `None` when the run cannot be judged from them
+/// (see [`check_run`]).
+fn judged_landings(run: &Run) -> Option<Vec<&Event>> {
+    let landed: Vec<&Event> = run
+        .landings()
+        .filter(|e| !e.has_flag(LandingFlags::UNANSWERED))
+        .collect();
+    let unjudged = LandingFlags::ARGS_REWRITTEN | LandingFlags::CONTENT_OMITTED;
+    (!landed.iter().any(|e| e.has_flag(unjudged))).then_some(landed)
+}
+
+/// Each landing's tool and arguments fingerprint, and how many landings share each pair.
+/// A landing can only repeat one of the same tool with the same arguments (a key is the tool,
+/// then fixed-width fingerprints, so equal keys mean an equal tool and equal arguments), and a
+/// landing that repeats nothing is never reported, so only landings that share their pair with
+/// another have their result fingerprinted: that pass over the whole result text was most of
+/// this check's cost on large results.
+type Calls<'a> = Vec<(&'a str, String)>;
+
+fn calls_of<'a>(landed: &[&'a Event]) -> Calls<'a> {
+    landed
         .iter()
         .map(|l| {
             let tool = l.tool_name.as_deref().unwrap_or("");
@@ -196,11 +242,20 @@ fn judge(landed: &[&Event], ctx: &PassContext) -> RunOutcome {
                 js::fingerprint(&arguments_text(l.arguments.as_deref())),
             )
         })
-        .collect();
+        .collect()
+}
+
+fn call_counts<'c, 'a>(calls: &'c Calls<'a>) -> HashMap<&'c (&'a str, String), u32> {
     let mut same_call: HashMap<&(&str, String), u32> = HashMap::new();
-    for call in &calls {
+    for call in calls {
         *same_call.entry(call).or_default() += 1;
     }
+    same_call
+}
+
+fn judge(landed: &[&Event], ctx: &PassContext) -> RunOutcome {
+    let calls = calls_of(landed);
+    let same_call = call_counts(&calls);
     let mut order: Vec<String> = Vec::new();
     let mut keys: HashMap<String, KeyState<'_>> = HashMap::new();
     for (&landing, call) in landed.iter().zip(&calls) {
@@ -209,12 +264,11 @@ fn judge(landed: &[&Event], ctx: &PassContext) -> RunOutcome {
         }
         let &(tool, ref args_fingerprint) = call;
         let mode = ctx.config.repeated_when(tool);
-        let fp = keyed(
-            tool,
-            args_fingerprint.clone(),
-            landing.text_or_empty(),
-            mode,
-        );
+        let result = match &landing.result_fingerprint {
+            Some(stored) => stored.clone(),
+            None => result_fingerprint(landing.text_or_empty()),
+        };
+        let fp = keyed(tool, args_fingerprint.clone(), result, mode);
         match keys.get_mut(&fp.key) {
             Some(state) => {
                 state.count += 1;
@@ -425,6 +479,7 @@ mod tests {
         Conversation {
             id: "c".into(),
             runs: vec![run],
+            ..Default::default()
         }
     }
 

@@ -1538,6 +1538,19 @@ impl Pass for SchemaAttempt {
             .collect()
     }
 
+    /// A run that shows no output contract is judged without its history; one that does
+    /// reads the history's messages, tool results included (a correction may be a tool
+    /// message, found by its hash).
+    fn check_digested(
+        &self,
+        conversation: &Conversation,
+        ctx: &PassContext,
+    ) -> Option<Vec<RunOutcome>> {
+        let contract_shown =
+            (0..conversation.runs.len()).any(|i| gather(conversation, i, ctx).is_some());
+        (!contract_shown).then(|| self.check(conversation, ctx))
+    }
+
     fn tables(&self) -> Vec<(&'static str, Arc<Schema>)> {
         vec![(TABLE, attempts_schema())]
     }

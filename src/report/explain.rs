@@ -338,7 +338,8 @@ pub fn build(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Resu
             col("tool_name"),
             col("call_id"),
             col("arguments"),
-            col("text"),
+            // A tool result's text is kept in its own column.
+            col("text").fill_null(col("result_text")).alias("text"),
             col("error").cast(DataType::UInt64),
             col("flags"),
             col("iteration"),

@@ -8,6 +8,7 @@
 //!   written last, and the directory is renamed into place only when complete.
 
 pub mod atomic;
+pub mod digest;
 pub mod read;
 pub mod schema;
 pub mod write;

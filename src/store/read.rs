@@ -1,6 +1,7 @@
 //! Reading the store back: one part at a time, handed out as whole conversations in a stable
 //! order (first input file and record of the conversation; runs by turn, then start time).
 
+use crate::evidence::EvidenceDigest;
 use crate::model::{Conversation, Event, EventKind, Role, Run};
 use crate::store::envelope_is_checked;
 use crate::store::write::{part_file_name, to_io, Origin};
@@ -229,6 +230,23 @@ impl Store {
         part: u32,
         only: Option<&HashSet<String>>,
     ) -> io::Result<Vec<(Origin, Conversation)>> {
+        self.read_events(part, only, true)
+    }
+
+    /// [`Store::read_part_ordered`] without the text of tool results (`result_text`, most of
+    /// a store's bytes): each conversation is marked
+    /// [`results_elided`](Conversation::results_elided), and its landings and tool messages
+    /// carry their digests instead ([`crate::store::digest`]).
+    pub fn read_part_without_results(&self, part: u32) -> io::Result<Vec<(Origin, Conversation)>> {
+        self.read_events(part, None, false)
+    }
+
+    fn read_events(
+        &self,
+        part: u32,
+        only: Option<&HashSet<String>>,
+        results: bool,
+    ) -> io::Result<Vec<(Origin, Conversation)>> {
         let path = self.dir.join("events").join(part_file_name(part));
         let runs_path = self.dir.join("runs.parquet");
         let runs_metadata = match self.runs_metadata.get() {
@@ -260,13 +278,16 @@ impl Store {
             .iter()
             .position(|c| c.name() == "conversation_id")
             .ok_or_else(|| io::Error::other("store column conversation_id is missing"))?;
-        // Every column but the archived envelopes (see `envelope_is_checked`).
+        // Every column but the archived envelopes (see `envelope_is_checked`), and the text of
+        // tool results when it is not wanted.
         let columns = metadata
             .parquet_schema()
             .columns()
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.name() != "archived_payload")
+            .filter(|(_, c)| {
+                c.name() != "archived_payload" && (results || c.name() != "result_text")
+            })
             .map(|(i, _)| i);
         let projection = ProjectionMask::leaves(metadata.parquet_schema(), columns);
         let decoded: Vec<io::Result<HashMap<String, Vec<Event>>>> = (0..groups)
@@ -343,6 +364,7 @@ impl Store {
                 let conversation = Conversation {
                     id: id.to_string(),
                     runs: runs.into_iter().map(|(_, r)| r).collect(),
+                    results_elided: !results,
                 };
                 (origin, conversation)
             })
@@ -414,6 +436,14 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
     let call_id = col::<StringArray>(batch, "call_id")?;
     let arguments = col::<LargeStringArray>(batch, "arguments")?;
     let text = col::<LargeStringArray>(batch, "text")?;
+    // Absent when the read leaves the text of tool results out.
+    let result_text = batch
+        .column_by_name("result_text")
+        .map(|_| col::<LargeStringArray>(batch, "result_text"))
+        .transpose()?;
+    let result_fingerprint = col::<StringArray>(batch, "result_fingerprint")?;
+    let evidence_forms = col::<LargeStringArray>(batch, "evidence_forms")?;
+    let evidence_offers = col::<UInt32Array>(batch, "evidence_offers")?;
     let error = col::<BooleanArray>(batch, "error")?;
     let flags = col::<UInt32Array>(batch, "flags")?;
     let iteration = col::<UInt32Array>(batch, "iteration")?;
@@ -437,13 +467,21 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
             tool_name: opt_str(tool_name, i),
             call_id: opt_str(call_id, i),
             arguments: opt_large(arguments, i),
-            text: opt_large(text, i),
+            text: match result_text {
+                Some(results) if text.is_null(i) => opt_large(results, i),
+                _ => opt_large(text, i),
+            },
             error: error.value(i),
             flags: flags.value(i),
             iteration: (!iteration.is_null(i)).then(|| iteration.value(i)),
             timestamp_ms: (!timestamp.is_null(i)).then(|| timestamp.value(i)),
             duration_ms: (!duration.is_null(i)).then(|| duration.value(i)),
             payload: opt_large(payload, i),
+            result_fingerprint: opt_str(result_fingerprint, i),
+            evidence: (!evidence_forms.is_null(i)).then(|| EvidenceDigest {
+                forms: evidence_forms.value(i).to_string(),
+                offered: evidence_offers.value(i),
+            }),
         };
         match out.get_mut(run_id.value(i)) {
             Some(list) => list.push(e),
@@ -525,6 +563,7 @@ mod tests {
         Conversation {
             id: id.to_string(),
             runs,
+            ..Default::default()
         }
     }
 
@@ -541,6 +580,79 @@ mod tests {
         }
         out.truncate(len);
         out
+    }
+
+    /// Read without results, a tool message and a landing keep what checks read of them (an
+    /// evidence digest, a result fingerprint for a call made twice) and nothing else of their
+    /// text; read whole, they are what was written, digests included.
+    #[test]
+    fn a_part_read_without_results_keeps_their_digests() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 1).unwrap();
+        let mut run = Run {
+            run_id: "r".into(),
+            conversation_id: "c".into(),
+            turn: 1,
+            format: "tau2".into(),
+            source: "t.json".into(),
+            answer: Some("Order A-1042 costs $1,250".into()),
+            ..Run::default()
+        };
+        let result = r#"{"order":"A-1042","total":1250}"#;
+        for _ in 0..2 {
+            let mut landing = Event::new(EventKind::Landing);
+            landing.tool_name = Some("get_order".into());
+            landing.arguments = Some(r#"{"id":"A-1042"}"#.into());
+            landing.text = Some(result.into());
+            run.events.push(landing);
+            let mut tool = Event::new(EventKind::Message);
+            tool.role = Some(Role::Tool);
+            tool.text = Some(result.into());
+            run.events.push(tool);
+        }
+        let mut user = Event::new(EventKind::Message);
+        user.role = Some(Role::User);
+        user.text = Some("what does it cost?".into());
+        run.events.insert(0, user);
+        run.renumber();
+        let mut written = Conversation {
+            id: "c".into(),
+            runs: vec![run],
+            ..Conversation::default()
+        };
+        crate::store::digest::fill(&mut written);
+        let origin = Origin {
+            input_index: 0,
+            record_index: 0,
+        };
+        writer.write(&written, origin).unwrap();
+        writer.finish().unwrap();
+        write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
+        let store = Store::open(dir.path()).unwrap();
+
+        let whole = store.read_part(0).unwrap();
+        assert_eq!(whole, vec![written.clone()]);
+
+        let lean = store.read_part_without_results(0).unwrap();
+        let (_, lean) = &lean[0];
+        assert!(lean.results_elided);
+        let events = &lean.runs[0].events;
+        assert_eq!(events[0].text.as_deref(), Some("what does it cost?"));
+        let fingerprint = crate::passes::repeated_call::result_fingerprint(result);
+        for e in &events[1..] {
+            assert_eq!(e.text, None, "{:?}", e.kind());
+            match e.kind() {
+                EventKind::Landing => {
+                    assert_eq!(e.result_fingerprint.as_deref(), Some(fingerprint.as_str()));
+                    assert_eq!(e.evidence, None);
+                }
+                _ => {
+                    let digest = e.evidence.as_ref().expect("a tool message has its digest");
+                    assert_eq!(digest.forms, "a-1042\n1250");
+                    assert_eq!(digest.offered, 4);
+                }
+            }
+        }
     }
 
     #[test]

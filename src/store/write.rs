@@ -63,6 +63,8 @@ fn properties(default_compression: Compression) -> WriterProperties {
         "payload",
         "archived_payload",
         "text",
+        "result_text",
+        "evidence_forms",
         "arguments",
         "user_message",
         "answer",
@@ -79,6 +81,7 @@ fn properties(default_compression: Compression) -> WriterProperties {
         "seq",
         "flags",
         "iteration",
+        "evidence_offers",
         "timestamp",
         "turn",
         "landings",
@@ -119,6 +122,10 @@ pub struct EventsBuilder {
     call_id: StringBuilder,
     arguments: LargeStringBuilder,
     text: LargeStringBuilder,
+    result_text: LargeStringBuilder,
+    result_fingerprint: StringBuilder,
+    evidence_forms: LargeStringBuilder,
+    evidence_offers: UInt32Builder,
     error: BooleanBuilder,
     flags: UInt32Builder,
     iteration: UInt32Builder,
@@ -141,7 +148,7 @@ pub struct EventsBuilder {
 #[derive(Debug, Clone, Copy)]
 struct BatchShape {
     rows: usize,
-    values: [usize; 11],
+    values: [usize; 14],
 }
 
 impl Default for EventsBuilder {
@@ -164,6 +171,10 @@ impl EventsBuilder {
             call_id: StringBuilder::new(),
             arguments: LargeStringBuilder::new(),
             text: LargeStringBuilder::new(),
+            result_text: LargeStringBuilder::new(),
+            result_fingerprint: StringBuilder::new(),
+            evidence_forms: LargeStringBuilder::new(),
+            evidence_offers: UInt32Builder::new(),
             error: BooleanBuilder::new(),
             flags: UInt32Builder::new(),
             iteration: UInt32Builder::new(),
@@ -192,6 +203,10 @@ impl EventsBuilder {
         self.call_id = StringBuilder::with_capacity(rows, v[6]);
         self.arguments = LargeStringBuilder::with_capacity(rows, v[7]);
         self.text = LargeStringBuilder::with_capacity(rows, v[8]);
+        self.result_text = LargeStringBuilder::with_capacity(rows, v[11]);
+        self.result_fingerprint = StringBuilder::with_capacity(rows, v[12]);
+        self.evidence_forms = LargeStringBuilder::with_capacity(rows, v[13]);
+        self.evidence_offers = UInt32Builder::with_capacity(rows);
         self.error = BooleanBuilder::with_capacity(rows);
         self.flags = UInt32Builder::with_capacity(rows);
         self.iteration = UInt32Builder::with_capacity(rows);
@@ -217,7 +232,25 @@ impl EventsBuilder {
         self.tool_name.append_option(e.tool_name.as_deref());
         self.call_id.append_option(e.call_id.as_deref());
         self.arguments.append_option(e.arguments.as_deref());
-        self.text.append_option(e.text.as_deref());
+        if crate::store::digest::is_result(e) {
+            self.text.append_null();
+            self.result_text.append_option(e.text.as_deref());
+        } else {
+            self.text.append_option(e.text.as_deref());
+            self.result_text.append_null();
+        }
+        self.result_fingerprint
+            .append_option(e.result_fingerprint.as_deref());
+        match crate::store::digest::evidence_of(e) {
+            Some(digest) => {
+                self.evidence_forms.append_value(&digest.forms);
+                self.evidence_offers.append_value(digest.offered);
+            }
+            None => {
+                self.evidence_forms.append_null();
+                self.evidence_offers.append_null();
+            }
+        }
         self.error.append_value(e.error);
         self.flags.append_value(e.flags);
         self.iteration.append_option(e.iteration);
@@ -263,6 +296,9 @@ impl EventsBuilder {
                 self.text.values_slice().len(),
                 self.payload.values_slice().len(),
                 self.archived_payload.values_slice().len(),
+                self.result_text.values_slice().len(),
+                self.result_fingerprint.values_slice().len(),
+                self.evidence_forms.values_slice().len(),
             ],
         });
         let columns: Vec<ArrayRef> = vec![
@@ -276,6 +312,10 @@ impl EventsBuilder {
             Arc::new(self.call_id.finish()),
             Arc::new(self.arguments.finish()),
             Arc::new(self.text.finish()),
+            Arc::new(self.result_text.finish()),
+            Arc::new(self.result_fingerprint.finish()),
+            Arc::new(self.evidence_forms.finish()),
+            Arc::new(self.evidence_offers.finish()),
             Arc::new(self.error.finish()),
             Arc::new(self.flags.finish()),
             Arc::new(self.iteration.finish()),
@@ -301,7 +341,8 @@ pub struct Origin {
 /// overhead for the rest.
 pub fn event_bytes(e: &Event) -> usize {
     let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    text(&e.text) + text(&e.arguments) + text(&e.payload) + 64
+    let digest = e.evidence.as_ref().map_or(0, |d| d.forms.len());
+    text(&e.text) + text(&e.arguments) + text(&e.payload) + digest + 64
 }
 
 /// The bytes a run row (without its events) is counted as in the writer's buffers.

@@ -187,6 +187,7 @@ impl Fixture {
         Conversation {
             id: "c".into(),
             runs: vec![run],
+            ..Default::default()
         }
     }
 }
