@@ -440,13 +440,10 @@ pub fn digest_result(content: &str) -> EvidenceDigest {
             .digest
             .as_mut()
             .expect("the digesting collector has a sink");
-        let digest = EvidenceDigest {
-            forms: sink.kept.trim_end_matches('\n').to_string(),
-            offered: u32::try_from(sink.offered).unwrap_or(u32::MAX),
-        };
-        sink.kept.clear();
-        sink.offered = 0;
-        digest
+        let mut forms = std::mem::take(&mut sink.kept);
+        forms.pop();
+        let offered = u32::try_from(std::mem::take(&mut sink.offered)).unwrap_or(u32::MAX);
+        EvidenceDigest { forms, offered }
     })
 }
 

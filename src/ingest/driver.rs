@@ -232,6 +232,10 @@ enum Message {
     /// A conversation, the number of its record, and the bytes it holds of its file's
     /// [`ByteBound`] (0 when it holds none).
     Conversation(Conversation, u64, usize),
+    /// A conversation whose digests are being worked out on the digest pool
+    /// ([`crate::store::digest::fill`]); it arrives on the receiver. Record and bytes as for
+    /// `Conversation`.
+    Digesting(Receiver<Conversation>, u64, usize),
     Quarantine(Quarantined),
     Records(u64),
     /// One file's OpenTelemetry spans, joined across files by the writer's stitcher.
@@ -249,6 +253,8 @@ struct ChannelSink<'a> {
     tx: &'a SyncSender<Message>,
     bound: &'a ByteBound,
     records: u64,
+    /// Where the digests of a conversation's tool results are worked out.
+    pool: &'a rayon::ThreadPool,
 }
 
 impl ChannelSink<'_> {
@@ -264,11 +270,16 @@ impl ChannelSink<'_> {
 
 impl Sink for ChannelSink<'_> {
     fn conversation(&mut self, mut conversation: Conversation, record: u64) {
-        // Here, on the reader's thread: the digests take a walk over every tool result.
-        crate::store::digest::fill(&mut conversation);
         let size = conversation_bytes(&conversation);
         self.bound.acquire(size);
-        self.send(Message::Conversation(conversation, record, size));
+        // The digests (a walk over every tool result) are worked out on the pool while this
+        // reader reads on; the writer, which stores them, waits for them in file order.
+        let (done, digested) = sync_channel(1);
+        self.pool.spawn(move || {
+            crate::store::digest::fill(&mut conversation);
+            let _ = done.send(conversation);
+        });
+        self.send(Message::Digesting(digested, record, size));
     }
     fn quarantine(&mut self, item: Quarantined) {
         self.send(Message::Quarantine(item));
@@ -352,11 +363,13 @@ fn read_one(
     forced: Option<Format>,
     tx: &SyncSender<Message>,
     bound: &ByteBound,
+    pool: &rayon::ThreadPool,
 ) {
     let mut sink = ChannelSink {
         tx,
         bound,
         records: 0,
+        pool,
     };
     crate::ingest::clear_read_digest();
     let detected = match forced {
@@ -461,6 +474,10 @@ pub fn ingest_tapped(
         senders.into_iter().map(std::sync::Mutex::new).collect();
     let next = AtomicUsize::new(0);
     let threads = opts.threads.max(1).min(files.len());
+    let digest_pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads.max(1))
+        .build()
+        .map_err(io::Error::other)?;
     let progress = crate::progress::bar(opts.progress, total_bytes, "ingest");
 
     let mut counts = Counts {
@@ -516,6 +533,7 @@ pub fn ingest_tapped(
                         opts.format,
                         &tx,
                         &bounds[i],
+                        &digest_pool,
                     );
                 }
             });
@@ -540,6 +558,20 @@ pub fn ingest_tapped(
                 })
                 .chain(unfinished);
             for message in messages {
+                let message = match message {
+                    Message::Digesting(digested, record, size) => match digested.recv() {
+                        Ok(conversation) => Message::Conversation(conversation, record, size),
+                        Err(_) => {
+                            // The worker panicked: a bug, reported as such.
+                            bounds[i].release(size);
+                            fatal.get_or_insert_with(|| {
+                                io::Error::other("working out the digests of a conversation failed")
+                            });
+                            continue;
+                        }
+                    },
+                    other => other,
+                };
                 // Received: the reader may read on, whatever becomes of the message (the
                 // writer's own buffers and the checking queue have bounds of their own).
                 if let Message::Conversation(_, _, size) = &message {
@@ -615,7 +647,7 @@ pub fn ingest_tapped(
                             result
                         }
                     }
-                    Message::Spans(_) => Ok(()),
+                    Message::Spans(_) | Message::Digesting(..) => Ok(()),
                     Message::Done {
                         format,
                         sha256,

@@ -17,6 +17,7 @@
 use crate::evidence::{digest_result, EvidenceDigest};
 use crate::model::{Conversation, Event, EventKind, Role};
 use crate::passes::repeated_call::result_fingerprint;
+use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -49,35 +50,42 @@ pub fn evidence_of(e: &Event) -> Option<Cow<'_, EvidenceDigest>> {
 
 /// Give every tool message of the conversation its evidence digest, and every landing that
 /// shares its tool and arguments text with another landing of its run its result
-/// fingerprint.
+/// fingerprint. The events are worked on in parallel on the current rayon pool: a digest is a
+/// walk over the whole result, and an ingest's reader would otherwise do all of it alone
+/// while the other core waits for it.
 pub fn fill(conversation: &mut Conversation) {
+    let mut work: Vec<&mut Event> = Vec::new();
     for run in &mut conversation.runs {
         let mut calls: HashMap<(&str, &str), u32> = HashMap::new();
         for e in run.events.iter().filter(|e| e.kind() == EventKind::Landing) {
-            let call = (
-                e.tool_name.as_deref().unwrap_or(""),
-                e.arguments.as_deref().unwrap_or(""),
-            );
-            *calls.entry(call).or_default() += 1;
+            *calls.entry(call_of(e)).or_default() += 1;
         }
         let shared: Vec<bool> = run
             .events
             .iter()
-            .map(|e| {
-                e.kind() == EventKind::Landing
-                    && calls[&(
-                        e.tool_name.as_deref().unwrap_or(""),
-                        e.arguments.as_deref().unwrap_or(""),
-                    )] > 1
-            })
+            .map(|e| e.kind() == EventKind::Landing && calls[&call_of(e)] > 1)
             .collect();
         for (e, shared) in run.events.iter_mut().zip(shared) {
-            if shared && e.result_fingerprint.is_none() {
-                e.result_fingerprint = Some(result_fingerprint(e.text_or_empty()));
-            }
-            if is_tool_message(e) && e.evidence.is_none() {
-                e.evidence = Some(digest_result(e.text_or_empty()));
+            let fingerprint = shared && e.result_fingerprint.is_none();
+            let digest = is_tool_message(e) && e.evidence.is_none();
+            if fingerprint || digest {
+                work.push(e);
             }
         }
     }
+    work.par_iter_mut().for_each(|e| {
+        if is_tool_message(e) {
+            e.evidence = Some(digest_result(e.text_or_empty()));
+        } else {
+            e.result_fingerprint = Some(result_fingerprint(e.text_or_empty()));
+        }
+    });
+}
+
+/// A landing's tool and arguments text.
+fn call_of(e: &Event) -> (&str, &str) {
+    (
+        e.tool_name.as_deref().unwrap_or(""),
+        e.arguments.as_deref().unwrap_or(""),
+    )
 }
