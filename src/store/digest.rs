@@ -15,7 +15,7 @@
 //! ([`fill`]); the writer works out any that are missing ([`evidence_of`]).
 
 use crate::evidence::{digest_result, EvidenceDigest};
-use crate::model::{Conversation, Event, EventKind, Role};
+use crate::model::{Conversation, Event, EventKind, Role, Run};
 use crate::passes::repeated_call::result_fingerprint;
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -29,6 +29,26 @@ pub fn is_result(e: &Event) -> bool {
         EventKind::Message => e.role == Some(Role::Tool),
         _ => false,
     }
+}
+
+/// The landing of `run` whose result text a tool message repeats: the last one before it with
+/// its call id and the same text. The store keeps the text once (trajectory formats record
+/// each tool result twice: as the landing's result and as the `tool` message).
+pub fn landing_with_text_of(run: &Run, e: &Event) -> Option<u32> {
+    if !is_tool_message(e) {
+        return None;
+    }
+    let (call_id, text) = (e.call_id.as_ref()?, e.text.as_ref()?);
+    run.events
+        .iter()
+        .filter(|l| {
+            l.kind() == EventKind::Landing
+                && l.seq < e.seq
+                && l.call_id.as_ref() == Some(call_id)
+                && l.text.as_ref() == Some(text)
+        })
+        .map(|l| l.seq)
+        .last()
 }
 
 /// Does this event carry an evidence digest: is it a tool message of the history?

@@ -290,10 +290,12 @@ impl Store {
             })
             .map(|(i, _)| i);
         let projection = ProjectionMask::leaves(metadata.parquet_schema(), columns);
-        let decoded: Vec<io::Result<HashMap<String, Vec<Event>>>> = (0..groups)
+        type Decoded = (HashMap<String, Vec<Event>>, Vec<Borrowed>);
+        let decoded: Vec<io::Result<Decoded>> = (0..groups)
             .into_par_iter()
             .map(|group| {
                 let mut events = HashMap::new();
+                let mut borrowed = Vec::new();
                 // A handle of its own: a cloned handle would share the file position.
                 let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
                     File::open(&path)?,
@@ -319,14 +321,22 @@ impl Store {
                 }
                 let reader = builder.build().map_err(to_io)?;
                 for batch in reader {
-                    append_events(&batch.map_err(to_io)?, &mut events)?;
+                    append_events(&batch.map_err(to_io)?, &mut events, &mut borrowed)?;
                 }
-                Ok(events)
+                Ok((events, borrowed))
             })
             .collect();
         let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
+        let mut borrowed_by_run: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
         for group in decoded {
-            for (run_id, events) in group? {
+            let (events, borrowed) = group?;
+            for b in borrowed {
+                borrowed_by_run
+                    .entry(b.run_id)
+                    .or_default()
+                    .push((b.seq, b.from));
+            }
+            for (run_id, events) in events {
                 match events_by_run.get_mut(&run_id) {
                     Some(list) => list.extend(events),
                     None => {
@@ -342,6 +352,9 @@ impl Store {
             let mut run = row.run.clone();
             run.events = events_by_run.remove(&run.run_id).unwrap_or_default();
             run.events.sort_by_key(|e| e.seq);
+            if let Some(borrowed) = borrowed_by_run.remove(&run.run_id) {
+                lend_texts(&mut run.events, &borrowed);
+            }
             let entry = conversations
                 .entry(row.run.conversation_id.as_str())
                 .or_insert((row.origin, Vec::new()));
@@ -426,7 +439,35 @@ pub fn as_stored(conversation: &Conversation) -> Option<std::borrow::Cow<'_, Con
     Some(std::borrow::Cow::Owned(stored))
 }
 
-fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> io::Result<()> {
+/// A tool message stored without its text because a landing of its run holds the same
+/// (`result_text_of`): the event at `seq` of run `run_id` takes the text of the one at `from`.
+struct Borrowed {
+    run_id: String,
+    seq: u32,
+    from: u32,
+}
+
+/// Give each borrowing event (`(seq, from)`) the text of the event it names. The events are in
+/// `seq` order.
+fn lend_texts(events: &mut [Event], borrowed: &[(u32, u32)]) {
+    for &(seq, from) in borrowed {
+        let text = events
+            .binary_search_by_key(&from, |e| e.seq)
+            .ok()
+            .and_then(|i| events[i].text.clone());
+        if let Ok(i) = events.binary_search_by_key(&seq, |e| e.seq) {
+            if events[i].text.is_none() {
+                events[i].text = text;
+            }
+        }
+    }
+}
+
+fn append_events(
+    batch: &RecordBatch,
+    out: &mut HashMap<String, Vec<Event>>,
+    borrowed: &mut Vec<Borrowed>,
+) -> io::Result<()> {
     let run_id = col::<StringArray>(batch, "run_id")?;
     let seq = col::<UInt32Array>(batch, "seq")?;
     let kind = col::<StringArray>(batch, "kind")?;
@@ -441,6 +482,7 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
         .column_by_name("result_text")
         .map(|_| col::<LargeStringArray>(batch, "result_text"))
         .transpose()?;
+    let result_text_of = col::<UInt32Array>(batch, "result_text_of")?;
     let result_fingerprint = col::<StringArray>(batch, "result_fingerprint")?;
     let evidence_forms = col::<LargeStringArray>(batch, "evidence_forms")?;
     let evidence_offers = col::<UInt32Array>(batch, "evidence_offers")?;
@@ -456,6 +498,13 @@ fn append_events(batch: &RecordBatch, out: &mut HashMap<String, Vec<Event>>) -> 
     // (`Store::read_part_where`), so it is never decoded.
     let payload = col::<LargeStringArray>(batch, "payload")?;
     for i in 0..batch.num_rows() {
+        if result_text.is_some() && !result_text_of.is_null(i) {
+            borrowed.push(Borrowed {
+                run_id: run_id.value(i).to_string(),
+                seq: seq.value(i),
+                from: result_text_of.value(i),
+            });
+        }
         let event_kind = EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other);
         let e = Event {
             seq: seq.value(i),
@@ -599,14 +648,16 @@ mod tests {
             ..Run::default()
         };
         let result = r#"{"order":"A-1042","total":1250}"#;
-        for _ in 0..2 {
+        for call in ["call-1", "call-2"] {
             let mut landing = Event::new(EventKind::Landing);
+            landing.call_id = Some(call.into());
             landing.tool_name = Some("get_order".into());
             landing.arguments = Some(r#"{"id":"A-1042"}"#.into());
             landing.text = Some(result.into());
             run.events.push(landing);
             let mut tool = Event::new(EventKind::Message);
             tool.role = Some(Role::Tool);
+            tool.call_id = Some(call.into());
             tool.text = Some(result.into());
             run.events.push(tool);
         }
@@ -632,6 +683,34 @@ mod tests {
 
         let whole = store.read_part(0).unwrap();
         assert_eq!(whole, vec![written.clone()]);
+        // Each result's text is stored once: a tool message names the landing holding it.
+        let file = File::open(dir.path().join("events").join(part_file_name(0))).unwrap();
+        let batch = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        let stored = col::<LargeStringArray>(&batch, "result_text").unwrap();
+        let text_of = col::<UInt32Array>(&batch, "result_text_of").unwrap();
+        let kinds = col::<StringArray>(&batch, "kind").unwrap();
+        let rows: Vec<(&str, bool, Option<u32>)> = (0..batch.num_rows())
+            .map(|i| {
+                let of = (!text_of.is_null(i)).then(|| text_of.value(i));
+                (kinds.value(i), !stored.is_null(i), of)
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("message", false, None),
+                ("landing", true, None),
+                ("message", false, Some(1)),
+                ("landing", true, None),
+                ("message", false, Some(3)),
+            ]
+        );
 
         let lean = store.read_part_without_results(0).unwrap();
         let (_, lean) = &lean[0];

@@ -81,6 +81,7 @@ fn properties(default_compression: Compression) -> WriterProperties {
         "flags",
         "iteration",
         "evidence_offers",
+        "result_text_of",
         "timestamp",
         "turn",
         "landings",
@@ -130,6 +131,7 @@ pub struct EventsBuilder {
     arguments: LargeStringBuilder,
     text: LargeStringBuilder,
     result_text: LargeStringBuilder,
+    result_text_of: UInt32Builder,
     result_fingerprint: StringBuilder,
     evidence_forms: LargeStringBuilder,
     evidence_offers: UInt32Builder,
@@ -179,6 +181,7 @@ impl EventsBuilder {
             arguments: LargeStringBuilder::new(),
             text: LargeStringBuilder::new(),
             result_text: LargeStringBuilder::new(),
+            result_text_of: UInt32Builder::new(),
             result_fingerprint: StringBuilder::new(),
             evidence_forms: LargeStringBuilder::new(),
             evidence_offers: UInt32Builder::new(),
@@ -211,6 +214,7 @@ impl EventsBuilder {
         self.arguments = LargeStringBuilder::with_capacity(rows, v[7]);
         self.text = LargeStringBuilder::with_capacity(rows, v[8]);
         self.result_text = LargeStringBuilder::with_capacity(rows, v[11]);
+        self.result_text_of = UInt32Builder::with_capacity(rows);
         self.result_fingerprint = StringBuilder::with_capacity(rows, v[12]);
         self.evidence_forms = LargeStringBuilder::with_capacity(rows, v[13]);
         self.evidence_offers = UInt32Builder::with_capacity(rows);
@@ -241,10 +245,20 @@ impl EventsBuilder {
         self.arguments.append_option(e.arguments.as_deref());
         if crate::store::digest::is_result(e) {
             self.text.append_null();
-            self.result_text.append_option(e.text.as_deref());
+            match crate::store::digest::landing_with_text_of(run, e) {
+                Some(seq) => {
+                    self.result_text.append_null();
+                    self.result_text_of.append_value(seq);
+                }
+                None => {
+                    self.result_text.append_option(e.text.as_deref());
+                    self.result_text_of.append_null();
+                }
+            }
         } else {
             self.text.append_option(e.text.as_deref());
             self.result_text.append_null();
+            self.result_text_of.append_null();
         }
         self.result_fingerprint
             .append_option(e.result_fingerprint.as_deref());
@@ -320,6 +334,7 @@ impl EventsBuilder {
             Arc::new(self.arguments.finish()),
             Arc::new(self.text.finish()),
             Arc::new(self.result_text.finish()),
+            Arc::new(self.result_text_of.finish()),
             Arc::new(self.result_fingerprint.finish()),
             Arc::new(self.evidence_forms.finish()),
             Arc::new(self.evidence_offers.finish()),
