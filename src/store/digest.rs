@@ -41,14 +41,14 @@ pub fn landing_with_text_of(run: &Run, e: &Event) -> Option<u32> {
     let (call_id, text) = (e.call_id.as_ref()?, e.text.as_ref()?);
     run.events
         .iter()
-        .filter(|l| {
+        .rev()
+        .find(|l| {
             l.kind() == EventKind::Landing
                 && l.seq < e.seq
                 && l.call_id.as_ref() == Some(call_id)
                 && l.text.as_ref() == Some(text)
         })
         .map(|l| l.seq)
-        .last()
 }
 
 /// Does this event carry an evidence digest: is it a tool message of the history?
