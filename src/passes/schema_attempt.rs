@@ -1540,15 +1540,18 @@ impl Pass for SchemaAttempt {
 
     /// A run that shows no output contract is judged without its history; one that does
     /// reads the history's messages, tool results included (a correction may be a tool
-    /// message, found by its hash).
+    /// message, found by its hash). A history of recorded context rows keeps its text; one
+    /// made of the conversation's messages has tool messages without theirs.
     fn check_digested(
         &self,
         conversation: &Conversation,
         ctx: &PassContext,
     ) -> Option<Vec<RunOutcome>> {
-        let contract_shown =
-            (0..conversation.runs.len()).any(|i| gather(conversation, i, ctx).is_some());
-        (!contract_shown).then(|| self.check(conversation, ctx))
+        let needs_results = conversation.runs.iter().enumerate().any(|(i, run)| {
+            run.events_of(EventKind::Context).next().is_none()
+                && gather(conversation, i, ctx).is_some()
+        });
+        (!needs_results).then(|| self.check(conversation, ctx))
     }
 
     fn tables(&self) -> Vec<(&'static str, Arc<Schema>)> {
