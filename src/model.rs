@@ -227,8 +227,8 @@ pub struct Conversation {
     pub id: String,
     pub runs: Vec<Run>,
     /// Read back from a store without the text of its tool results (landings and tool
-    /// messages): the checks have their digests instead. A check that needs the text says so
-    /// ([`crate::passes::Pass::needs_result_text`]) and the conversation is read again whole.
+    /// messages): the checks have their digests instead. A check that needs the text declines
+    /// it ([`crate::passes::Pass::check_digested`]) and the conversation is read again whole.
     #[serde(skip)]
     pub results_elided: bool,
 }

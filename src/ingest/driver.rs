@@ -474,8 +474,11 @@ pub fn ingest_tapped(
         senders.into_iter().map(std::sync::Mutex::new).collect();
     let next = AtomicUsize::new(0);
     let threads = opts.threads.max(1).min(files.len());
+    // A panic in a spawned task would abort the process without a handler; with one, the
+    // task's sender is dropped and the writer reports the failure (see `Message::Digesting`).
     let digest_pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads.max(1))
+        .panic_handler(|_| {})
         .build()
         .map_err(io::Error::other)?;
     let progress = crate::progress::bar(opts.progress, total_bytes, "ingest");
@@ -647,7 +650,8 @@ pub fn ingest_tapped(
                             result
                         }
                     }
-                    Message::Spans(_) | Message::Digesting(..) => Ok(()),
+                    Message::Spans(_) => Ok(()),
+                    Message::Digesting(..) => unreachable!("received as a conversation above"),
                     Message::Done {
                         format,
                         sha256,

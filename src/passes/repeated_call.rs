@@ -162,9 +162,12 @@ impl Pass for RepeatedCall {
 /// Does a run need a result text it does not hold? Only a landing that shares its tool and
 /// arguments with another needs its result, and only its fingerprint.
 fn needs_result_text(run: &Run) -> bool {
-    let Some(landed) = judged_landings(run) else {
+    let landed = answered_landings(run);
+    // Runs `check_run` does not judge fingerprint nothing.
+    let unjudged = LandingFlags::ARGS_REWRITTEN | LandingFlags::CONTENT_OMITTED;
+    if landed.iter().any(|e| e.has_flag(unjudged)) {
         return false;
-    };
+    }
     let calls = calls_of(&landed);
     let same_call = call_counts(&calls);
     landed
@@ -174,10 +177,7 @@ fn needs_result_text(run: &Run) -> bool {
 }
 
 fn check_run(run: &Run, ctx: &PassContext) -> RunOutcome {
-    let landed: Vec<&Event> = run
-        .landings()
-        .filter(|e| !e.has_flag(LandingFlags::UNANSWERED))
-        .collect();
+    let landed = answered_landings(run);
     if landed
         .iter()
         .any(|e| e.has_flag(LandingFlags::ARGS_REWRITTEN))
@@ -213,15 +213,11 @@ fn check_run(run: &Run, ctx: &PassContext) -> RunOutcome {
     outcome
 }
 
-/// The landings a run judges: answered ones. `None` when the run cannot be judged from them
-/// (see [`check_run`]).
-fn judged_landings(run: &Run) -> Option<Vec<&Event>> {
-    let landed: Vec<&Event> = run
-        .landings()
+/// The landings a run judges: the answered ones.
+fn answered_landings(run: &Run) -> Vec<&Event> {
+    run.landings()
         .filter(|e| !e.has_flag(LandingFlags::UNANSWERED))
-        .collect();
-    let unjudged = LandingFlags::ARGS_REWRITTEN | LandingFlags::CONTENT_OMITTED;
-    (!landed.iter().any(|e| e.has_flag(unjudged))).then_some(landed)
+        .collect()
 }
 
 /// Each landing's tool and arguments fingerprint, and how many landings share each pair.

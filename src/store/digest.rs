@@ -8,27 +8,23 @@
 //!   result compared (`repeated-call`).
 //!
 //! The text of both kinds of row is stored in `result_text`, not `text`; a check that needs it
-//! after all says so ([`Pass::needs_result_text`](crate::passes::Pass::needs_result_text)) and
-//! the conversation is read again with it.
+//! after all declines the digested conversation
+//! ([`Pass::check_digested`](crate::passes::Pass::check_digested)) and the conversation is
+//! read again with it.
 //!
-//! Digests are worked out where conversations are read, on the ingest's reader threads
-//! ([`fill`]); the writer works out any that are missing ([`evidence_of`]).
+//! Digests are worked out before the store writer, a conversation at a time on the ingest's
+//! digest pool ([`fill`]); the writer works out any that are missing ([`evidence_of`]).
 
 use crate::evidence::{digest_result, EvidenceDigest};
 use crate::model::{Conversation, Event, EventKind, Role, Run};
 use crate::passes::repeated_call::result_fingerprint;
-use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Is this event's text a tool result (a landing's, or a tool message's), stored in
 /// `result_text`?
 pub fn is_result(e: &Event) -> bool {
-    match e.kind() {
-        EventKind::Landing => true,
-        EventKind::Message => e.role == Some(Role::Tool),
-        _ => false,
-    }
+    e.kind() == EventKind::Landing || is_tool_message(e)
 }
 
 /// The landing of `run` whose result text a tool message repeats: the last one before it with
@@ -70,11 +66,8 @@ pub fn evidence_of(e: &Event) -> Option<Cow<'_, EvidenceDigest>> {
 
 /// Give every tool message of the conversation its evidence digest, and every landing that
 /// shares its tool and arguments text with another landing of its run its result
-/// fingerprint. The events are worked on in parallel on the current rayon pool: a digest is a
-/// walk over the whole result, and an ingest's reader would otherwise do all of it alone
-/// while the other core waits for it.
+/// fingerprint.
 pub fn fill(conversation: &mut Conversation) {
-    let mut work: Vec<&mut Event> = Vec::new();
     for run in &mut conversation.runs {
         let mut calls: HashMap<(&str, &str), u32> = HashMap::new();
         for e in run.events.iter().filter(|e| e.kind() == EventKind::Landing) {
@@ -86,20 +79,14 @@ pub fn fill(conversation: &mut Conversation) {
             .map(|e| e.kind() == EventKind::Landing && calls[&call_of(e)] > 1)
             .collect();
         for (e, shared) in run.events.iter_mut().zip(shared) {
-            let fingerprint = shared && e.result_fingerprint.is_none();
-            let digest = is_tool_message(e) && e.evidence.is_none();
-            if fingerprint || digest {
-                work.push(e);
+            if shared && e.result_fingerprint.is_none() {
+                e.result_fingerprint = Some(result_fingerprint(e.text_or_empty()));
+            }
+            if is_tool_message(e) && e.evidence.is_none() {
+                e.evidence = Some(digest_result(e.text_or_empty()));
             }
         }
     }
-    work.par_iter_mut().for_each(|e| {
-        if is_tool_message(e) {
-            e.evidence = Some(digest_result(e.text_or_empty()));
-        } else {
-            e.result_fingerprint = Some(result_fingerprint(e.text_or_empty()));
-        }
-    });
 }
 
 /// A landing's tool and arguments text.
