@@ -308,7 +308,13 @@ pub struct AuditSummary {
 pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<AuditSummary> {
     let started = Instant::now();
     let passes = select(opts.checks.as_deref()).map_err(io::Error::other)?;
-    let staging = AtomicDir::create(out, "manifest.json")?;
+    crate::store::atomic::refuse_overlap(out, inputs)?;
+    let check_tables: Vec<&str> = crate::passes::registry()
+        .iter()
+        .flat_map(|p| p.tables())
+        .map(|(name, _)| name)
+        .collect();
+    let staging = AtomicDir::create(out, &crate::corpus::write::corpus_layout(&check_tables))?;
     let ctx = PassContext {
         evidence: opts.config.evidence.compile().map_err(io::Error::other)?,
         config: opts.config.clone(),
@@ -572,6 +578,6 @@ pub fn cli_audit(args: AuditArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => fail("audit", e),
+        Err(e) => fail("audit", crate::cli::naming_output(e, &args.out)),
     }
 }

@@ -44,7 +44,7 @@ pub struct ReadArgs {
     /// Read every input as this format instead of detecting it from content.
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-    /// Worker threads (default: all cores).
+    /// Worker threads (default and most: the cores available).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Exit non-zero when any record was quarantined.
@@ -57,7 +57,7 @@ pub struct ReadArgs {
 
 #[derive(Debug, Args)]
 pub struct IngestArgs {
-    /// Input files or directories (read recursively).
+    /// Input files or directories (read recursively); `-` for standard input.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The store directory to write.
@@ -69,7 +69,8 @@ pub struct IngestArgs {
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// A store written by `ingest`, or raw input files and directories.
+    /// A store written by `ingest`, or raw input files and directories (`-` for standard
+    /// input).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The corpus directory to write.
@@ -149,17 +150,62 @@ pub struct ExplainArgs {
     pub out: Option<PathBuf>,
 }
 
+/// The worker threads to use: the cores this process may run on, or fewer when asked. The work
+/// is CPU-bound, so threads past the cores only cost memory and start-up (each one has queues
+/// and buffers of its own); a request for more is capped, with a note.
 pub fn threads(requested: Option<usize>) -> usize {
-    requested.filter(|&n| n > 0).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    })
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    match requested.filter(|&n| n > 0) {
+        None => cores,
+        Some(n) if n > cores => {
+            eprintln!("traceaudit: note: --threads {n} capped at {cores}, the cores available");
+            cores
+        }
+        Some(n) => n,
+    }
 }
 
-/// Print an error on one line and give exit status 2.
+/// An error of the file system that does not say where it happened (a full disk, a read-only
+/// or busy mount, a quota) is about the output being written: say which.
+pub fn naming_output(e: std::io::Error, out: &std::path::Path) -> std::io::Error {
+    use std::io::ErrorKind::*;
+    let text = e.to_string();
+    let about_storage = matches!(
+        e.kind(),
+        StorageFull
+            | ReadOnlyFilesystem
+            | ResourceBusy
+            | QuotaExceeded
+            | FileTooLarge
+            | PermissionDenied
+    );
+    // Parquet and Arrow wrap I/O errors in their own, which keeps only the text.
+    let wrapped = [
+        "(os error 28)",
+        "(os error 30)",
+        "(os error 16)",
+        "(os error 122)",
+    ]
+    .iter()
+    .any(|code| text.contains(code));
+    if (about_storage || wrapped) && !text.contains(&*out.to_string_lossy()) {
+        std::io::Error::new(e.kind(), format!("writing {}: {text}", out.display()))
+    } else {
+        e
+    }
+}
+
+/// Longest error line printed: a message can quote recorded text or a file name.
+const MAX_ERROR_CHARS: usize = 2000;
+
+/// Print an error on one line (escaped for the terminal, bounded) and give exit status 2.
 pub fn fail(context: &str, e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("traceaudit {context}: {e}");
+    eprintln!(
+        "traceaudit {context}: {}",
+        crate::terminal::line(&e.to_string(), MAX_ERROR_CHARS)
+    );
     ExitCode::from(2)
 }
 
@@ -184,10 +230,6 @@ fn run_ingest(args: IngestArgs) -> ExitCode {
         Ok(summary) => {
             let c = &summary.manifest.counts;
             print!("{}", ingest_summary_text(&summary.manifest));
-            if c.records_read == c.records_quarantined {
-                eprintln!("traceaudit ingest: no record could be read");
-                return ExitCode::from(2);
-            }
             if args.read.strict && c.records_quarantined > 0 {
                 eprintln!(
                     "traceaudit ingest: {} record(s) quarantined (--strict)",
@@ -197,7 +239,7 @@ fn run_ingest(args: IngestArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => fail("ingest", e),
+        Err(e) => fail("ingest", naming_output(e, &args.out)),
     }
 }
 
@@ -215,7 +257,7 @@ pub fn ingest_summary_text(m: &crate::store::StoreManifest) -> String {
          landings         {}\n\
          records          {} read = {} stored + {} quarantined\n\
          partial notes    {}\n\
-         duplicate runs   {}\n\
+         duplicate runs   {}\n{}\
          seconds          {:.2} ({rate:.1} MB/s)\n",
         c.files,
         c.bytes,
@@ -229,6 +271,48 @@ pub fn ingest_summary_text(m: &crate::store::StoreManifest) -> String {
         c.records_quarantined,
         c.partial_notes,
         c.duplicate_runs,
+        if c.skipped_inputs > 0 {
+            format!(
+                "skipped inputs   {} (not regular files, dangling links or loops; see \
+                 quarantine.jsonl)\n",
+                c.skipped_inputs
+            )
+        } else {
+            String::new()
+        },
         m.seconds,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_errors_name_the_output() {
+        let out = std::path::Path::new("/data/nightly/corpus");
+        for code in [28, 30, 16] {
+            // ENOSPC, EROFS, EBUSY as the OS gives them, and as Parquet passes them on.
+            let bare = std::io::Error::from_raw_os_error(code);
+            let msg = naming_output(bare, out).to_string();
+            assert!(msg.starts_with("writing /data/nightly/corpus: "), "{msg}");
+            let wrapped = std::io::Error::other(format!(
+                "External: {}",
+                std::io::Error::from_raw_os_error(code)
+            ));
+            let msg = naming_output(wrapped, out).to_string();
+            assert!(msg.starts_with("writing /data/nightly/corpus: "), "{msg}");
+        }
+        // Already named, or about something else: unchanged.
+        let named = std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            "cannot write /data/nightly/corpus.tmp-1/x: full",
+        );
+        assert!(!naming_output(named, out).to_string().starts_with("writing"));
+        let other = std::io::Error::other("no input files found");
+        assert_eq!(
+            naming_output(other, out).to_string(),
+            "no input files found"
+        );
+    }
 }

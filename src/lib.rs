@@ -18,3 +18,4 @@ pub mod passes;
 pub mod progress;
 pub mod report;
 pub mod store;
+pub mod terminal;

@@ -220,6 +220,40 @@ impl JsonlWriter {
     }
 }
 
+/// A corpus as an output directory, for [`crate::store::atomic::Layout`]: a traceaudit
+/// manifest naming checks, the tables every audit writes, the checks' own tables
+/// (`check_tables`, every registered check's, since an earlier audit may have run other
+/// checks), and the store an audit of raw inputs keeps in `store/`.
+pub fn corpus_layout(check_tables: &[&str]) -> crate::store::atomic::Layout {
+    let mut entries: Vec<String> = [
+        "manifest.json",
+        "findings.parquet",
+        "findings.jsonl",
+        "dispositions.parquet",
+        "agreement.parquet",
+        "ledger.parquet",
+        "store/",
+    ]
+    .iter()
+    .map(|e| e.to_string())
+    .collect();
+    entries.extend(check_tables.iter().map(|t| format!("{t}.parquet")));
+    entries.extend(
+        crate::store::STORE_ENTRIES
+            .iter()
+            .map(|e| format!("store/{e}")),
+    );
+    crate::store::atomic::Layout {
+        what: "corpus",
+        manifest: "manifest.json",
+        claims: |m| {
+            m.get("engine").and_then(serde_json::Value::as_str) == Some(crate::store::ENGINE)
+                && m.get("checks").is_some()
+        },
+        entries,
+    }
+}
+
 /// The corpus tables every audit writes, filled as conversations are audited.
 pub struct CorpusTables {
     findings: TableWriter,

@@ -401,13 +401,34 @@ pub struct GenSummary {
     pub seconds: f64,
 }
 
+/// A generated corpus as an output directory: `expected.json` written by the generator, its
+/// configuration, and the generated input files.
+fn layout() -> crate::store::atomic::Layout {
+    crate::store::atomic::Layout {
+        what: "generated corpus",
+        manifest: EXPECTED_FILE,
+        claims: |m| {
+            m.get("generator")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|g| g.starts_with("traceaudit"))
+        },
+        entries: vec![
+            EXPECTED_FILE.into(),
+            CONFIG_FILE.into(),
+            format!("{INPUT_DIR}/"),
+            format!("{INPUT_DIR}/agentfootprint-*.ndjson"),
+            format!("{INPUT_DIR}/tau2-*.json"),
+        ],
+    }
+}
+
 /// Generate a corpus into `out` (replacing an earlier generated corpus there).
 pub fn generate(opts: &GenOptions, out: &Path) -> io::Result<GenSummary> {
     let started = Instant::now();
     if opts.runs.is_none() && opts.bytes.is_none() {
         return Err(io::Error::other("say how much to generate: runs or bytes"));
     }
-    let staging = AtomicDir::create(out, EXPECTED_FILE)?;
+    let staging = AtomicDir::create(out, &layout())?;
     let input = staging.path().join(INPUT_DIR);
     std::fs::create_dir_all(&input)?;
     let mut writer: Box<dyn Writer> = match opts.format {

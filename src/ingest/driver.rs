@@ -11,7 +11,7 @@
 
 use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Sink};
 use crate::model::Conversation;
-use crate::store::atomic::{write_file, AtomicDir};
+use crate::store::atomic::{self, write_file, AtomicDir};
 use crate::store::{Counts, InputEntry, Origin, StoreManifest, StoreWriter};
 use std::collections::HashSet;
 use std::io::{self, Write};
@@ -307,10 +307,49 @@ fn stitched(
     quarantined.chain(built).collect()
 }
 
-/// Every file under the given paths (directories recursively), sorted, de-duplicated.
-pub fn expand_inputs(inputs: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
+/// One file an ingest reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// Where to read it.
+    pub path: PathBuf,
+    /// The name written into the store (`runs.source`, quarantine `file`).
+    pub display: String,
+    /// A pipe, FIFO or standard input: it can be read once only, so the ingest copies it into
+    /// its staging directory first and reads the copy.
+    pub stream: bool,
+}
+
+/// What the input paths name: the files to read, and what was found but is not read, with why.
+#[derive(Debug, Clone, Default)]
+pub struct FoundInputs {
+    pub files: Vec<InputFile>,
+    /// (path, reason) of each entry passed over: not a regular file, a dangling link, a loop, a
+    /// folder that cannot be listed.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The name of standard input among the inputs.
+pub const STDIN: &str = "-";
+
+/// Every file under the given paths: directories are walked recursively (following links to
+/// folders, each folder once), files sorted and de-duplicated. A pipe or FIFO given explicitly,
+/// or `-` for standard input, is read once as a stream; one found inside a folder is passed over
+/// with a note (reading it could block forever).
+pub fn find_inputs(inputs: &[PathBuf]) -> io::Result<FoundInputs> {
+    let mut found = FoundInputs::default();
+    let mut streams = Vec::new();
+    let mut visited = HashSet::new();
     for input in inputs {
+        if input.as_os_str() == STDIN {
+            if !streams.iter().any(|s: &InputFile| s.path == *input) {
+                streams.push(InputFile {
+                    path: input.clone(),
+                    display: "<stdin>".into(),
+                    stream: true,
+                });
+            }
+            continue;
+        }
         let meta = std::fs::metadata(input).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -318,29 +357,117 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
             )
         })?;
         if meta.is_dir() {
-            walk(input, &mut files)?;
+            walk(input, &mut found, &mut visited);
+        } else if meta.is_file() {
+            found.files.push(InputFile {
+                path: input.clone(),
+                display: input.display().to_string(),
+                stream: false,
+            });
         } else {
-            files.push(input.clone());
+            streams.push(InputFile {
+                path: input.clone(),
+                display: input.display().to_string(),
+                stream: true,
+            });
         }
     }
-    files.sort();
-    files.dedup();
-    Ok(files)
+    found.files.sort_by(|a, b| a.path.cmp(&b.path));
+    found.files.dedup();
+    // Streams keep the order they were given in, after the files.
+    found.files.extend(streams);
+    Ok(found)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+/// Every regular file under the given paths, sorted, de-duplicated (what [`find_inputs`] finds,
+/// without the streams and the notes).
+pub fn expand_inputs(inputs: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
+    Ok(find_inputs(inputs)?
+        .files
+        .into_iter()
+        .filter(|f| !f.stream)
+        .map(|f| f.path)
+        .collect())
+}
+
+fn walk(dir: &Path, found: &mut FoundInputs, visited: &mut HashSet<PathBuf>) {
+    let skip = |found: &mut FoundInputs, path: &Path, why: String| {
+        found.skipped.push((path.display().to_string(), why));
+    };
+    // A folder reached twice (through a link, or a link loop) is read once.
+    match dir.canonicalize() {
+        Ok(real) => {
+            if !visited.insert(real) {
+                skip(
+                    found,
+                    dir,
+                    "a link to a folder already read (a link loop, or the same folder twice)"
+                        .into(),
+                );
+                return;
+            }
+        }
+        Err(e) => return skip(found, dir, format!("folder cannot be resolved: {e}")),
+    }
+    let entries = match std::fs::read_dir(dir).and_then(|r| r.collect::<Result<Vec<_>, _>>()) {
+        Ok(entries) => entries,
+        Err(e) => return skip(found, dir, format!("folder cannot be listed: {e}")),
+    };
+    let mut entries = entries;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let path = entry.path();
-        let ty = entry.file_type()?;
-        if ty.is_dir() {
-            walk(&path, out)?;
-        } else if ty.is_file() || (ty.is_symlink() && path.is_file()) {
-            out.push(path);
+        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if link => {
+                skip(found, &path, format!("dangling symbolic link: {e}"));
+                continue;
+            }
+            Err(e) => {
+                skip(found, &path, format!("cannot be read: {e}"));
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            walk(&path, found, visited);
+        } else if meta.is_file() {
+            found.files.push(InputFile {
+                display: path.display().to_string(),
+                path,
+                stream: false,
+            });
+        } else {
+            skip(
+                found,
+                &path,
+                "not a regular file (a FIFO, socket or device); such an input is read only \
+                 when named on the command line"
+                    .into(),
+            );
         }
     }
-    Ok(())
+}
+
+/// Copy a stream input into `dir` (the ingest's staging directory), reading it once; the copy
+/// is what the adapters read, and what the manifest's size and hash describe.
+fn spool(input: &InputFile, dir: &Path, n: usize) -> io::Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| atomic::with_path(e, "cannot create", dir))?;
+    let to = dir.join(format!("input-{n:05}"));
+    let mut out =
+        std::fs::File::create(&to).map_err(|e| atomic::with_path(e, "cannot write", &to))?;
+    let copied = if input.path.as_os_str() == STDIN {
+        io::copy(&mut io::stdin().lock(), &mut out)
+    } else {
+        std::fs::File::open(&input.path).and_then(|mut f| io::copy(&mut f, &mut out))
+    };
+    copied.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot read input {}: {e}", input.display),
+        )
+    })?;
+    Ok(to)
 }
 
 /// Hash a file in a pass of its own (for adapters that do not read their file in one pass).
@@ -432,12 +559,28 @@ pub fn ingest_tapped(
     tap: Option<(&dyn Tap, &Path)>,
 ) -> io::Result<(IngestSummary, Option<Tapped>)> {
     let started = Instant::now();
-    let files = expand_inputs(inputs)?;
-    if files.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            "no input files found",
-        ));
+    atomic::refuse_overlap(out, inputs)?;
+    let found = find_inputs(inputs)?;
+    if found.files.is_empty() {
+        let mut msg = String::from("no input files found");
+        if let Some((path, why)) = found.skipped.first() {
+            msg.push_str(&format!(
+                " ({} passed over; the first: {path}: {why})",
+                found.skipped.len()
+            ));
+        }
+        return Err(io::Error::new(io::ErrorKind::NotFound, msg));
+    }
+    let staging = AtomicDir::create(out, &crate::store::store_layout())?;
+    // Streams are copied in first: their size decides the parts, and they can be read once.
+    let spool_dir = staging.path().join(".spool");
+    let mut files: Vec<PathBuf> = Vec::with_capacity(found.files.len());
+    for (n, input) in found.files.iter().enumerate() {
+        files.push(if input.stream {
+            spool(input, &spool_dir, n)?
+        } else {
+            input.path.clone()
+        });
     }
     let sizes: Vec<u64> = files
         .iter()
@@ -445,7 +588,6 @@ pub fn ingest_tapped(
         .collect();
     let total_bytes: u64 = sizes.iter().sum();
     let parts = total_bytes.div_ceil(PART_INPUT_BYTES).max(1) as u32;
-    let staging = AtomicDir::create(out, "manifest.json")?;
     let mut writer = StoreWriter::create(staging.path(), parts)?;
     let tap_files = match tap {
         Some((_, dir)) => Some(TapFiles::create(dir, parts)?),
@@ -458,7 +600,19 @@ pub fn ingest_tapped(
         staging.path().join("quarantine.jsonl"),
     )?);
 
-    let displays: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let displays: Vec<String> = found.files.iter().map(|f| f.display.clone()).collect();
+    for (path, why) in &found.skipped {
+        write_quarantine(
+            &mut quarantine,
+            &Quarantined {
+                file: path.clone(),
+                locator: Locator::File,
+                severity: Severity::Skipped,
+                reason: why.clone(),
+                format: None,
+            },
+        )?;
+    }
     let mut senders: Vec<Option<SyncSender<Message>>> = Vec::with_capacity(files.len());
     let mut receivers: Vec<Receiver<Message>> = Vec::with_capacity(files.len());
     for _ in &files {
@@ -492,6 +646,8 @@ pub fn ingest_tapped(
     let mut seen_runs: HashSet<String> = HashSet::new();
     let mut seen_conversations: HashSet<String> = HashSet::new();
     let mut fatal: Option<io::Error> = None;
+    // The first reasons records were dropped for, for the message when nothing could be read.
+    let mut first_reasons: Vec<String> = Vec::new();
     // Traces whose spans are spread over files are joined here, in input order.
     let stitcher = std::cell::RefCell::new(crate::ingest::otel::Stitcher::default());
     let last_input = files.len() - 1;
@@ -590,9 +746,14 @@ pub fn ingest_tapped(
                     }
                     Message::Quarantine(q) => {
                         match q.severity {
-                            Severity::Dropped => entry.quarantined += 1,
+                            Severity::Dropped => {
+                                entry.quarantined += 1;
+                                if first_reasons.len() < 3 {
+                                    first_reasons.push(format!("{}: {}", q.file, q.reason));
+                                }
+                            }
                             Severity::Partial => counts.partial_notes += 1,
-                            Severity::Duplicate => {}
+                            Severity::Duplicate | Severity::Skipped => {}
                         }
                         write_quarantine(&mut quarantine, &q)
                     }
@@ -691,6 +852,27 @@ pub fn ingest_tapped(
     counts.events = writer.events_written;
     counts.landings = writer.landings_written;
     counts.records_stored = counts.records_read - counts.records_quarantined;
+    counts.skipped_inputs = found.skipped.len() as u64;
+    if counts.records_stored == 0 {
+        // Nothing to store: no output is left that looks like a (possibly empty) result.
+        let why = if counts.records_read == 0 {
+            format!("no records found in {} file(s)", counts.files)
+        } else {
+            format!(
+                "all {} record(s) were quarantined; the first: {}",
+                counts.records_read,
+                first_reasons.join("; ")
+            )
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("nothing could be read: {why}"),
+        ));
+    }
+    if spool_dir.exists() {
+        std::fs::remove_dir_all(&spool_dir)
+            .map_err(|e| atomic::with_path(e, "cannot remove", &spool_dir))?;
+    }
     let part_names = writer.finish()?;
     let manifest = StoreManifest {
         engine: crate::store::ENGINE.into(),

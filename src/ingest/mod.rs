@@ -177,6 +177,9 @@ pub enum Severity {
     Partial,
     /// A run whose id was already read from an earlier input: this copy was skipped.
     Duplicate,
+    /// A file or folder among the inputs that was not read at all (not a regular file, a
+    /// dangling link, a link loop, a folder that cannot be listed). Not a record.
+    Skipped,
 }
 
 /// One entry of `quarantine.jsonl`.

@@ -412,12 +412,37 @@ impl<'a> Reader<'a> {
             );
             return;
         };
-        for resource in list {
+        for (r, resource) in list.iter().enumerate() {
             let scopes = field(resource, "scopeSpans", "scope_spans")
-                .or_else(|| resource.get("instrumentationLibrarySpans"))
-                .and_then(Value::as_array);
-            for scope in scopes.into_iter().flatten() {
-                let spans = scope.get("spans").and_then(Value::as_array);
+                .or_else(|| resource.get("instrumentationLibrarySpans"));
+            let scopes = match scopes {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(scopes)) => Some(scopes),
+                Some(_) => {
+                    // Its spans, if any, cannot be reached: one record, said so.
+                    self.sink.records_read(1);
+                    self.drop(
+                        here.clone(),
+                        format!("resourceSpans[{r}] has a scopeSpans that is not a list"),
+                    );
+                    None
+                }
+            };
+            for (c, scope) in scopes.into_iter().flatten().enumerate() {
+                let spans = match scope.get("spans") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::Array(spans)) => Some(spans),
+                    Some(_) => {
+                        self.sink.records_read(1);
+                        self.drop(
+                            here.clone(),
+                            format!(
+                                "resourceSpans[{r}].scopeSpans[{c}].spans is not a list of spans"
+                            ),
+                        );
+                        None
+                    }
+                };
                 for span in spans.into_iter().flatten() {
                     let record = self.next_record;
                     self.next_record += 1;
@@ -2213,6 +2238,23 @@ fn answer(root: Option<&Span>, outputs: &[Vec<Msg>]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn spans_of_the_wrong_type_are_a_quarantined_record() {
+        let text = r#"{"resourceSpans":[{"scopeSpans":[{"spans":"x"}]},{"scopeSpans":7}]}"#;
+        let mut sink = crate::ingest::Collect::default();
+        let batch = parse(text.as_bytes(), "bad.json", &mut sink);
+        assert!(batch.traces.is_empty());
+        assert_eq!(sink.records, 2);
+        let reasons: Vec<&str> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "resourceSpans[0].scopeSpans[0].spans is not a list of spans",
+                "resourceSpans[1] has a scopeSpans that is not a list"
+            ]
+        );
+    }
+
     use super::*;
     use crate::ingest::Collect;
     use serde_json::json;

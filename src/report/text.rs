@@ -39,26 +39,7 @@ impl Preview {
     }
 }
 
-/// Is `c` a character that can move the cursor, change colours or reorder text on display?
-fn is_unsafe(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
-}
-
-/// Recorded text made safe for a terminal line: newlines become `⏎`, tabs a space, every
-/// other control, bidirectional or zero-width character its `\u{..}` escape.
-pub fn terminal(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\n' => out.push('⏎'),
-            '\t' => out.push(' '),
-            c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use crate::terminal::terminal;
 
 /// `terminal(s)` cut to `max` characters with the cut said in words.
 pub fn bounded(s: &str, max: usize) -> String {

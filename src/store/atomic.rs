@@ -1,56 +1,336 @@
-//! Output directories that appear complete or not at all.
+//! Output directories that appear complete or not at all, and that never cost a user a file.
 //!
-//! Everything is written into a sibling staging directory (`NAME.tmp-<pid>`); `commit` renames
-//! it into place. An interrupted run leaves only the staging directory, which has no manifest
-//! and does not carry the final name, so nothing looks complete. A previous output at the same
-//! path is replaced only when it carries our marker file (a store or corpus manifest), so a
-//! mistyped `--out` never deletes somebody's directory.
+//! Everything is written into a sibling staging directory (`NAME.tmp-<pid>`, marked as ours by a
+//! `.traceaudit-staging` file); `commit` renames it into place. An interrupted run leaves only
+//! the staging directory, which has no manifest and does not carry the final name, so nothing
+//! looks complete; the next run for the same output removes it, and SIGINT or SIGTERM remove it
+//! at once (see [`remove_staging_on_signal`]).
+//!
+//! An existing directory at the target is replaced only when it is a traceaudit output of the
+//! same kind to its last entry: its manifest says so, and every file and folder in it is one the
+//! [`Layout`] names. Anything else (a web app with its own `manifest.json`, a corpus a user added
+//! notes to, a symbolic link) is refused with the path and the reason before anything is read.
+//!
+//! Two runs writing the same output at once would race on the final renames, so each holds an
+//! advisory lock on `.NAME.traceaudit-lock` beside the target for as long as it writes; the
+//! second fails at once with a message that says so.
 
+use serde_json::Value;
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The file that marks a staging directory as one of ours (removed before the commit).
+const STAGING_MARKER: &str = ".traceaudit-staging";
+
+/// Entries an ownership check looks at before it gives up and refuses: a traceaudit output
+/// holds a few dozen files, so a directory past this is somebody else's.
+const MAX_ENTRIES: usize = 100_000;
+
+/// What a traceaudit output directory holds, so that an existing one can be told apart from a
+/// directory that merely looks like one.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// What the output is called in messages ("store", "corpus").
+    pub what: &'static str,
+    /// The file whose content claims the directory (`manifest.json`).
+    pub manifest: &'static str,
+    /// Does the manifest's JSON say this is such an output?
+    pub claims: fn(&Value) -> bool,
+    /// Every entry the output may hold, as relative paths with `/`: a name ending in `/` is a
+    /// folder; one `*` in a name matches any run of characters within that name.
+    pub entries: Vec<String>,
+}
+
+impl Layout {
+    fn allows(&self, rel: &str, is_dir: bool) -> bool {
+        self.entries.iter().any(|pattern| {
+            let (pattern, wants_dir) = match pattern.strip_suffix('/') {
+                Some(p) => (p, true),
+                None => (pattern.as_str(), false),
+            };
+            wants_dir == is_dir && path_matches(pattern, rel)
+        })
+    }
+
+    /// Is `dir` an output of this layout, to its last entry? `Err` says why not.
+    pub fn owns(&self, dir: &Path) -> Result<(), String> {
+        let manifest = dir.join(self.manifest);
+        let text = std::fs::read(&manifest).map_err(|_| format!("it has no {}", self.manifest))?;
+        let value: Value = serde_json::from_slice(&text)
+            .map_err(|_| format!("its {} is not a traceaudit manifest", self.manifest))?;
+        if !(self.claims)(&value) {
+            return Err(format!(
+                "its {} does not describe a traceaudit {}",
+                self.manifest, self.what
+            ));
+        }
+        let mut seen = 0usize;
+        self.check_entries(dir, "", &mut seen)
+    }
+
+    fn check_entries(&self, dir: &Path, prefix: &str, seen: &mut usize) -> Result<(), String> {
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| format!("{} cannot be listed: {e}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{} cannot be listed: {e}", dir.display()))?;
+            *seen += 1;
+            if *seen > MAX_ENTRIES {
+                return Err(format!(
+                    "it holds more than {MAX_ENTRIES} entries, more than a traceaudit {} has",
+                    self.what
+                ));
+            }
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let rel = format!("{prefix}{name}");
+            let ty = entry
+                .file_type()
+                .map_err(|e| format!("{rel} cannot be read: {e}"))?;
+            if ty.is_symlink() {
+                return Err(format!(
+                    "it holds a symbolic link, {rel}, that traceaudit did not write"
+                ));
+            }
+            if !ty.is_dir() && !ty.is_file() {
+                return Err(format!("it holds {rel}, which is not a regular file"));
+            }
+            if !self.allows(&rel, ty.is_dir()) {
+                return Err(format!(
+                    "it holds {rel}{}, which a traceaudit {} does not write",
+                    if ty.is_dir() { "/" } else { "" },
+                    self.what
+                ));
+            }
+            if ty.is_dir() {
+                self.check_entries(&entry.path(), &format!("{rel}/"), seen)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Match `rel` against `pattern`, component by component; a component of the pattern may hold
+/// one `*`.
+fn path_matches(pattern: &str, rel: &str) -> bool {
+    let mut p = pattern.split('/');
+    let mut r = rel.split('/');
+    loop {
+        match (p.next(), r.next()) {
+            (None, None) => return true,
+            (Some(pc), Some(rc)) if component_matches(pc, rc) => {}
+            _ => return false,
+        }
+    }
+}
+
+fn component_matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            name.len() >= head.len() + tail.len() && name.starts_with(head) && name.ends_with(tail)
+        }
+    }
+}
+
+/// Staging directories and lock files of this process, removed by the signal handler.
+static LIVE_STAGING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static LIVE_LOCKS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// On SIGINT or SIGTERM, remove the staging directories this process is writing and exit with
+/// 130 (SIGINT's conventional status), so an interrupted run leaves nothing behind. Call once,
+/// from the binary: a library must not take over a host program's signals.
+pub fn remove_staging_on_signal() {
+    let _ = ctrlc::set_handler(|| {
+        let dirs = LIVE_STAGING.lock().map(|d| d.clone()).unwrap_or_default();
+        for dir in dirs.iter().rev() {
+            // Workers may still be creating files in it: try a few times.
+            for _ in 0..5 {
+                if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+            }
+        }
+        for lock in LIVE_LOCKS.lock().map(|l| l.clone()).unwrap_or_default() {
+            let _ = std::fs::remove_file(lock);
+        }
+        eprintln!("traceaudit: interrupted; nothing was written");
+        std::process::exit(130);
+    });
+}
+
+/// An advisory lock on one output path, held while it is written.
+struct OutputLock {
+    path: PathBuf,
+    file: File,
+}
+
+impl OutputLock {
+    fn take(parent: &Path, name: &str, target: &Path) -> io::Result<OutputLock> {
+        let path = parent.join(format!(".{name}.traceaudit-lock"));
+        // The lock file is removed when a run ends; a run that opened it just before that
+        // would hold a lock on a file nobody else can find, so the lock only counts when the
+        // path still names the locked file.
+        for _ in 0..16 {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| with_path(e, "cannot create the lock file", &path))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ResourceBusy,
+                        format!(
+                            "another traceaudit run is writing {} (it holds {}); wait for it \
+                             to finish or choose another --out",
+                            target.display(),
+                            path.display()
+                        ),
+                    ))
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(with_path(e, "cannot lock", &path))
+                }
+            }
+            if same_file(&file, &path) {
+                if let Ok(mut live) = LIVE_LOCKS.lock() {
+                    live.push(path.clone());
+                }
+                return Ok(OutputLock { path, file });
+            }
+        }
+        Err(io::Error::other(format!(
+            "cannot take the lock {}: it keeps being replaced",
+            path.display()
+        )))
+    }
+}
+
+#[cfg(unix)]
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(_file: &File, path: &Path) -> bool {
+    path.exists()
+}
+
+impl Drop for OutputLock {
+    fn drop(&mut self) {
+        // Removed while still held, so no other run can have locked this file in between.
+        let _ = std::fs::remove_file(&self.path);
+        if let Ok(mut live) = LIVE_LOCKS.lock() {
+            live.retain(|p| p != &self.path);
+        }
+        let _ = self.file.unlock();
+    }
+}
+
+/// An I/O error that names the path it happened at (a bare "Read-only file system" or "No
+/// space left on device" does not say where).
+pub fn with_path(e: io::Error, doing: &str, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{doing} {}: {e}", path.display()))
+}
 
 pub struct AtomicDir {
     staging: PathBuf,
     target: PathBuf,
     committed: bool,
+    _lock: OutputLock,
 }
 
 impl AtomicDir {
-    /// Prepare to write `target`. Fails when `target` exists, is not empty and has no
-    /// `marker` file (it is not ours to replace).
-    pub fn create(target: &Path, marker: &str) -> io::Result<AtomicDir> {
-        if target.exists() {
-            let ours = target.join(marker).exists();
-            let empty = target.is_dir() && std::fs::read_dir(target)?.next().is_none();
-            if !ours && !empty {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!(
-                        "{} exists and is not a traceaudit output (no {marker}); refusing to \
-                         replace it",
-                        target.display()
-                    ),
-                ));
-            }
-        }
+    /// Prepare to write `target` as an output of `layout`. Fails, before anything is written,
+    /// when `target` exists and is not an empty directory or an output of `layout` to its last
+    /// entry, or when another run is writing it. Staging directories that earlier runs for the
+    /// same target left behind (killed before they could clean up) are removed.
+    pub fn create(target: &Path, layout: &Layout) -> io::Result<AtomicDir> {
+        let refuse = |why: String| {
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists and is not a traceaudit {} that can be replaced ({why}); \
+                     refusing to touch it: choose another --out, or remove it yourself",
+                    target.display(),
+                    layout.what
+                ),
+            )
+        };
         let name = target
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out".into());
+            .filter(|n| n != "." && n != "..")
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} names no directory of its own; give the output a name",
+                        target.display()
+                    ),
+                )
+            })?;
         let parent = target
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent)?;
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        std::fs::create_dir_all(&parent)
+            .map_err(|e| with_path(e, "cannot create the folder", &parent))?;
+        let lock = OutputLock::take(&parent, &name, target)?;
+        match std::fs::symlink_metadata(target) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(with_path(e, "cannot read", target)),
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(refuse("it is a symbolic link".into()))
+            }
+            Ok(meta) if !meta.is_dir() => return Err(refuse("it is a file".into())),
+            Ok(_) => {
+                let empty = std::fs::read_dir(target)
+                    .map_err(|e| with_path(e, "cannot list", target))?
+                    .next()
+                    .is_none();
+                if !empty {
+                    layout.owns(target).map_err(refuse)?;
+                }
+            }
+        }
+        remove_stale(&parent, &name, layout);
         let staging = parent.join(format!("{name}.tmp-{}", std::process::id()));
         if staging.exists() {
-            std::fs::remove_dir_all(&staging)?;
+            if !staging.join(STAGING_MARKER).exists() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and is not a traceaudit staging directory; refusing to \
+                         touch it",
+                        staging.display()
+                    ),
+                ));
+            }
+            std::fs::remove_dir_all(&staging)
+                .map_err(|e| with_path(e, "cannot remove the old staging directory", &staging))?;
         }
-        std::fs::create_dir_all(&staging)?;
+        std::fs::create_dir(&staging)
+            .map_err(|e| with_path(e, "cannot create the staging directory", &staging))?;
+        std::fs::write(staging.join(STAGING_MARKER), b"")
+            .map_err(|e| with_path(e, "cannot write in", &staging))?;
+        if let Ok(mut live) = LIVE_STAGING.lock() {
+            live.push(staging.clone());
+        }
         Ok(AtomicDir {
             staging,
             target: target.to_path_buf(),
             committed: false,
+            _lock: lock,
         })
     }
 
@@ -61,6 +341,8 @@ impl AtomicDir {
 
     /// Move the finished directory into place, replacing a previous output.
     pub fn commit(mut self) -> io::Result<PathBuf> {
+        std::fs::remove_file(self.staging.join(STAGING_MARKER))
+            .map_err(|e| with_path(e, "cannot finish", &self.staging))?;
         if self.target.exists() {
             let old = self.target.with_file_name(format!(
                 "{}.old-{}",
@@ -70,14 +352,25 @@ impl AtomicDir {
                     .unwrap_or_default(),
                 std::process::id()
             ));
-            std::fs::rename(&self.target, &old)?;
-            std::fs::rename(&self.staging, &self.target)?;
-            std::fs::remove_dir_all(&old)?;
+            std::fs::rename(&self.target, &old)
+                .map_err(|e| with_path(e, "cannot move the previous output aside", &self.target))?;
+            std::fs::rename(&self.staging, &self.target)
+                .map_err(|e| with_path(e, "cannot move the output into place", &self.target))?;
+            std::fs::remove_dir_all(&old)
+                .map_err(|e| with_path(e, "cannot remove the previous output", &old))?;
         } else {
-            std::fs::rename(&self.staging, &self.target)?;
+            std::fs::rename(&self.staging, &self.target)
+                .map_err(|e| with_path(e, "cannot move the output into place", &self.target))?;
         }
         self.committed = true;
+        self.forget_staging();
         Ok(self.target.clone())
+    }
+
+    fn forget_staging(&self) {
+        if let Ok(mut live) = LIVE_STAGING.lock() {
+            live.retain(|d| d != &self.staging);
+        }
     }
 }
 
@@ -85,6 +378,53 @@ impl Drop for AtomicDir {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.staging);
+            self.forget_staging();
+        }
+    }
+}
+
+/// Is the process `pid` gone? Without `/proc` nobody can tell, and a directory is kept.
+fn process_gone(pid: u32) -> bool {
+    Path::new("/proc/self").exists() && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Remove what killed runs for the same target left beside it: staging directories that carry
+/// our marker, and previous outputs moved aside during a commit, once their process is gone.
+/// Called with the target's lock held, so no live run is writing them.
+fn remove_stale(parent: &Path, name: &str, layout: &Layout) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        let Some(rest) = file_name.strip_prefix(name) else {
+            continue;
+        };
+        let (pid, aside) = if let Some(pid) = rest.strip_prefix(".tmp-") {
+            (pid, false)
+        } else if let Some(pid) = rest.strip_prefix(".old-") {
+            (pid, true)
+        } else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if pid == std::process::id() || !process_gone(pid) {
+            continue;
+        }
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let ours = if aside {
+            layout.owns(&path).is_ok()
+        } else {
+            path.join(STAGING_MARKER).exists()
+        };
+        if ours {
+            let _ = std::fs::remove_dir_all(&path);
         }
     }
 }
@@ -92,41 +432,278 @@ impl Drop for AtomicDir {
 /// Write a file inside an output directory via a temporary name and a rename.
 pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    std::fs::write(&tmp, bytes).map_err(|e| with_path(e, "cannot write", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(|e| with_path(e, "cannot write", path))
+}
+
+/// Does `out` overlap any of `inputs`: is it one of them, inside one, or does it hold one? Such
+/// an output would be written over what the run reads (or, replaced, delete it), so it is
+/// refused before anything is read. Paths are compared after resolving links.
+pub fn refuse_overlap(out: &Path, inputs: &[PathBuf]) -> io::Result<()> {
+    let out_abs = resolved(out);
+    for input in inputs {
+        if input.as_os_str() == "-" {
+            continue;
+        }
+        let input_abs = resolved(input);
+        let how = if out_abs == input_abs {
+            Some("is")
+        } else if out_abs.starts_with(&input_abs) {
+            Some("lies inside")
+        } else if input_abs.starts_with(&out_abs) {
+            Some("contains")
+        } else {
+            None
+        };
+        if let Some(how) = how {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the output {} {how} the input {}: writing it would overwrite or delete \
+                     what this run reads; choose an --out outside every input",
+                    out.display(),
+                    input.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `path` made absolute with its links resolved, as far as it exists; the rest (an output not
+/// yet written) is appended with `.` and `..` folded.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(path)
+    };
+    let mut existing = absolute.clone();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                if part == ".." {
+                    out.pop();
+                } else if part != "." {
+                    out.push(part);
+                }
+            }
+            return out;
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => {
+                // Only `..` or the root are left unresolved: fold lexically.
+                let mut out = PathBuf::new();
+                for c in absolute.components() {
+                    match c {
+                        std::path::Component::ParentDir => {
+                            out.pop();
+                        }
+                        std::path::Component::CurDir => {}
+                        c => out.push(c),
+                    }
+                }
+                return out;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn test_layout() -> Layout {
+        Layout {
+            what: "store",
+            manifest: "manifest.json",
+            claims: |v| v.get("engine").and_then(Value::as_str) == Some("traceaudit"),
+            entries: vec![
+                "manifest.json".into(),
+                "runs.parquet".into(),
+                "events/".into(),
+                "events/part-*.parquet".into(),
+            ],
+        }
+    }
+
+    const OURS: &str = r#"{"engine":"traceaudit"}"#;
+
     #[test]
     fn commit_replaces_only_our_outputs() {
+        let layout = test_layout();
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("out");
-        let a = AtomicDir::create(&target, "manifest.json").unwrap();
-        std::fs::write(a.path().join("manifest.json"), "{}").unwrap();
+        let a = AtomicDir::create(&target, &layout).unwrap();
+        std::fs::write(a.path().join("manifest.json"), OURS).unwrap();
+        std::fs::create_dir(a.path().join("events")).unwrap();
+        std::fs::write(a.path().join("events/part-00000.parquet"), "x").unwrap();
         a.commit().unwrap();
         assert!(target.join("manifest.json").exists());
+        assert!(!target.join(STAGING_MARKER).exists());
         // Ours: replaced.
-        let b = AtomicDir::create(&target, "manifest.json").unwrap();
-        std::fs::write(b.path().join("manifest.json"), "{\"v\":2}").unwrap();
+        let b = AtomicDir::create(&target, &layout).unwrap();
+        std::fs::write(
+            b.path().join("manifest.json"),
+            r#"{"engine":"traceaudit","v":2}"#,
+        )
+        .unwrap();
         b.commit().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(target.join("manifest.json")).unwrap(),
-            "{\"v\":2}"
-        );
+        assert!(std::fs::read_to_string(target.join("manifest.json"))
+            .unwrap()
+            .contains("\"v\":2"));
         // Not ours: refused.
         let foreign = dir.path().join("foreign");
         std::fs::create_dir(&foreign).unwrap();
         std::fs::write(foreign.join("notes.txt"), "keep").unwrap();
-        assert!(AtomicDir::create(&foreign, "manifest.json").is_err());
+        assert!(AtomicDir::create(&foreign, &layout).is_err());
         // Dropped without commit: the staging directory goes away, nothing appears.
         let never = dir.path().join("never");
-        let c = AtomicDir::create(&never, "manifest.json").unwrap();
+        let c = AtomicDir::create(&never, &layout).unwrap();
         let staging = c.path().to_path_buf();
         drop(c);
         assert!(!staging.exists());
         assert!(!never.exists());
+        // No lock file is left behind.
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            left.iter().all(|n| !n.contains("traceaudit-lock")),
+            "{left:?}"
+        );
+    }
+
+    #[test]
+    fn a_folder_with_a_manifest_of_its_own_survives() {
+        // A web app's folder: a manifest.json that is not ours, beside the user's files.
+        let layout = test_layout();
+        let dir = tempfile::tempdir().unwrap();
+        let webapp = dir.path().join("webapp");
+        std::fs::create_dir(&webapp).unwrap();
+        std::fs::write(webapp.join("manifest.json"), r#"{"name":"pwa"}"#).unwrap();
+        std::fs::write(webapp.join("important.txt"), "canary").unwrap();
+        let err = AtomicDir::create(&webapp, &layout).err().expect("refused");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("webapp") && msg.contains("does not describe"),
+            "{msg}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(webapp.join("important.txt")).unwrap(),
+            "canary"
+        );
+    }
+
+    #[test]
+    fn an_output_with_a_file_we_did_not_write_survives() {
+        let layout = test_layout();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("corpus");
+        std::fs::create_dir_all(out.join("events")).unwrap();
+        std::fs::write(out.join("manifest.json"), OURS).unwrap();
+        std::fs::write(out.join("events/notes.md"), "canary").unwrap();
+        let msg = AtomicDir::create(&out, &layout).err().unwrap().to_string();
+        assert!(msg.contains("events/notes.md"), "{msg}");
+        assert!(out.join("events/notes.md").exists());
+        // A file where the output should be, and a link to a folder: refused too.
+        let file = dir.path().join("file");
+        std::fs::write(&file, "canary").unwrap();
+        assert!(AtomicDir::create(&file, &layout).is_err());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "canary");
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("link");
+            std::os::unix::fs::symlink(&out, &link).unwrap();
+            let msg = AtomicDir::create(&link, &layout).err().unwrap().to_string();
+            assert!(msg.contains("symbolic link"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn a_second_writer_of_the_same_output_is_refused() {
+        let layout = test_layout();
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        let first = AtomicDir::create(&target, &layout).unwrap();
+        let err = AtomicDir::create(&target, &layout).err().expect("refused");
+        assert_eq!(err.kind(), io::ErrorKind::ResourceBusy);
+        assert!(err.to_string().contains("another traceaudit run"), "{err}");
+        drop(first);
+        // Free again once the first is done.
+        AtomicDir::create(&target, &layout).unwrap();
+    }
+
+    #[test]
+    fn staging_left_by_a_dead_run_is_removed_and_a_foreign_one_kept() {
+        let layout = test_layout();
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        // A pid that cannot be running: above the kernel's pid limit.
+        let dead = dir.path().join("out.tmp-4194304999");
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join(STAGING_MARKER), "").unwrap();
+        std::fs::write(dead.join("big.parquet"), vec![0u8; 1000]).unwrap();
+        // Same name pattern, but not ours: kept.
+        let foreign = dir.path().join("out.tmp-4194304998");
+        std::fs::create_dir(&foreign).unwrap();
+        std::fs::write(foreign.join("keep.txt"), "canary").unwrap();
+        let _w = AtomicDir::create(&target, &layout).unwrap();
+        assert!(!dead.exists());
+        assert!(foreign.join("keep.txt").exists());
+    }
+
+    #[test]
+    fn overlapping_inputs_and_outputs_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = dir.path().join("recs");
+        std::fs::create_dir_all(recs.join("sub")).unwrap();
+        let corp = dir.path().join("corp");
+        std::fs::create_dir_all(corp.join("store")).unwrap();
+        // The output is an input.
+        assert!(refuse_overlap(&recs, std::slice::from_ref(&recs)).is_err());
+        // The output contains an input (the store a corpus points at).
+        assert!(refuse_overlap(&corp, &[corp.join("store")]).is_err());
+        // The output lies inside an input, not yet existing, spelled with `..`.
+        let inside = recs.join("sub/../new-corpus");
+        assert!(refuse_overlap(&inside, std::slice::from_ref(&recs)).is_err());
+        // Spelled differently: through `.` and a link.
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("recs-link");
+            std::os::unix::fs::symlink(&recs, &link).unwrap();
+            assert!(refuse_overlap(&recs.join("."), std::slice::from_ref(&link)).is_err());
+        }
+        // Beside each other: fine, including a shared name prefix.
+        assert!(refuse_overlap(&dir.path().join("recs2"), std::slice::from_ref(&recs)).is_ok());
+        assert!(refuse_overlap(&dir.path().join("out"), &[recs, corp]).is_ok());
+    }
+
+    #[test]
+    fn patterns_match_whole_components() {
+        assert!(path_matches(
+            "events/part-*.parquet",
+            "events/part-00001.parquet"
+        ));
+        assert!(!path_matches(
+            "events/part-*.parquet",
+            "events/part-1.parquet/x"
+        ));
+        assert!(!path_matches(
+            "events/part-*.parquet",
+            "other/part-1.parquet"
+        ));
+        assert!(!path_matches("manifest.json", "manifest.json.bak"));
+        assert!(component_matches("a*", "a"));
+        assert!(!component_matches("ab*ba", "aba"));
     }
 }

@@ -18,6 +18,30 @@ pub use write::{Origin, StoreWriter};
 
 use serde::{Deserialize, Serialize};
 
+/// The entries of a store, for [`atomic::Layout`]: what an existing store may hold to be
+/// replaced by a new one.
+pub const STORE_ENTRIES: [&str; 5] = [
+    "manifest.json",
+    "quarantine.jsonl",
+    "runs.parquet",
+    "events/",
+    "events/part-*.parquet",
+];
+
+/// A store as an output directory: a traceaudit manifest with a schema version, and only the
+/// files a store holds.
+pub fn store_layout() -> atomic::Layout {
+    atomic::Layout {
+        what: "store",
+        manifest: "manifest.json",
+        claims: |m| {
+            m.get("engine").and_then(serde_json::Value::as_str) == Some(ENGINE)
+                && m.get("store_schema_version").is_some()
+        },
+        entries: STORE_ENTRIES.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
 /// One input file as the manifest records it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct InputEntry {
@@ -49,6 +73,9 @@ pub struct Counts {
     pub partial_notes: u64,
     /// Runs whose id had already been read from an earlier input, skipped.
     pub duplicate_runs: u64,
+    /// Entries under the inputs that were not read (listed in quarantine.jsonl as `skipped`).
+    #[serde(default)]
+    pub skipped_inputs: u64,
 }
 
 /// `manifest.json` of a store.
