@@ -32,6 +32,7 @@
 
 use crate::corpus::{Disposition, Draft, FindingColumns, Subject, Witness};
 use crate::js;
+use crate::model::vocab::{self, SCHEMA_FRAME_PREFIX, TURN_NEUTRAL_FRAMES};
 use crate::model::{Conversation, Event, EventKind, HistoryMessage, Role, Run};
 use crate::passes::{Pass, PassContext, RunOutcome};
 use arrow::datatypes::{DataType, Field, Schema};
@@ -43,9 +44,6 @@ pub struct SchemaAttempt;
 
 /// The corpus table this pass owns.
 pub const TABLE: &str = "attempts";
-
-/// The user-message prefix of the framework's corrections.
-pub const CORRECTION_PREFIX: &str = "[schema check";
 
 /// The stages an answer fails at: not JSON; JSON that fails the schema; or, after the schema
 /// passed, a check of the application's own (an output function or validator asking again).
@@ -222,13 +220,13 @@ fn gather<'a>(
     };
     for e in run.events_of(EventKind::Verdict) {
         match e.text.as_deref() {
-            Some("output-attempts") => {
+            Some(vocab::OUTPUT_ATTEMPTS) => {
                 contract.declared = true;
                 if let Some(Value::Array(items)) = envelope_payload(e) {
                     recorded = Some(items.iter().map(AttemptRow::from_recorded).collect());
                 }
             }
-            Some("schema-retry") => {
+            Some(vocab::SCHEMA_RETRY) => {
                 contract.declared = true;
                 let p = envelope_payload(e).unwrap_or(Value::Null);
                 retries.push(RetryVerdict {
@@ -241,7 +239,7 @@ fn gather<'a>(
                     hash: str_of(&p, "correctiveMessageHash"),
                 });
             }
-            Some("contract-unmet") => {
+            Some(vocab::CONTRACT_UNMET) => {
                 contract.declared = true;
                 let p = envelope_payload(e).unwrap_or(Value::Null);
                 unmet.push(UnmetVerdict {
@@ -260,7 +258,7 @@ fn gather<'a>(
     // Contract declarations among the other rows.
     for e in run.events_of(EventKind::Other) {
         match e.source_type.as_deref() {
-            Some("output-contract") => {
+            Some(vocab::OUTPUT_CONTRACT) => {
                 contract.declared = true;
                 let p = e
                     .payload
@@ -391,17 +389,14 @@ fn corrections_of(history: &[HistoryMessage<'_>]) -> Vec<Correction> {
     let turn_start = history
         .iter()
         .rposition(|m| {
-            m.role == Role::User
-                && !crate::ingest::agentfootprint::TURN_NEUTRAL_FRAMES
-                    .iter()
-                    .any(|f| m.text.starts_with(f))
+            m.role == Role::User && !TURN_NEUTRAL_FRAMES.iter().any(|f| m.text.starts_with(f))
         })
         .unwrap_or(0);
     history
         .iter()
         .enumerate()
         .skip(turn_start)
-        .filter(|(_, m)| m.role == Role::User && m.text.starts_with(CORRECTION_PREFIX))
+        .filter(|(_, m)| m.role == Role::User && m.text.starts_with(SCHEMA_FRAME_PREFIX))
         .map(|(index, m)| Correction {
             index,
             hash: js::hash_hex(m.text),
@@ -1454,10 +1449,7 @@ fn table_row(run: &Run, row: &AttemptRow, check: &RowCheck, ledger_source: &str)
     m.insert("run_id".into(), json!(run.run_id));
     m.insert("conversation_id".into(), json!(run.conversation_id));
     m.insert("turn".into(), json!(run.turn));
-    m.insert(
-        "source".into(),
-        json!(crate::audit::source_family(&run.format)),
-    );
+    m.insert("source".into(), json!(vocab::source_family(&run.format)));
     m.insert("attempt".into(), json!(row.attempt));
     m.insert("iteration".into(), json!(row.iteration));
     m.insert("outcome".into(), json!(row.outcome));
@@ -1529,7 +1521,7 @@ impl Pass for SchemaAttempt {
     }
 
     fn other_payloads(&self) -> &'static [&'static str] {
-        &["output-contract", "agentfootprint.agent.route_decided"]
+        &[vocab::OUTPUT_CONTRACT, "agentfootprint.agent.route_decided"]
     }
 
     fn check(&self, conversation: &Conversation, ctx: &PassContext) -> Vec<RunOutcome> {
