@@ -1,7 +1,10 @@
+use super::facts::{attempt_of, u32_of};
 use super::*;
 use crate::config::Config;
 use crate::corpus::Disposition;
+use crate::js;
 use crate::model::{Conversation, Event, EventKind, Role, Run};
+use serde_json::{json, Value};
 
 /// The correction frame as the sample recordings show it (agentfootprint 9.62): the text before
 /// the validator's error. Only the tests need it, to build the spec's hash vectors.
