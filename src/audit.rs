@@ -13,6 +13,7 @@ use crate::corpus::write::{CorpusTables, TableWriter};
 use crate::corpus::{finding_id, AgreementRow, Disposition, DispositionRow, Finding, LedgerRow};
 use crate::ingest::driver::{ingest_tapped, IngestOptions, Tap, Tapped};
 use crate::ingest::Format;
+use crate::model::vocab::source_family;
 use crate::model::Conversation;
 use crate::passes::{agreement_rows, select, Pass, PassContext};
 use crate::store::atomic::{write_file, AtomicDir};
@@ -101,15 +102,6 @@ impl Contribution {
 /// Where an audit of raw inputs files what it checked during the ingest, inside the corpus
 /// being written (removed before the corpus is complete).
 const CHECKED_DIR: &str = "checked-during-ingest";
-
-/// The source family of a run's format name (`agentfootprint-ndjson` -> `agentfootprint`).
-pub fn source_family(format: &str) -> String {
-    Format::ALL
-        .iter()
-        .find(|f| f.name() == format)
-        .map(|f| f.family().to_string())
-        .unwrap_or_else(|| format.to_string())
-}
 
 /// Every pass's outcomes for one conversation, as corpus rows. `None` when the conversation
 /// was read without the text of its tool results and some pass needs it

@@ -12,6 +12,8 @@
 //!   check result the recording framework filed itself). Everything else is
 //!   [`EventKind::Other`], kept so that nothing recorded is lost.
 
+pub mod vocab;
+
 use serde::{Deserialize, Serialize};
 
 /// What an event is, in the engine's own words.

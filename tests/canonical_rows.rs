@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use traceaudit::ingest::read_path;
+use traceaudit::ingest::{read_path, Format};
+use traceaudit::model::vocab::source_family;
 use traceaudit::model::Run;
 
 fn cut(s: &Option<String>) -> String {
@@ -82,4 +83,19 @@ fn tau_bench_run_rows() {
     let read = read_path(&testdata("tau-bench/gpt-4o-airline.first3.json"), None).unwrap();
     let conv = &read.conversations[0].0;
     insta::assert_snapshot!(conv.runs[..3].iter().map(render).collect::<String>());
+}
+
+/// The corpus `source` the model names for a stored format is the family the format declares,
+/// for every format the ingest writes; a name no format has is its own source.
+#[test]
+fn every_format_name_is_stored_under_its_family() {
+    for format in Format::ALL {
+        assert_eq!(
+            source_family(format.name()),
+            format.family(),
+            "{}",
+            format.name()
+        );
+    }
+    assert_eq!(source_family("not-a-format"), "not-a-format");
 }

@@ -12,10 +12,7 @@ use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Opening of the correction the gate itself appends as a `role: user` message.
-pub const EVIDENCE_FRAME_PREFIX: &str = "[evidence check";
-/// Opening of the output-schema re-ask, also a `role: user` message the framework writes.
-pub const SCHEMA_FRAME_PREFIX: &str = "[schema check";
+pub use crate::model::vocab::{EVIDENCE_FRAME_PREFIX, SCHEMA_FRAME_PREFIX};
 
 /// Did the framework, not a person, write this `role: user` (or `role: system`) text? Such a
 /// message neither starts a turn nor exempts anything. The test is a plain, case-sensitive

@@ -29,6 +29,7 @@
 
 use crate::ingest::{Input, Locator, Quarantined, Sink};
 use crate::js;
+use crate::model::vocab::{self, TURN_NEUTRAL_FRAMES};
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -42,16 +43,13 @@ pub const LATENESS_BYTES: u64 = 8 << 20;
 /// How often (in bytes of input) ended runs are looked at.
 const CLOSE_EVERY_BYTES: u64 = 1 << 20;
 
-/// User messages the library writes itself that do not start a turn.
-pub const TURN_NEUTRAL_FRAMES: [&str; 2] = ["[evidence check", "[schema check"];
-
 /// The canonical name of a framework verdict (written to the row's `text`), or `None` when the
 /// event type is not one.
 pub fn verdict_name(kind: &str) -> Option<&'static str> {
     Some(match kind {
         "tools.repeated_call" => "repeated-call",
-        "agent.output_schema_retry" => "schema-retry",
-        "agent.output_contract_unmet" => "contract-unmet",
+        "agent.output_schema_retry" => vocab::SCHEMA_RETRY,
+        "agent.output_contract_unmet" => vocab::CONTRACT_UNMET,
         "agent.evidence_checked" => "evidence-checked",
         "integrity.context_error" => "context-error",
         "integrity.disposition" => "disposition",
@@ -717,7 +715,7 @@ pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result
         if let (Some(attempts), Some(run)) = (attempts, conversation.runs.last_mut()) {
             let mut e = Event::new(EventKind::Verdict);
             e.source_type = Some("agentfootprint.snapshot.outputAttempts".into());
-            e.text = Some("output-attempts".into());
+            e.text = Some(vocab::OUTPUT_ATTEMPTS.into());
             e.payload = Some(js::stringify(&serde_json::json!({
                 "type": "agentfootprint.snapshot.outputAttempts",
                 "payload": attempts,

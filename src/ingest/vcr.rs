@@ -26,6 +26,7 @@
 
 use crate::ingest::{Input, Locator, Quarantined, Sink};
 use crate::js;
+use crate::model::vocab;
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -1347,7 +1348,7 @@ impl<'c> RunBuilder<'c> {
         let mut run = Run::default();
         if let Some(c) = &contract {
             let mut e = Event::new(EventKind::Other);
-            e.source_type = Some("output-contract".into());
+            e.source_type = Some(vocab::OUTPUT_CONTRACT.into());
             e.text = Some(c.mode.clone());
             e.payload = Some(js::stringify(&json!({
                 "mode": c.mode,
@@ -1511,7 +1512,7 @@ fn retry_verdict(m: &Msg, attempt: u32, iteration: u32) -> Event {
     let (stage, error, path) = retry_details(&m.text);
     let mut v = Event::new(EventKind::Verdict);
     v.source_type = Some("http.retry_prompt".into());
-    v.text = Some("schema-retry".into());
+    v.text = Some(vocab::SCHEMA_RETRY.into());
     v.iteration = Some(iteration);
     v.call_id = m.call_id.clone();
     v.payload = Some(js::stringify(&json!({

@@ -25,6 +25,7 @@
 
 use super::RETRY_FRAME;
 use crate::js;
+use crate::model::vocab;
 use crate::model::{Event, EventKind, Role};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -301,13 +302,13 @@ pub(super) fn add_rows(
                 p.insert("retriesRemaining".into(), json!(remaining));
             }
             p.insert("correctiveMessageHash".into(), Value::Null);
-            v.text = Some("schema-retry".into());
+            v.text = Some(vocab::SCHEMA_RETRY.into());
             "otel.retry_prompt"
         } else {
             p.insert("attempts".into(), json!(attempt));
             p.insert("retriesSpent".into(), json!(attempt - 1));
             p.remove("attempt");
-            v.text = Some("contract-unmet".into());
+            v.text = Some(vocab::CONTRACT_UNMET.into());
             terminal = true;
             "otel.output_unmet"
         };
@@ -338,7 +339,7 @@ pub(super) fn add_rows(
     }
 
     let mut contract = Event::new(EventKind::Other);
-    contract.source_type = Some("output-contract".into());
+    contract.source_type = Some(vocab::OUTPUT_CONTRACT.into());
     contract.text = Some(mode.clone());
     contract.payload = Some(js::stringify(&json!({
         "mode": mode,

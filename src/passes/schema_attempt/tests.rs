@@ -1,7 +1,10 @@
+use super::facts::{attempt_of, u32_of};
 use super::*;
 use crate::config::Config;
 use crate::corpus::Disposition;
+use crate::js;
 use crate::model::{Conversation, Event, EventKind, Role, Run};
+use serde_json::{json, Value};
 
 /// The correction frame as the sample recordings show it (agentfootprint 9.62): the text before
 /// the validator's error. Only the tests need it, to build the spec's hash vectors.
@@ -651,4 +654,67 @@ fn a_configured_schema_alone_judges_the_delivered_answer() {
         .conversation();
     let out = run_check(&good, with_schema(None));
     assert_eq!(out.disposition, Disposition::CheckedPass);
+}
+
+/// Findings reach the corpus in the order the check files them, so that order is part of the
+/// behaviour: the row rules run row by row (a row's findings stay together), and the retry
+/// joins run row by row before the sweeps for corrections and verdicts no row claims.
+#[test]
+fn findings_are_filed_row_by_row_then_swept() {
+    let misplaced = correction(4, 5, ERR);
+    let conv = Fixture::default()
+        .declared()
+        .user("q")
+        .retry_verdict(json!({"attempt": 9, "iteration": 9, "stage": "json-parse", "error": ERR}))
+        .unmet(json!({"stage": "json-parse", "error": ERR, "attempts": 7, "retriesSpent": 6, "iteration": 7}))
+        .ledger(json!([
+            {"attempt": 1, "iteration": 1, "outcome": "passed", "stage": "json-parse"},
+            {"attempt": 3, "iteration": 2, "outcome": "bogus", "brokenBy": "redact"},
+            {"attempt": 3, "iteration": 3, "outcome": "retried", "stage": "json-parse", "error": ERR,
+             "correctiveMessageHash": "deadbeef", "brokenBy": "redact"},
+            {"attempt": 4, "iteration": 4, "outcome": "retried", "stage": "json-parse", "error": ERR,
+             "correctiveMessageHash": js::hash_hex(&misplaced)},
+            {"attempt": 5, "iteration": 5, "outcome": "exhausted", "stage": "json-parse", "error": ERR,
+             "correctiveMessageHash": "abc"}
+        ]))
+        .conversation()
+        .with_context(&[
+            (Role::User, "q"),
+            (Role::Assistant, PROSE),
+            (Role::User, &correction(1, 3, ERR)),
+            (Role::User, &misplaced),
+        ]);
+    let out = run_check(&conv, Config::default());
+    let filed: Vec<String> = out
+        .findings
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} {}",
+                f.predicate, f.subjects[0].kind, f.subjects[0].id
+            )
+        })
+        .collect();
+    assert_eq!(
+        filed,
+        [
+            "contiguous-numbering attempt 3",
+            "failure-fields attempt 1",
+            "known-outcome attempt 3",
+            "broken-by-only-on-exhausted attempt 3",
+            "hash-only-on-retried attempt 5",
+            "retry-budget attempt 3",
+            "retry-budget attempt 4",
+            "retry-budget history-message 4",
+            "retry-verdict-join attempt 3",
+            "correction-join attempt 3",
+            "retry-verdict-join attempt 4",
+            "correction-after-answer attempt 4",
+            "correction-join history-message 3",
+            "retry-verdict-join retry-verdict 9",
+            "unmet-verdict-join attempt 5",
+            "unmet-verdict-join unmet-verdict 7",
+            "output-contract attempt 5",
+        ]
+    );
 }

@@ -1,0 +1,36 @@
+//! Names an ingest writes into the canonical rows and the checks read back: verdict names, the
+//! source type of the neutral output-contract row, the openings of the user messages a framework
+//! writes itself, and the corpus name of a source. Stores keep these names, so each is defined
+//! once, here, for both sides.
+
+/// Verdict name (a verdict row's `text`): an answer failed the output contract and the
+/// framework asked again.
+pub const SCHEMA_RETRY: &str = "schema-retry";
+/// Verdict name: the last answer failed the output contract and stands.
+pub const CONTRACT_UNMET: &str = "contract-unmet";
+/// Verdict name: the framework's own ledger of output attempts (the payload is its rows).
+pub const OUTPUT_ATTEMPTS: &str = "output-attempts";
+
+/// Source type of the `other` row an ingest writes to state a run's output contract: a payload
+/// `{mode, schema, tools, terminalVerdicts, correctionHashes, contentOmitted}`, the mode in
+/// `text`.
+pub const OUTPUT_CONTRACT: &str = "output-contract";
+
+/// Opening of the correction the evidence gate appends as a `role: user` message.
+pub const EVIDENCE_FRAME_PREFIX: &str = "[evidence check";
+/// Opening of the output-schema correction (the re-ask), also a `role: user` message the
+/// framework writes.
+pub const SCHEMA_FRAME_PREFIX: &str = "[schema check";
+/// User messages a framework writes itself: they do not start a turn.
+pub const TURN_NEUTRAL_FRAMES: [&str; 2] = [EVIDENCE_FRAME_PREFIX, SCHEMA_FRAME_PREFIX];
+
+/// The corpus `source` of a run's stored format name: the framework that recorded it.
+/// agentfootprint's two shapes are one framework; every other format, an unknown name included,
+/// is its own (`ingest::Format::family` states the same per format, and a test holds the two
+/// together).
+pub fn source_family(format: &str) -> String {
+    match format {
+        "agentfootprint-ndjson" | "agentfootprint-recording" => "agentfootprint".to_string(),
+        other => other.to_string(),
+    }
+}
