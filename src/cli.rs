@@ -153,6 +153,17 @@ pub struct ExplainArgs {
 /// The worker threads to use: the cores this process may run on, or fewer when asked. The work
 /// is CPU-bound, so threads past the cores only cost memory and start-up (each one has queues
 /// and buffers of its own); a request for more is capped, with a note.
+/// `--format` takes the registered formats' names.
+impl clap::ValueEnum for Format {
+    fn value_variants<'a>() -> &'a [Self] {
+        Format::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()).help(self.adapter().about()))
+    }
+}
+
 pub fn threads(requested: Option<usize>) -> usize {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())

@@ -728,6 +728,75 @@ pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result
     Ok(())
 }
 
+/// agentfootprint NDJSON: one event envelope per line.
+pub struct NdjsonAdapter;
+
+impl crate::ingest::Adapter for NdjsonAdapter {
+    fn name(&self) -> &'static str {
+        "agentfootprint-ndjson"
+    }
+    fn family(&self) -> &'static str {
+        "agentfootprint"
+    }
+    fn about(&self) -> &'static str {
+        "agentfootprint NDJSON: one event envelope per line"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        // The first line is a complete object with a dotted agentfootprint type.
+        let first_line = head.text.lines().next().unwrap_or("");
+        crate::ingest::Match::strong_if(
+            head.text.starts_with('{')
+                && first_line.contains("\"type\"")
+                && first_line.contains("\"agentfootprint.")
+                && first_line.contains("\"meta\""),
+        )
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+        read_ndjson(input, sink)
+    }
+}
+
+/// agentfootprint Recording documents `{snapshot, events, structure}`.
+pub struct RecordingAdapter;
+
+impl crate::ingest::Adapter for RecordingAdapter {
+    fn name(&self) -> &'static str {
+        "agentfootprint-recording"
+    }
+    fn family(&self) -> &'static str {
+        "agentfootprint"
+    }
+    fn about(&self) -> &'static str {
+        "agentfootprint Recording document {snapshot, events, structure}"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        use crate::ingest::Match;
+        let t = head.text;
+        if !t.starts_with('{') || !t.contains("\"snapshot\"") {
+            Match::No
+        } else if t.contains("\"sharedState\"") {
+            Match::Strong
+        } else if t.contains("agentfootprint.") {
+            // A snapshot naming agentfootprint events, without the state: another document
+            // (a tau2 results file quoting one) may look like this too.
+            Match::Weak
+        } else {
+            Match::No
+        }
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+        read_recording(input, sink)
+    }
+}
+
+impl crate::ingest::Format {
+    #[allow(non_upper_case_globals)]
+    pub const AgentfootprintNdjson: crate::ingest::Format = crate::ingest::Format(&NdjsonAdapter);
+    #[allow(non_upper_case_globals)]
+    pub const AgentfootprintRecording: crate::ingest::Format =
+        crate::ingest::Format(&RecordingAdapter);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

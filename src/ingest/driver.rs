@@ -238,8 +238,9 @@ enum Message {
     Digesting(Receiver<Conversation>, u64, usize),
     Quarantine(Quarantined),
     Records(u64),
-    /// One file's OpenTelemetry spans, joined across files by the writer's stitcher.
-    Spans(crate::ingest::otel::SpanBatch),
+    /// A fragment of conversations that may continue in another file, joined across files by
+    /// the writer's stitchers.
+    Fragment(crate::ingest::Fragment),
     Done {
         format: Option<Format>,
         sha256: String,
@@ -287,24 +288,52 @@ impl Sink for ChannelSink<'_> {
     fn records_read(&mut self, n: u64) {
         self.records += n;
     }
-    fn otel_spans(&mut self, batch: crate::ingest::otel::SpanBatch) {
-        self.send(Message::Spans(batch));
+    fn fragment(&mut self, fragment: crate::ingest::Fragment) {
+        self.send(Message::Fragment(fragment));
     }
 }
 
 /// Run the stitcher and turn what it built into the writer's messages.
 fn stitched(
-    stitcher: &std::cell::RefCell<crate::ingest::otel::Stitcher>,
-    step: impl FnOnce(&mut crate::ingest::otel::Stitcher, &mut crate::ingest::Collect),
+    stitchers: &std::cell::RefCell<Stitchers>,
+    step: impl FnOnce(&mut Stitchers, &mut crate::ingest::Collect),
 ) -> Vec<Message> {
     let mut out = crate::ingest::Collect::default();
-    step(&mut stitcher.borrow_mut(), &mut out);
+    step(&mut stitchers.borrow_mut(), &mut out);
     let quarantined = out.quarantined.into_iter().map(Message::Quarantine);
     let built = out.conversations.into_iter().map(|(mut c, record)| {
         crate::store::digest::fill(&mut c);
         Message::Conversation(c, record, 0)
     });
     quarantined.chain(built).collect()
+}
+
+/// One stitcher per format whose conversations span files, made when its first fragment
+/// arrives; fragments reach them in input order.
+#[derive(Default)]
+struct Stitchers(Vec<(crate::ingest::Format, Box<dyn crate::ingest::Stitch>)>);
+
+impl Stitchers {
+    fn add(&mut self, fragment: crate::ingest::Fragment, out: &mut crate::ingest::Collect) {
+        let format = fragment.format;
+        let at = match self.0.iter().position(|(f, _)| *f == format) {
+            Some(at) => at,
+            None => match format.adapter().stitcher() {
+                Some(stitch) => {
+                    self.0.push((format, stitch));
+                    self.0.len() - 1
+                }
+                None => unreachable!("{format} hands over fragments without a stitcher"),
+            },
+        };
+        self.0[at].1.add(fragment, out);
+    }
+
+    fn finish(&mut self, out: &mut crate::ingest::Collect) {
+        for (_, stitch) in &mut self.0 {
+            stitch.finish(out);
+        }
+    }
 }
 
 /// One file an ingest reads.
@@ -648,8 +677,8 @@ pub fn ingest_tapped(
     let mut fatal: Option<io::Error> = None;
     // The first reasons records were dropped for, for the message when nothing could be read.
     let mut first_reasons: Vec<String> = Vec::new();
-    // Traces whose spans are spread over files are joined here, in input order.
-    let stitcher = std::cell::RefCell::new(crate::ingest::otel::Stitcher::default());
+    // Conversations spread over files (OpenTelemetry traces) are joined here, in input order.
+    let stitchers = std::cell::RefCell::new(Stitchers::default());
     let last_input = files.len() - 1;
 
     std::thread::scope(|scope| {
@@ -708,11 +737,13 @@ pub fn ingest_tapped(
             let unfinished = (i == last_input)
                 .then_some(())
                 .into_iter()
-                .flat_map(|()| stitched(&stitcher, |s, out| s.finish(out)));
+                .flat_map(|()| stitched(&stitchers, |s, out| s.finish(out)));
             let messages = rx
                 .into_iter()
                 .flat_map(|m| match m {
-                    Message::Spans(batch) => stitched(&stitcher, |s, out| s.add(batch, out)),
+                    Message::Fragment(fragment) => {
+                        stitched(&stitchers, |s, out| s.add(fragment, out))
+                    }
                     other => vec![other],
                 })
                 .chain(unfinished);
@@ -811,7 +842,7 @@ pub fn ingest_tapped(
                             result
                         }
                     }
-                    Message::Spans(_) => Ok(()),
+                    Message::Fragment(_) => Ok(()),
                     Message::Digesting(..) => unreachable!("received as a conversation above"),
                     Message::Done {
                         format,

@@ -1066,6 +1066,32 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     Ok(())
 }
 
+/// Inspect AI eval logs: a JSON log or an `.eval` ZIP archive.
+pub struct InspectAdapter;
+
+impl crate::ingest::Adapter for InspectAdapter {
+    fn name(&self) -> &'static str {
+        "inspect-ai"
+    }
+    fn family(&self) -> &'static str {
+        "inspect-ai"
+    }
+    fn about(&self) -> &'static str {
+        "Inspect AI eval logs: a JSON log or an .eval ZIP archive"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        crate::ingest::Match::strong_if(is_eval_archive(head.bytes) || is_json_log(head.text))
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+        read(input, sink)
+    }
+}
+
+impl crate::ingest::Format {
+    #[allow(non_upper_case_globals)]
+    pub const InspectAi: crate::ingest::Format = crate::ingest::Format(&InspectAdapter);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,7 @@ pub(crate) mod json_pick;
 pub(crate) mod json_scan;
 pub mod openinference;
 pub mod otel;
+pub mod registry;
 pub mod swe_agent;
 pub mod tau2;
 pub mod tau_bench;
@@ -21,136 +22,9 @@ pub mod trajectory;
 pub mod vcr;
 
 use crate::model::Conversation;
+pub use registry::{Adapter, Format, Fragment, Head, Match, Stitch};
 use serde::Serialize;
 use std::path::Path;
-
-/// A source format the engine reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
-pub enum Format {
-    /// agentfootprint NDJSON: one event envelope per line.
-    AgentfootprintNdjson,
-    /// agentfootprint Recording document `{snapshot, events, structure}`.
-    AgentfootprintRecording,
-    /// tau-bench v1: a JSON list of `{task_id, trial, reward, info, traj}`.
-    TauBench,
-    /// tau2-bench simulations (a results document, a wrapped list, or a bare list).
-    Tau2,
-    /// Inspect AI eval logs: a JSON log or an `.eval` ZIP archive.
-    InspectAi,
-    /// SWE-agent `.traj` trajectories.
-    SweAgent,
-    /// VCR HTTP cassettes of model calls (YAML `interactions`), as pydantic-ai records them.
-    Vcr,
-    /// OpenTelemetry GenAI spans: an OTLP JSON export, or one export request per line.
-    Otel,
-    /// OpenInference (Arize Phoenix) spans in an OTLP JSON export; read by the same adapter.
-    #[value(name = "openinference")]
-    OpenInference,
-}
-
-impl Format {
-    pub const ALL: [Format; 9] = [
-        Format::AgentfootprintNdjson,
-        Format::AgentfootprintRecording,
-        Format::TauBench,
-        Format::Tau2,
-        Format::InspectAi,
-        Format::SweAgent,
-        Format::Vcr,
-        Format::Otel,
-        Format::OpenInference,
-    ];
-
-    /// The stable name written into the store (`runs.format`, `--format`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::AgentfootprintNdjson => "agentfootprint-ndjson",
-            Format::AgentfootprintRecording => "agentfootprint-recording",
-            Format::TauBench => "tau-bench",
-            Format::Tau2 => "tau2",
-            Format::InspectAi => "inspect-ai",
-            Format::SweAgent => "swe-agent",
-            Format::Vcr => "vcr",
-            Format::Otel => "otel",
-            Format::OpenInference => "openinference",
-        }
-    }
-
-    /// The family name used as `source` in the corpus (one name per framework).
-    pub fn family(self) -> &'static str {
-        match self {
-            Format::AgentfootprintNdjson | Format::AgentfootprintRecording => "agentfootprint",
-            Format::TauBench => "tau-bench",
-            Format::Tau2 => "tau2",
-            Format::InspectAi => "inspect-ai",
-            Format::SweAgent => "swe-agent",
-            Format::Vcr => "vcr",
-            Format::Otel => "otel",
-            Format::OpenInference => "openinference",
-        }
-    }
-
-    /// Guess the format from the first bytes of a file (at least a few KiB when available).
-    /// Returns `None` when nothing matches; the caller quarantines the file.
-    pub fn detect(head: &[u8]) -> Option<Format> {
-        if inspect::is_eval_archive(head) {
-            return Some(Format::InspectAi);
-        }
-        let text = String::from_utf8_lossy(head);
-        let trimmed = text.trim_start_matches('\u{feff}').trim_start();
-        if inspect::is_json_log(trimmed) {
-            return Some(Format::InspectAi);
-        }
-        if swe_agent::is_trajectory(trimmed) {
-            return Some(Format::SweAgent);
-        }
-        if let Some(format) = otel::detect(trimmed) {
-            return Some(format);
-        }
-        if trimmed.starts_with('{') {
-            // One envelope per line: the first line is a complete object with a dotted type.
-            let first_line = trimmed.lines().next().unwrap_or("");
-            if first_line.contains("\"type\"")
-                && first_line.contains("\"agentfootprint.")
-                && first_line.contains("\"meta\"")
-            {
-                return Some(Format::AgentfootprintNdjson);
-            }
-            if trimmed.contains("\"snapshot\"") && trimmed.contains("\"sharedState\"") {
-                return Some(Format::AgentfootprintRecording);
-            }
-            if trimmed.contains("\"simulations\"") {
-                return Some(Format::Tau2);
-            }
-            // A tau2 results document whose task list pushes `simulations` past the head.
-            if trimmed.contains("\"agent_info\"")
-                && trimmed.contains("\"user_info\"")
-                && trimmed.contains("\"environment_info\"")
-            {
-                return Some(Format::Tau2);
-            }
-            if trimmed.contains("\"snapshot\"") && trimmed.contains("agentfootprint.") {
-                return Some(Format::AgentfootprintRecording);
-            }
-            return None;
-        }
-        if trimmed.starts_with('[') {
-            if trimmed.contains("\"traj\"") {
-                return Some(Format::TauBench);
-            }
-            if trimmed.contains("\"messages\"")
-                && (trimmed.contains("\"termination_reason\"") || trimmed.contains("\"task_id\""))
-            {
-                return Some(Format::Tau2);
-            }
-        }
-        // A YAML document with an `interactions:` list: a VCR cassette.
-        if vcr::looks_like_cassette(trimmed) {
-            return Some(Format::Vcr);
-        }
-        None
-    }
-}
 
 /// Where in a file a record sits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -220,12 +94,15 @@ pub trait Sink {
     fn quarantine(&mut self, item: Quarantined);
     /// Count records read (stored or dropped).
     fn records_read(&mut self, n: u64);
-    /// One file's OpenTelemetry spans, grouped by trace. A trace can continue in another file,
-    /// so a sink that sees every file of an ingest (the driver) joins them across files with an
-    /// [`otel::Stitcher`]; the default builds this file's traces at once.
-    fn otel_spans(&mut self, batch: otel::SpanBatch) {
+    /// A piece of conversations that may continue in another file ([`Adapter::stitcher`]). A
+    /// sink that sees every file of an ingest (the driver) joins fragments across files; the
+    /// default builds this file's conversations at once, as if no other input existed.
+    fn fragment(&mut self, fragment: Fragment) {
         let mut out = Collect::default();
-        otel::assemble_batch(batch, &mut out);
+        if let Some(mut stitch) = fragment.format.adapter().stitcher() {
+            stitch.add(fragment, &mut out);
+            stitch.finish(&mut out);
+        }
         for q in out.quarantined {
             self.quarantine(q);
         }
@@ -244,16 +121,7 @@ pub struct Input<'a> {
 
 /// Read one file in the given format.
 pub fn read_file(format: Format, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
-    match format {
-        Format::AgentfootprintNdjson => agentfootprint::read_ndjson(input, sink),
-        Format::AgentfootprintRecording => agentfootprint::read_recording(input, sink),
-        Format::TauBench => tau_bench::read(input, sink),
-        Format::Tau2 => tau2::read(input, sink),
-        Format::InspectAi => inspect::read(input, sink),
-        Format::SweAgent => swe_agent::read(input, sink),
-        Format::Vcr => vcr::read(input, sink),
-        Format::Otel | Format::OpenInference => otel::read(input, sink),
-    }
+    format.adapter().read(input, sink)
 }
 
 /// A sink that keeps everything in memory (tests, small inputs).

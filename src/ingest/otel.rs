@@ -396,7 +396,10 @@ impl<'a> Reader<'a> {
             .partition(|(_, spans)| !complete_only || is_complete(spans.iter()));
         self.spans = waiting.into_iter().flat_map(|(_, spans)| spans).collect();
         if !ready.is_empty() {
-            self.sink.otel_spans(SpanBatch { traces: ready });
+            self.sink.fragment(crate::ingest::Fragment {
+                format: Format::Otel,
+                data: Box::new(SpanBatch { traces: ready }),
+            });
         }
     }
 
@@ -2234,6 +2237,76 @@ fn answer(root: Option<&Span>, outputs: &[Vec<Msg>]) -> Option<String> {
         }
     }
     outputs.last().and_then(|o| last_text(o))
+}
+
+/// OpenTelemetry GenAI spans: an OTLP JSON export, or one export request per line.
+pub struct OtelAdapter;
+
+/// OpenInference (Arize Phoenix) spans in an OTLP JSON export; read by the same reader, and
+/// joined across files by the same stitcher.
+pub struct OpenInferenceAdapter;
+
+impl crate::ingest::Adapter for OtelAdapter {
+    fn name(&self) -> &'static str {
+        "otel"
+    }
+    fn family(&self) -> &'static str {
+        "otel"
+    }
+    fn about(&self) -> &'static str {
+        "OpenTelemetry GenAI spans: an OTLP JSON export, or one export request per line"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        crate::ingest::Match::strong_if(detect(head.text) == Some(Format::Otel))
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+        read(input, sink)
+    }
+    fn stitcher(&self) -> Option<Box<dyn crate::ingest::Stitch>> {
+        Some(Box::new(Stitcher::default()))
+    }
+}
+
+impl crate::ingest::Adapter for OpenInferenceAdapter {
+    fn name(&self) -> &'static str {
+        "openinference"
+    }
+    fn family(&self) -> &'static str {
+        "openinference"
+    }
+    fn about(&self) -> &'static str {
+        "OpenInference (Arize Phoenix) spans in an OTLP JSON export"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        crate::ingest::Match::strong_if(detect(head.text) == Some(Format::OpenInference))
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+        read(input, sink)
+    }
+    fn stitcher(&self) -> Option<Box<dyn crate::ingest::Stitch>> {
+        Some(Box::new(Stitcher::default()))
+    }
+}
+
+impl Format {
+    #[allow(non_upper_case_globals)]
+    pub const Otel: Format = Format(&OtelAdapter);
+    #[allow(non_upper_case_globals)]
+    pub const OpenInference: Format = Format(&OpenInferenceAdapter);
+}
+
+impl crate::ingest::Stitch for Stitcher {
+    fn add(&mut self, fragment: crate::ingest::Fragment, sink: &mut dyn Sink) {
+        match fragment.data.downcast::<SpanBatch>() {
+            Ok(batch) => Stitcher::add(self, *batch, sink),
+            Err(_) => {
+                unreachable!("only the OpenTelemetry reader hands fragments to this stitcher")
+            }
+        }
+    }
+    fn finish(&mut self, sink: &mut dyn Sink) {
+        Stitcher::finish(self, sink)
+    }
 }
 
 #[cfg(test)]

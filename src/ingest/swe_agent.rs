@@ -570,6 +570,32 @@ fn call_ids(value: Option<&Value>) -> Vec<String> {
     }
 }
 
+/// SWE-agent `.traj` trajectories.
+pub struct SweAgentAdapter;
+
+impl crate::ingest::Adapter for SweAgentAdapter {
+    fn name(&self) -> &'static str {
+        "swe-agent"
+    }
+    fn family(&self) -> &'static str {
+        "swe-agent"
+    }
+    fn about(&self) -> &'static str {
+        "SWE-agent .traj trajectories"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        crate::ingest::Match::strong_if(is_trajectory(head.text))
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+        read(input, sink)
+    }
+}
+
+impl crate::ingest::Format {
+    #[allow(non_upper_case_globals)]
+    pub const SweAgent: crate::ingest::Format = crate::ingest::Format(&SweAgentAdapter);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

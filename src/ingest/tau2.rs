@@ -304,6 +304,42 @@ impl State<'_, '_> {
     }
 }
 
+/// tau2-bench simulations (a results document, a wrapped list, or a bare list).
+pub struct Tau2Adapter;
+
+impl crate::ingest::Adapter for Tau2Adapter {
+    fn name(&self) -> &'static str {
+        "tau2"
+    }
+    fn family(&self) -> &'static str {
+        "tau2"
+    }
+    fn about(&self) -> &'static str {
+        "tau2-bench simulations (a results document, a wrapped list, or a bare list)"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        let t = head.text;
+        let object = t.starts_with('{')
+            && (t.contains("\"simulations\"")
+                // A results document whose task list pushes `simulations` past the head.
+                || (t.contains("\"agent_info\"")
+                    && t.contains("\"user_info\"")
+                    && t.contains("\"environment_info\"")));
+        let list = t.starts_with('[')
+            && t.contains("\"messages\"")
+            && (t.contains("\"termination_reason\"") || t.contains("\"task_id\""));
+        crate::ingest::Match::strong_if(object || list)
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+        read(input, sink)
+    }
+}
+
+impl crate::ingest::Format {
+    #[allow(non_upper_case_globals)]
+    pub const Tau2: crate::ingest::Format = crate::ingest::Format(&Tau2Adapter);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

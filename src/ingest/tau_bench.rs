@@ -212,6 +212,34 @@ impl State<'_, '_> {
     }
 }
 
+/// tau-bench v1: a JSON list of `{task_id, trial, reward, info, traj}`.
+pub struct TauBenchAdapter;
+
+impl crate::ingest::Adapter for TauBenchAdapter {
+    fn name(&self) -> &'static str {
+        "tau-bench"
+    }
+    fn family(&self) -> &'static str {
+        "tau-bench"
+    }
+    fn about(&self) -> &'static str {
+        "tau-bench v1: a JSON list of {task_id, trial, reward, info, traj}"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        crate::ingest::Match::strong_if(
+            head.text.starts_with('[') && head.text.contains("\"traj\""),
+        )
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+        read(input, sink)
+    }
+}
+
+impl crate::ingest::Format {
+    #[allow(non_upper_case_globals)]
+    pub const TauBench: crate::ingest::Format = crate::ingest::Format(&TauBenchAdapter);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

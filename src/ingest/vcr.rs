@@ -1685,5 +1685,34 @@ fn exchange(
     }))
 }
 
+/// VCR HTTP cassettes of model calls (YAML `interactions`), as pydantic-ai records them.
+pub struct VcrAdapter;
+
+impl crate::ingest::Adapter for VcrAdapter {
+    fn name(&self) -> &'static str {
+        "vcr"
+    }
+    fn family(&self) -> &'static str {
+        "vcr"
+    }
+    fn about(&self) -> &'static str {
+        "VCR HTTP cassettes of model calls (YAML interactions)"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        // A JSON object is never a cassette, whatever its strings say.
+        crate::ingest::Match::strong_if(
+            !head.text.starts_with('{') && looks_like_cassette(head.text),
+        )
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+        read(input, sink)
+    }
+}
+
+impl crate::ingest::Format {
+    #[allow(non_upper_case_globals)]
+    pub const Vcr: crate::ingest::Format = crate::ingest::Format(&VcrAdapter);
+}
+
 #[cfg(test)]
 mod tests;

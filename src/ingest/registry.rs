@@ -1,0 +1,207 @@
+//! The formats the engine reads: one [`Adapter`] per format, each in its own file, and one
+//! ordered list of them, [`Format::ALL`]. Adding a format is one file (the adapter, and its
+//! [`Format`] constant) and one line in that list.
+//!
+//! Detection asks every adapter about the head of a file, in list order. The first that is sure
+//! ([`Match::Strong`]) wins; otherwise the first that recognises the head at all
+//! ([`Match::Weak`]: a shape another format could also have) does. So the order only matters
+//! between formats whose heads overlap, and the list says which wins.
+
+use super::{Input, Sink};
+use std::any::Any;
+use std::io;
+
+/// What detection sees of a file.
+pub struct Head<'a> {
+    /// The first bytes (64 KiB when the file has them).
+    pub bytes: &'a [u8],
+    /// The same as text (invalid UTF-8 replaced), without a byte-order mark and leading white
+    /// space.
+    pub text: &'a str,
+}
+
+/// How an adapter answers for a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Match {
+    No,
+    /// A shape this format has, but another one could have too: it wins only when no format
+    /// is sure.
+    Weak,
+    /// This format's own shape.
+    Strong,
+}
+
+impl Match {
+    pub fn strong_if(yes: bool) -> Match {
+        if yes {
+            Match::Strong
+        } else {
+            Match::No
+        }
+    }
+}
+
+/// One source format: how to recognise it, and how to read it into canonical rows.
+pub trait Adapter: Sync + Send {
+    /// The stable name written into the store (`runs.format`) and taken by `--format`.
+    fn name(&self) -> &'static str;
+    /// The family written as `source` in the corpus (one name per framework).
+    fn family(&self) -> &'static str;
+    /// One line for `--help`.
+    fn about(&self) -> &'static str;
+    /// Does this head look like this format?
+    fn detect(&self, head: &Head<'_>) -> Match;
+    /// Read one file: whole conversations (or fragments, see [`Adapter::stitcher`]) and
+    /// quarantine records go to the sink.
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()>;
+    /// For a format whose conversations can span files: what joins the fragments its reader
+    /// hands over ([`Sink::fragment`]) across every file of an ingest.
+    fn stitcher(&self) -> Option<Box<dyn Stitch>> {
+        None
+    }
+}
+
+/// Joins the fragments of conversations that span files (OpenTelemetry traces split over
+/// exports) and builds each conversation once it is complete.
+pub trait Stitch: Send {
+    /// Take one file's fragment; hand over every conversation it completes.
+    fn add(&mut self, fragment: Fragment, sink: &mut dyn Sink);
+    /// The inputs are done: build what is still incomplete, with notes.
+    fn finish(&mut self, sink: &mut dyn Sink);
+}
+
+/// A piece of one or more conversations that may continue in another file, in the adapter's
+/// own representation; only its format's [`Stitch`] opens it.
+pub struct Fragment {
+    /// The format whose stitcher joins it.
+    pub format: Format,
+    pub data: Box<dyn Any + Send>,
+}
+
+/// A source format: a handle on its registered [`Adapter`]. Equal when the names are.
+#[derive(Clone, Copy)]
+pub struct Format(pub(crate) &'static dyn Adapter);
+
+impl Format {
+    /// Every format, in detection order.
+    pub const ALL: &'static [Format] = &[
+        Format::InspectAi,
+        Format::SweAgent,
+        Format::Otel,
+        Format::OpenInference,
+        Format::AgentfootprintNdjson,
+        Format::AgentfootprintRecording,
+        Format::TauBench,
+        Format::Tau2,
+        Format::Vcr,
+    ];
+
+    pub fn adapter(self) -> &'static dyn Adapter {
+        self.0
+    }
+
+    /// The stable name written into the store (`runs.format`, `--format`).
+    pub fn name(self) -> &'static str {
+        self.0.name()
+    }
+
+    /// The family name used as `source` in the corpus (one name per framework).
+    pub fn family(self) -> &'static str {
+        self.0.family()
+    }
+
+    /// The format of this name.
+    pub fn named(name: &str) -> Option<Format> {
+        Format::ALL.iter().copied().find(|f| f.name() == name)
+    }
+
+    /// Guess the format from the first bytes of a file (at least a few KiB when available).
+    /// Returns `None` when nothing matches; the caller quarantines the file.
+    pub fn detect(head: &[u8]) -> Option<Format> {
+        let text = String::from_utf8_lossy(head);
+        let head = Head {
+            bytes: head,
+            text: text.trim_start_matches('\u{feff}').trim_start(),
+        };
+        let mut weak = None;
+        for &format in Format::ALL {
+            match format.0.detect(&head) {
+                Match::Strong => return Some(format),
+                Match::Weak if weak.is_none() => weak = Some(format),
+                _ => {}
+            }
+        }
+        weak
+    }
+}
+
+impl PartialEq for Format {
+    fn eq(&self, other: &Format) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Format {}
+
+impl std::hash::Hash for Format {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl PartialOrd for Format {
+    fn partial_cmp(&self, other: &Format) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Format {
+    fn cmp(&self, other: &Format) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl std::fmt::Debug for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_round_trip() {
+        for (i, f) in Format::ALL.iter().enumerate() {
+            assert_eq!(Format::named(f.name()), Some(*f));
+            assert!(Format::ALL[..i].iter().all(|g| g.name() != f.name()));
+        }
+        assert_eq!(Format::named("nope"), None);
+    }
+
+    #[test]
+    fn a_sure_format_beats_an_earlier_unsure_one() {
+        // A Recording-like document (a snapshot naming agentfootprint events) that is also a
+        // tau2 results document: tau2 is sure, the Recording only recognises the shape.
+        let head = br#"{"snapshot": {"x": "agentfootprint.agent"}, "simulations": []}"#;
+        assert_eq!(Format::detect(head), Some(Format::Tau2));
+        let head = br#"{"snapshot": {"x": "agentfootprint.agent"}}"#;
+        assert_eq!(Format::detect(head), Some(Format::AgentfootprintRecording));
+        // A list holding both shapes is tau-bench's: it comes first.
+        let head = br#"[{"traj": [], "messages": [], "task_id": 1}]"#;
+        assert_eq!(Format::detect(head), Some(Format::TauBench));
+        // A JSON object is never a cassette, even with the word in it.
+        assert_eq!(Format::detect(b"{\"a\": \"x\ninteractions:\"}"), None);
+        assert_eq!(
+            Format::detect(b"interactions:\n- request: {}\n"),
+            Some(Format::Vcr)
+        );
+    }
+}
