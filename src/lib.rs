@@ -16,6 +16,7 @@ pub mod js;
 pub mod model;
 pub mod passes;
 pub mod progress;
+#[cfg(feature = "reports")]
 pub mod report;
 pub mod store;
 pub mod terminal;
