@@ -38,7 +38,7 @@ pub enum Command {
     #[cfg(feature = "reports")]
     Explain(ExplainArgs),
     /// Generate a reproducible synthetic corpus with its expected findings (for benchmarks).
-    Gen(crate::gen::GenArgs),
+    Gen(GenArgs),
 }
 
 /// Flags shared by every command that reads raw inputs.
@@ -231,12 +231,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Ingest(args) => run_ingest(args),
         Command::Audit(args) => crate::audit::cli_audit(args),
         #[cfg(feature = "reports")]
-        Command::Report(args) => crate::report::cli_report(args),
+        Command::Report(args) => run_report(args),
         #[cfg(feature = "reports")]
-        Command::Diff(args) => crate::report::cli_diff(args),
+        Command::Diff(args) => run_diff(args),
         #[cfg(feature = "reports")]
-        Command::Explain(args) => crate::report::cli_explain(args),
-        Command::Gen(args) => crate::gen::cli_gen(args),
+        Command::Explain(args) => run_explain(args),
+        Command::Gen(args) => run_gen(args),
     }
 }
 
@@ -303,6 +303,181 @@ pub fn ingest_summary_text(m: &crate::store::StoreManifest) -> String {
         m.seconds,
     )
 }
+
+/// `traceaudit gen` arguments.
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// The recording format to write.
+    #[arg(long, value_enum)]
+    pub format: crate::gen::GenFormat,
+    /// Stop once this many runs were written (as the engine counts runs).
+    #[arg(long)]
+    pub runs: Option<u64>,
+    /// Stop once this much was written (for example 100MB or 1GB).
+    #[arg(long, value_parser = crate::gen::parse_size)]
+    pub size: Option<u64>,
+    /// The seed: the same seed and options give a byte-identical corpus.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Start a new input file past this size (default: 64MB for agentfootprint, 256MB for tau2).
+    #[arg(long, value_parser = crate::gen::parse_size)]
+    pub shard_size: Option<u64>,
+    /// The corpus directory to write (input/, traceaudit.toml, expected.json).
+    #[arg(long, short)]
+    pub out: PathBuf,
+}
+
+fn run_gen(args: GenArgs) -> ExitCode {
+    let mut opts = crate::gen::GenOptions::new(args.format, args.seed);
+    opts.runs = args.runs;
+    opts.bytes = args.size;
+    if opts.runs.is_none() && opts.bytes.is_none() {
+        opts.runs = Some(1_000);
+    }
+    if let Some(s) = args.shard_size {
+        opts.shard_bytes = s.max(1);
+    }
+    match crate::gen::generate(&opts, &args.out) {
+        Ok(summary) => {
+            println!("{}", crate::gen::summary_text(&summary));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("gen", naming_output(e, &args.out)),
+    }
+}
+
+#[cfg(feature = "reports")]
+fn run_report(args: ReportArgs) -> ExitCode {
+    use crate::report::{corpus::CorpusDir, emit, render_report, summary};
+    let run = || -> std::io::Result<()> {
+        let corpus = CorpusDir::open(&args.corpus)?;
+        let report = summary::build(
+            &corpus,
+            summary::ReportOptions {
+                by: args.by,
+                top: args.top,
+            },
+        )?;
+        emit(&render_report(&report, args.format)?, args.out.as_deref())
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail("report", e),
+    }
+}
+
+#[cfg(feature = "reports")]
+fn run_diff(args: DiffArgs) -> ExitCode {
+    use crate::report::{corpus::CorpusDir, diff, emit, render_diff};
+    let rules = match diff::Rules::parse(&args.fail_on) {
+        Ok(r) => r,
+        Err(e) => return fail("diff", format!("--fail-on: {e}")),
+    };
+    let run = || -> std::io::Result<diff::Diff> {
+        let base = CorpusDir::open(&args.baseline)?;
+        let cand = CorpusDir::open(&args.candidate)?;
+        let d = diff::build(
+            &base,
+            &cand,
+            &diff::DiffOptions {
+                by: args.by,
+                rules: rules.clone(),
+                top: args.top,
+            },
+        )?;
+        emit(&render_diff(&d, args.format)?, args.out.as_deref())?;
+        Ok(d)
+    };
+    match run() {
+        Ok(d) => {
+            eprintln!("{}", diff::verdict_line(&d));
+            if d.is_regression() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => fail("diff", e),
+    }
+}
+
+#[cfg(feature = "reports")]
+fn run_explain(args: ExplainArgs) -> ExitCode {
+    use crate::report::{corpus::CorpusDir, emit, explain, render_explain};
+    let run = || -> std::io::Result<()> {
+        let corpus = CorpusDir::open(&args.corpus)?;
+        let e = explain::build(
+            &corpus,
+            &args.run_id,
+            explain::ExplainOptions {
+                preview: args.preview,
+                max_steps: args.max_steps.max(2),
+            },
+        )?;
+        emit(&render_explain(&e, args.format)?, args.out.as_deref())
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail("explain", e),
+    }
+}
+
+/// A clap value list for an enum of a lower layer (only this module knows clap): each variant
+/// with the name the command line takes and its help.
+macro_rules! value_enum {
+    ($ty:ty { $($variant:expr => $name:literal: $help:literal),+ $(,)? }) => {
+        impl clap::ValueEnum for $ty {
+            fn value_variants<'a>() -> &'a [Self] {
+                &[$($variant),+]
+            }
+            fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+                let (name, help) = match *self {
+                    $(v if v == $variant => ($name, $help),)+
+                    _ => unreachable!(),
+                };
+                let value = clap::builder::PossibleValue::new(name);
+                Some(if help.is_empty() { value } else { value.help(help) })
+            }
+        }
+    };
+}
+
+value_enum!(crate::gen::GenFormat {
+    crate::gen::GenFormat::Agentfootprint => "agentfootprint":
+        "agentfootprint NDJSON (firehose tier): one event envelope per line, several sessions \
+         interleaved in each shard",
+    crate::gen::GenFormat::Tau2 => "tau2":
+        "tau2-bench results documents `{timestamp, info, tasks, simulations}`",
+});
+
+#[cfg(feature = "reports")]
+value_enum!(crate::report::ReportFormat {
+    crate::report::ReportFormat::Table => "table": "",
+    crate::report::ReportFormat::Markdown => "markdown": "",
+    crate::report::ReportFormat::Json => "json": "",
+    crate::report::ReportFormat::Html => "html": "",
+});
+
+#[cfg(feature = "reports")]
+value_enum!(crate::report::DiffFormat {
+    crate::report::DiffFormat::Markdown => "markdown": "",
+    crate::report::DiffFormat::Json => "json": "",
+});
+
+#[cfg(feature = "reports")]
+value_enum!(crate::report::ExplainFormat {
+    crate::report::ExplainFormat::Text => "text": "",
+    crate::report::ExplainFormat::Json => "json": "",
+});
+
+#[cfg(feature = "reports")]
+value_enum!(crate::report::groups::GroupBy {
+    crate::report::groups::GroupBy::Agent => "agent": "",
+    crate::report::groups::GroupBy::Model => "model": "",
+    crate::report::groups::GroupBy::Source => "source": "",
+    crate::report::groups::GroupBy::Day => "day": "",
+    crate::report::groups::GroupBy::Tool => "tool": "",
+});
 
 #[cfg(test)]
 mod tests {

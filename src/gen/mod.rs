@@ -29,7 +29,6 @@ use plan::AnswerKind;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Instant;
 
 /// Bump when the same options would produce different bytes (cached corpora are keyed on it).
@@ -47,7 +46,7 @@ pub const CONFIG_TEXT: &str =
 [tools.render_view]\n\
 repeated_when = \"arguments\"\n";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum GenFormat {
     /// agentfootprint NDJSON (firehose tier): one event envelope per line, several sessions
@@ -585,74 +584,37 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok((n * scale).round() as u64)
 }
 
-/// `traceaudit gen` arguments.
-#[derive(Debug, clap::Args)]
-pub struct GenArgs {
-    /// The recording format to write.
-    #[arg(long, value_enum)]
-    pub format: GenFormat,
-    /// Stop once this many runs were written (as the engine counts runs).
-    #[arg(long)]
-    pub runs: Option<u64>,
-    /// Stop once this much was written (for example 100MB or 1GB).
-    #[arg(long, value_parser = parse_size)]
-    pub size: Option<u64>,
-    /// The seed: the same seed and options give a byte-identical corpus.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Start a new input file past this size (default: 64MB for agentfootprint, 256MB for tau2).
-    #[arg(long, value_parser = parse_size)]
-    pub shard_size: Option<u64>,
-    /// The corpus directory to write (input/, traceaudit.toml, expected.json).
-    #[arg(long, short)]
-    pub out: PathBuf,
-}
-
-pub fn cli_gen(args: GenArgs) -> ExitCode {
-    let mut opts = GenOptions::new(args.format, args.seed);
-    opts.runs = args.runs;
-    opts.bytes = args.size;
-    if opts.runs.is_none() && opts.bytes.is_none() {
-        opts.runs = Some(1_000);
-    }
-    if let Some(s) = args.shard_size {
-        opts.shard_bytes = s.max(1);
-    }
-    match generate(&opts, &args.out) {
-        Ok(summary) => {
-            let t = &summary.expected.totals;
-            println!(
-                "files            {}\n\
-                 bytes            {} ({:.1} MB)\n\
-                 conversations    {}\n\
-                 runs             {}\n\
-                 landings         {}\n\
-                 repeated-call    {} finding(s) in {} run(s)\n\
-                 prior-turn       {} fail, {} pass, {} unreachable\n\
-                 schema attempts  {} ({} retried, {} exhausted)\n\
-                 seconds          {:.2}\n\
-                 wrote {}",
-                t.files,
-                t.bytes,
-                t.bytes as f64 / 1e6,
-                t.conversations,
-                t.runs,
-                t.landings,
-                t.repeated_call_findings,
-                t.repeated_call.checked_fail,
-                t.prior_turn_evidence.checked_fail,
-                t.prior_turn_evidence.checked_pass,
-                t.prior_turn_evidence.unreachable,
-                t.schema.attempts,
-                t.schema.retried,
-                t.schema.exhausted,
-                summary.seconds,
-                summary.dir.display()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => crate::cli::fail("gen", e),
-    }
+/// The summary `gen` prints, one fact per line.
+pub fn summary_text(summary: &GenSummary) -> String {
+    let t = &summary.expected.totals;
+    format!(
+        "files            {}\n\
+         bytes            {} ({:.1} MB)\n\
+         conversations    {}\n\
+         runs             {}\n\
+         landings         {}\n\
+         repeated-call    {} finding(s) in {} run(s)\n\
+         prior-turn       {} fail, {} pass, {} unreachable\n\
+         schema attempts  {} ({} retried, {} exhausted)\n\
+         seconds          {:.2}\n\
+         wrote {}",
+        t.files,
+        t.bytes,
+        t.bytes as f64 / 1e6,
+        t.conversations,
+        t.runs,
+        t.landings,
+        t.repeated_call_findings,
+        t.repeated_call.checked_fail,
+        t.prior_turn_evidence.checked_fail,
+        t.prior_turn_evidence.checked_pass,
+        t.prior_turn_evidence.unreachable,
+        t.schema.attempts,
+        t.schema.retried,
+        t.schema.exhausted,
+        summary.seconds,
+        summary.dir.display()
+    )
 }
 
 /// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.ffffff` (UTC, microseconds from `us`).

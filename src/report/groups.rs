@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io;
 
 /// How to group runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GroupBy {
     Agent,

@@ -17,14 +17,11 @@ pub mod stats;
 pub mod summary;
 pub mod text;
 
-use crate::cli::{fail, DiffArgs, ExplainArgs, ReportArgs};
-use corpus::CorpusDir;
 use std::io::{self, Write};
 use std::path::Path;
-use std::process::ExitCode;
 
 /// Output formats of `report`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReportFormat {
     Table,
     Markdown,
@@ -33,14 +30,14 @@ pub enum ReportFormat {
 }
 
 /// Output formats of `diff`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DiffFormat {
     Markdown,
     Json,
 }
 
 /// Output formats of `explain`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExplainFormat {
     Text,
     Json,
@@ -78,24 +75,6 @@ pub fn render_report(r: &summary::Report, format: ReportFormat) -> io::Result<St
     })
 }
 
-pub fn cli_report(args: ReportArgs) -> ExitCode {
-    let run = || -> io::Result<()> {
-        let corpus = CorpusDir::open(&args.corpus)?;
-        let report = summary::build(
-            &corpus,
-            summary::ReportOptions {
-                by: args.by,
-                top: args.top,
-            },
-        )?;
-        emit(&render_report(&report, args.format)?, args.out.as_deref())
-    };
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("report", e),
-    }
-}
-
 /// Render a diff in `format`.
 pub fn render_diff(d: &diff::Diff, format: DiffFormat) -> io::Result<String> {
     Ok(match format {
@@ -104,58 +83,10 @@ pub fn render_diff(d: &diff::Diff, format: DiffFormat) -> io::Result<String> {
     })
 }
 
-pub fn cli_diff(args: DiffArgs) -> ExitCode {
-    let rules = match diff::Rules::parse(&args.fail_on) {
-        Ok(r) => r,
-        Err(e) => return fail("diff", format!("--fail-on: {e}")),
-    };
-    let run = || -> io::Result<diff::Diff> {
-        let base = CorpusDir::open(&args.baseline)?;
-        let cand = CorpusDir::open(&args.candidate)?;
-        let d = diff::build(
-            &base,
-            &cand,
-            &diff::DiffOptions {
-                by: args.by,
-                rules: rules.clone(),
-                top: args.top,
-            },
-        )?;
-        emit(&render_diff(&d, args.format)?, args.out.as_deref())?;
-        Ok(d)
-    };
-    match run() {
-        Ok(d) => {
-            eprintln!("{}", diff::verdict_line(&d));
-            if d.is_regression() {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
-        Err(e) => fail("diff", e),
-    }
-}
-
-pub fn cli_explain(args: ExplainArgs) -> ExitCode {
-    let run = || -> io::Result<()> {
-        let corpus = CorpusDir::open(&args.corpus)?;
-        let e = explain::build(
-            &corpus,
-            &args.run_id,
-            explain::ExplainOptions {
-                preview: args.preview,
-                max_steps: args.max_steps.max(2),
-            },
-        )?;
-        let text = match args.format {
-            ExplainFormat::Text => explain::render_text(&e),
-            ExplainFormat::Json => json(&e)?,
-        };
-        emit(&text, args.out.as_deref())
-    };
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("explain", e),
-    }
+/// Render an explained run in `format`.
+pub fn render_explain(e: &explain::Explanation, format: ExplainFormat) -> io::Result<String> {
+    Ok(match format {
+        ExplainFormat::Text => explain::render_text(e),
+        ExplainFormat::Json => json(e)?,
+    })
 }

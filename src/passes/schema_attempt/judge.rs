@@ -13,13 +13,7 @@ use std::collections::BTreeMap;
 /// The stage no schema validator can contradict when it accepts the answer.
 const CUSTOM_STAGE: &str = "custom-validate";
 
-/// Compile a JSON Schema (draft from `$schema`, 2020-12 by default). Remote references are
-/// never fetched: the crate is built without its resolvers.
-pub fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
-    jsonschema::options()
-        .build(schema)
-        .map_err(|e| format!("{} (at {})", kind_name(e.kind()), e.schema_path().as_str()))
-}
+pub use crate::config::compile_schema;
 
 /// A validator verdict on one answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,12 +56,6 @@ impl Judgement {
             Judgement::Invalid { .. } => Some("schema-validate"),
         }
     }
-}
-
-fn kind_name(kind: &jsonschema::error::ValidationErrorKind) -> String {
-    let debug = format!("{kind:?}");
-    let name: String = debug.chars().take_while(|c| c.is_alphanumeric()).collect();
-    name
 }
 
 /// A JSON Pointer as a dotted path (`/a/0/b` -> `a.0.b`).
