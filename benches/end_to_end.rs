@@ -32,7 +32,7 @@ use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
-use traceaudit::gen::{self, GenFormat, GenOptions};
+use traceaudit_gen::{self as gen, GenFormat, GenOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Step {

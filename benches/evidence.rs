@@ -10,10 +10,10 @@ use traceaudit::evidence::{
     answer_values, build_index, build_watching_index, normalize_token, read_answer, tokenize,
     CompiledEvidence, EvidenceIndex,
 };
-use traceaudit::gen::plan::{plan_conversation, Outcome};
-use traceaudit::gen::rng::Rng;
-use traceaudit::gen::{GenFormat, Rates};
 use traceaudit::model::{HistoryMessage, Role};
+use traceaudit_gen::plan::{plan_conversation, Outcome};
+use traceaudit_gen::rng::Rng;
+use traceaudit_gen::{GenFormat, Rates};
 
 /// Tool results (JSON text) and user messages of a few generated conversations, in order.
 fn messages(conversations: u64) -> Vec<(Role, String)> {

@@ -37,8 +37,6 @@ pub enum Command {
     /// Tell one run as a story: its tool calls, its answer, and every finding where it fired.
     #[cfg(feature = "reports")]
     Explain(ExplainArgs),
-    /// Generate a reproducible synthetic corpus with its expected findings (for benchmarks).
-    Gen(GenArgs),
 }
 
 /// Flags shared by every command that reads raw inputs.
@@ -236,7 +234,6 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Diff(args) => run_diff(args),
         #[cfg(feature = "reports")]
         Command::Explain(args) => run_explain(args),
-        Command::Gen(args) => run_gen(args),
     }
 }
 
@@ -302,48 +299,6 @@ pub fn ingest_summary_text(m: &crate::store::StoreManifest) -> String {
         },
         m.seconds,
     )
-}
-
-/// `traceaudit gen` arguments.
-#[derive(Debug, Args)]
-pub struct GenArgs {
-    /// The recording format to write.
-    #[arg(long, value_enum)]
-    pub format: crate::gen::GenFormat,
-    /// Stop once this many runs were written (as the engine counts runs).
-    #[arg(long)]
-    pub runs: Option<u64>,
-    /// Stop once this much was written (for example 100MB or 1GB).
-    #[arg(long, value_parser = crate::gen::parse_size)]
-    pub size: Option<u64>,
-    /// The seed: the same seed and options give a byte-identical corpus.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Start a new input file past this size (default: 64MB for agentfootprint, 256MB for tau2).
-    #[arg(long, value_parser = crate::gen::parse_size)]
-    pub shard_size: Option<u64>,
-    /// The corpus directory to write (input/, traceaudit.toml, expected.json).
-    #[arg(long, short)]
-    pub out: PathBuf,
-}
-
-fn run_gen(args: GenArgs) -> ExitCode {
-    let mut opts = crate::gen::GenOptions::new(args.format, args.seed);
-    opts.runs = args.runs;
-    opts.bytes = args.size;
-    if opts.runs.is_none() && opts.bytes.is_none() {
-        opts.runs = Some(1_000);
-    }
-    if let Some(s) = args.shard_size {
-        opts.shard_bytes = s.max(1);
-    }
-    match crate::gen::generate(&opts, &args.out) {
-        Ok(summary) => {
-            println!("{}", crate::gen::summary_text(&summary));
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail("gen", naming_output(e, &args.out)),
-    }
 }
 
 #[cfg(feature = "reports")]
@@ -441,14 +396,6 @@ macro_rules! value_enum {
         }
     };
 }
-
-value_enum!(crate::gen::GenFormat {
-    crate::gen::GenFormat::Agentfootprint => "agentfootprint":
-        "agentfootprint NDJSON (firehose tier): one event envelope per line, several sessions \
-         interleaved in each shard",
-    crate::gen::GenFormat::Tau2 => "tau2":
-        "tau2-bench results documents `{timestamp, info, tasks, simulations}`",
-});
 
 #[cfg(feature = "reports")]
 value_enum!(crate::report::ReportFormat {

@@ -10,7 +10,6 @@ pub mod cli;
 pub mod config;
 pub mod corpus;
 pub mod evidence;
-pub mod gen;
 pub mod ingest;
 pub mod js;
 pub mod model;

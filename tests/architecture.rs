@@ -19,7 +19,6 @@ const LAYERS: &[&[&str]] = &[
     &["corpus"],
     &["passes"],
     &["pipeline", "audit"],
-    &["gen"],
     &["report"],
     &["cli"],
 ];

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use traceaudit::audit::{audit, AuditOptions};
 use traceaudit::config::Config;
-use traceaudit::gen::{self, GenFormat, GenOptions};
+use traceaudit_gen::{self as gen, GenFormat, GenOptions};
 
 /// Small options for tests: small shards (several files are written and read), results up to
 /// 3 KB (the benchmark covers 20 KB at scale), polls and re-renders often enough to occur.
@@ -173,26 +173,4 @@ fn schema_retries_carry_the_hash_of_their_correction() {
         .filter(|a| a.corrective_message_hash.is_some())
         .count();
     assert_eq!(listed, retry_hashes.len());
-}
-
-#[test]
-fn gen_command_writes_a_corpus() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("c");
-    let run = common::traceaudit(&[
-        "gen",
-        "--format",
-        "tau2",
-        "--runs",
-        "30",
-        "--seed",
-        "3",
-        "--out",
-        common::path_str(&out),
-    ]);
-    assert_eq!(run.status, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("repeated-call"), "{}", run.stdout);
-    assert!(out.join("expected.json").exists());
-    assert!(out.join("traceaudit.toml").exists());
-    assert!(out.join("input/tau2-0000.json").exists());
 }

@@ -363,16 +363,9 @@ fn an_interrupted_run_leaves_no_staging_behind() {
     // A generated input large enough that the audit is still running when interrupted.
     let dir = tempfile::tempdir().unwrap();
     let generated = dir.path().join("gen");
-    let o = run(&[
-        "gen",
-        "--format",
-        "agentfootprint",
-        "--size",
-        "60MB",
-        "--out",
-        s(&generated),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let mut opts = traceaudit_gen::GenOptions::new(traceaudit_gen::GenFormat::Agentfootprint, 1);
+    opts.bytes = Some(60_000_000);
+    traceaudit_gen::generate(&opts, &generated).expect("generate");
     let out = dir.path().join("corpus");
     for signal in ["INT", "TERM"] {
         let mut child = bin()

@@ -5,12 +5,12 @@
 //! all of them.
 
 use super::Expected;
-use crate::corpus::Finding;
 use arrow::array::{Array, StringArray};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, BufRead};
 use std::path::Path;
+use traceaudit::corpus::Finding;
 
 /// The outcome of a comparison.
 #[derive(Debug, Default, Clone)]

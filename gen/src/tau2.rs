@@ -14,12 +14,12 @@ use super::plan::{plan_conversation, AnswerKind, Origin, Outcome, TurnPlan};
 use super::rng::{Rng, DIGITS, HEX};
 use super::{iso_time, ExpectedRepeat, ExpectedRun, GenFormat, GenOptions, Rates};
 use super::{Stats, Unit, Writer, EPOCH_MS};
-use crate::config::RepeatedWhen;
-use crate::js;
-use crate::passes::repeated_call::call_key;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use traceaudit::config::RepeatedWhen;
+use traceaudit::js;
+use traceaudit::passes::repeated_call::call_key;
 
 const STREAM_FILES: u64 = 11;
 const STREAM_RENDER: u64 = 12;
