@@ -7,11 +7,11 @@
 //! the store only conversations stored in more than one piece). The corpus is byte for byte
 //! the one an audit of the store would write.
 
-use crate::cli::{fail, threads, AuditArgs};
+use super::ingest::{ingest_tapped, IngestOptions};
+use super::tap::{Tap, Tapped};
 use crate::config::Config;
 use crate::corpus::write::{CorpusTables, TableWriter};
 use crate::corpus::{finding_id, AgreementRow, Disposition, DispositionRow, Finding, LedgerRow};
-use crate::ingest::driver::{ingest_tapped, IngestOptions, Tap, Tapped};
 use crate::ingest::Format;
 use crate::model::vocab::source_family;
 use crate::model::Conversation;
@@ -23,7 +23,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Debug, Clone, Default)]
@@ -525,51 +524,4 @@ pub fn disposition_table(counts: &[CheckCounts]) -> String {
         ));
     }
     out
-}
-
-pub fn cli_audit(args: AuditArgs) -> ExitCode {
-    let (config, config_text) = match &args.config {
-        Some(path) => match Config::load(path) {
-            Ok((c, t)) => (c, Some(t)),
-            Err(e) => return fail("audit", e),
-        },
-        None => (Config::default(), None),
-    };
-    let opts = AuditOptions {
-        config,
-        config_text,
-        checks: args.checks.clone(),
-        threads: threads(args.read.threads),
-        format: args.read.format,
-        progress: !args.read.quiet,
-        include_values: args.include_values,
-    };
-    match audit(&args.inputs, &args.out, &opts) {
-        Ok(summary) => {
-            let m = &summary.manifest;
-            let s = &m.store_manifest.counts;
-            if let Some(secs) = m.ingest_seconds {
-                print!("{}", crate::cli::ingest_summary_text(&m.store_manifest));
-                println!("ingested in {secs:.2}s");
-            }
-            print!("{}", disposition_table(&m.counts));
-            println!(
-                "{} conversations, {} runs, {} findings -> {} ({:.2}s)",
-                m.conversations,
-                m.runs,
-                m.findings,
-                summary.corpus.display(),
-                m.seconds
-            );
-            if args.read.strict && s.records_quarantined > 0 {
-                eprintln!(
-                    "traceaudit audit: {} record(s) quarantined (--strict)",
-                    s.records_quarantined
-                );
-                return ExitCode::from(1);
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail("audit", crate::cli::naming_output(e, &args.out)),
-    }
 }
