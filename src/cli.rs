@@ -3,8 +3,8 @@
 //! `--strict`), 1 for a failed check where a command defines one, 2 when nothing could be read or
 //! the output could not be written.
 
-use crate::ingest::driver::{ingest, IngestOptions};
 use crate::ingest::Format;
+use crate::pipeline::ingest::{ingest, IngestOptions};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -227,7 +227,7 @@ pub fn fail(context: &str, e: impl std::fmt::Display) -> ExitCode {
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Ingest(args) => run_ingest(args),
-        Command::Audit(args) => crate::audit::cli_audit(args),
+        Command::Audit(args) => run_audit(args),
         #[cfg(feature = "reports")]
         Command::Report(args) => run_report(args),
         #[cfg(feature = "reports")]
@@ -257,6 +257,53 @@ fn run_ingest(args: IngestArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail("ingest", naming_output(e, &args.out)),
+    }
+}
+
+fn run_audit(args: AuditArgs) -> ExitCode {
+    let (config, config_text) = match &args.config {
+        Some(path) => match crate::config::Config::load(path) {
+            Ok((c, t)) => (c, Some(t)),
+            Err(e) => return fail("audit", e),
+        },
+        None => (crate::config::Config::default(), None),
+    };
+    let opts = crate::pipeline::audit::AuditOptions {
+        config,
+        config_text,
+        checks: args.checks.clone(),
+        threads: threads(args.read.threads),
+        format: args.read.format,
+        progress: !args.read.quiet,
+        include_values: args.include_values,
+    };
+    match crate::pipeline::audit::audit(&args.inputs, &args.out, &opts) {
+        Ok(summary) => {
+            let m = &summary.manifest;
+            let s = &m.store_manifest.counts;
+            if let Some(secs) = m.ingest_seconds {
+                print!("{}", ingest_summary_text(&m.store_manifest));
+                println!("ingested in {secs:.2}s");
+            }
+            print!("{}", crate::pipeline::audit::disposition_table(&m.counts));
+            println!(
+                "{} conversations, {} runs, {} findings -> {} ({:.2}s)",
+                m.conversations,
+                m.runs,
+                m.findings,
+                summary.corpus.display(),
+                m.seconds
+            );
+            if args.read.strict && s.records_quarantined > 0 {
+                eprintln!(
+                    "traceaudit audit: {} record(s) quarantined (--strict)",
+                    s.records_quarantined
+                );
+                return ExitCode::from(1);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("audit", naming_output(e, &args.out)),
     }
 }
 

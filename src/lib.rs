@@ -5,7 +5,10 @@
 //! time (the `evidence` module is the evidence gate's machinery they use); `corpus` writes
 //! findings, dispositions and ledgers.
 
-pub mod audit;
+/// The audit's public paths, kept where callers have always found them.
+pub mod audit {
+    pub use crate::pipeline::audit::*;
+}
 pub mod cli;
 pub mod config;
 pub mod corpus;
@@ -14,6 +17,7 @@ pub mod ingest;
 pub mod js;
 pub mod model;
 pub mod passes;
+pub mod pipeline;
 pub mod progress;
 #[cfg(feature = "reports")]
 pub mod report;

@@ -631,6 +631,9 @@ pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()
     for (conversation, record) in assembler.finish(&how, input) {
         sink.conversation(conversation, record);
     }
+    if let Some(sha256) = reader.get_mut().finish() {
+        sink.file_digest(sha256);
+    }
     Ok(())
 }
 

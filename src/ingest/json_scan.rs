@@ -128,6 +128,12 @@ impl Scanner<crate::ingest::HashingFile> {
     pub(crate) fn open(path: &Path) -> io::Result<Result<Self, NotJson>> {
         Self::start(crate::ingest::HashingFile::open(path)?, CHUNK, FIRST_CHECK)
     }
+
+    /// The file's sha256, when everything so far read it whole and in order
+    /// ([`crate::ingest::HashingFile::finish`]).
+    pub(crate) fn file_digest(&mut self) -> Option<String> {
+        self.reader.finish()
+    }
 }
 
 impl<R: Read + Seek> Scanner<R> {

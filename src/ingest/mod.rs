@@ -8,7 +8,6 @@
 
 pub mod agentfootprint;
 pub(crate) mod chat;
-pub mod driver;
 pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
@@ -22,6 +21,13 @@ pub mod trajectory;
 pub mod vcr;
 
 use crate::model::Conversation;
+/// The ingest job's public paths, kept where callers have always found them.
+pub mod driver {
+    pub use crate::pipeline::ingest::{ingest, ingest_tapped, IngestOptions, IngestSummary};
+    pub use crate::pipeline::inputs::{expand_inputs, find_inputs, FoundInputs, InputFile, STDIN};
+    pub use crate::pipeline::tap::{Tap, Tapped};
+}
+
 pub use registry::{Adapter, Format, Fragment, Head, Match, Stitch};
 use serde::Serialize;
 use std::path::Path;
@@ -97,6 +103,10 @@ pub trait Sink {
     /// A piece of conversations that may continue in another file ([`Adapter::stitcher`]). A
     /// sink that sees every file of an ingest (the driver) joins fragments across files; the
     /// default builds this file's conversations at once, as if no other input existed.
+    /// The sha256 of the input file (lower-case hex), from an adapter that read the file whole
+    /// in one pass ([`HashingFile::finish`]); a sink that records inputs hashes any other file
+    /// itself.
+    fn file_digest(&mut self, _sha256: String) {}
     fn fragment(&mut self, fragment: Fragment) {
         let mut out = Collect::default();
         if let Some(mut stitch) = fragment.format.adapter().stitcher() {
@@ -193,21 +203,12 @@ pub fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-// -------------------------------------------------------------------------------------------
 // Hashing an input while it is parsed.
-// -------------------------------------------------------------------------------------------
-
-thread_local! {
-    /// The sha256 of the last input file read whole, in one pass, on this thread through
-    /// [`HashingFile`]: (file length, digest).
-    static READ_DIGEST: std::cell::RefCell<Option<(u64, [u8; 32])>> =
-        const { std::cell::RefCell::new(None) };
-}
 
 /// A file read in one sequential pass that computes its sha256 on the way, so the manifest's
-/// digest does not cost a second read of the input (it was 12-20% of an audit, issue 8). The
-/// digest is kept only when the whole file went through in order; a seek, or a file closed
-/// early, leaves the caller to hash the file separately.
+/// digest does not cost a second read of the input. The digest stands only when the whole file
+/// went through in order: [`HashingFile::finish`] gives it then, and `None` after a seek or a
+/// file left unread, so that the caller hashes the file separately.
 pub(crate) struct HashingFile {
     file: std::fs::File,
     hasher: sha2::Sha256,
@@ -217,11 +218,6 @@ pub(crate) struct HashingFile {
 }
 
 impl HashingFile {
-    /// The file's length when it was opened.
-    pub(crate) fn len(&self) -> u64 {
-        self.len
-    }
-
     pub(crate) fn open(path: &std::path::Path) -> std::io::Result<HashingFile> {
         let file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();
@@ -232,6 +228,17 @@ impl HashingFile {
             len,
             in_order: true,
         })
+    }
+
+    /// The sha256 of the file as lower-case hex, when it was read whole, in order; `None`
+    /// otherwise. Taken once: the hash is finished here.
+    pub(crate) fn finish(&mut self) -> Option<String> {
+        if !(self.in_order && self.read == self.len) {
+            return None;
+        }
+        self.in_order = false;
+        let digest = sha2::Digest::finalize(std::mem::take(&mut self.hasher));
+        Some(digest.iter().map(|b| format!("{b:02x}")).collect())
     }
 }
 
@@ -253,29 +260,6 @@ impl std::io::Seek for HashingFile {
     }
 }
 
-impl Drop for HashingFile {
-    fn drop(&mut self) {
-        if self.in_order && self.read == self.len {
-            let hasher = std::mem::take(&mut self.hasher);
-            let digest: [u8; 32] = sha2::Digest::finalize(hasher).into();
-            READ_DIGEST.with(|d| *d.borrow_mut() = Some((self.len, digest)));
-        }
-    }
-}
-
-/// Forget any digest left by an earlier read on this thread.
-pub(crate) fn clear_read_digest() {
-    READ_DIGEST.with(|d| *d.borrow_mut() = None);
-}
-
-/// The digest of the last file of length `len` read whole on this thread, as lower-case hex.
-pub(crate) fn take_read_digest(len: u64) -> Option<String> {
-    READ_DIGEST
-        .with(|d| d.borrow_mut().take())
-        .filter(|(n, _)| *n == len)
-        .map(|(_, digest)| digest.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 #[cfg(test)]
 mod hashing_tests {
     use super::*;
@@ -292,34 +276,27 @@ mod hashing_tests {
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect();
-        let len = text.len() as u64;
 
-        clear_read_digest();
+        let mut reader = std::io::BufReader::new(HashingFile::open(&path).unwrap());
         let mut all = Vec::new();
-        std::io::BufReader::new(HashingFile::open(&path).unwrap())
-            .read_to_end(&mut all)
-            .unwrap();
-        assert_eq!(take_read_digest(len), Some(expected));
+        reader.read_to_end(&mut all).unwrap();
+        let mut file = reader.into_inner();
+        assert_eq!(file.finish(), Some(expected));
         // Taken once.
-        assert_eq!(take_read_digest(len), None);
+        assert_eq!(file.finish(), None);
 
         // Stopped early: no digest, the caller hashes the file itself.
-        clear_read_digest();
         let mut part = [0u8; 1000];
-        HashingFile::open(&path)
-            .unwrap()
-            .read_exact(&mut part)
-            .unwrap();
-        assert_eq!(take_read_digest(len), None);
+        let mut f = HashingFile::open(&path).unwrap();
+        f.read_exact(&mut part).unwrap();
+        assert_eq!(f.finish(), None);
 
         // Read whole but out of order: no digest either.
-        clear_read_digest();
         let mut f = HashingFile::open(&path).unwrap();
         f.seek(SeekFrom::Start(10)).unwrap();
         f.seek(SeekFrom::Start(0)).unwrap();
         let mut again = Vec::new();
         f.read_to_end(&mut again).unwrap();
-        drop(f);
-        assert_eq!(take_read_digest(len), None);
+        assert_eq!(f.finish(), None);
     }
 }

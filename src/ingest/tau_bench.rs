@@ -46,6 +46,9 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         top_is_object: false,
     };
     let outcome = state.document(&mut scan).and_then(|()| scan.end());
+    if let Some(sha256) = scan.file_digest() {
+        state.sink.file_digest(sha256);
+    }
     if let Err(err) = outcome {
         let (err, offset) = scan.describe(err)?;
         broken_at(

@@ -7,11 +7,11 @@
 //! the store only conversations stored in more than one piece). The corpus is byte for byte
 //! the one an audit of the store would write.
 
-use crate::cli::{fail, threads, AuditArgs};
+use super::ingest::{ingest_tapped, IngestOptions};
+use super::tap::{Tap, Tapped};
 use crate::config::Config;
 use crate::corpus::write::{CorpusTables, TableWriter};
 use crate::corpus::{finding_id, AgreementRow, Disposition, DispositionRow, Finding, LedgerRow};
-use crate::ingest::driver::{ingest_tapped, IngestOptions, Tap, Tapped};
 use crate::ingest::Format;
 use crate::model::vocab::source_family;
 use crate::model::Conversation;
@@ -23,7 +23,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Debug, Clone, Default)]
@@ -312,109 +311,39 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         config: opts.config.clone(),
         include_values: opts.include_values,
     };
-    let mut ingest_seconds = None;
-    let mut tapped = None;
-    let store_dir = if inputs.len() == 1 && is_store(&inputs[0]) {
-        inputs[0].clone()
-    } else {
-        let target = staging.path().join("store");
-        let checker = CheckWhileIngesting {
-            passes: &passes,
-            ctx: &ctx,
-        };
-        let (summary, kept) = ingest_tapped(
-            inputs,
-            &target,
-            &IngestOptions {
-                format: opts.format,
-                threads: opts.threads,
-                progress: opts.progress,
-            },
-            Some((&checker, &staging.path().join(CHECKED_DIR))),
-        )?;
-        ingest_seconds = Some(summary.manifest.seconds);
-        tapped = kept;
-        target
-    };
-    let store = Store::open(&store_dir)?;
-    let store_manifest = StoreManifest::read(&store_dir)?;
+    let source = store_of(inputs, staging.path(), opts, &passes, &ctx)?;
+    let store = Store::open(&source.dir)?;
+    let store_manifest = StoreManifest::read(&source.dir)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads.max(1))
         .build()
         .map_err(io::Error::other)?;
     let progress = crate::progress::counter(opts.progress, store_manifest.counts.runs, "audit");
     // Tables are written as each part is audited: memory holds one part and its results.
-    let mut tables = CorpusTables::create(staging.path())?;
-    let mut extra: Vec<(&'static str, TableWriter)> = Vec::new();
-    for pass in &passes {
-        for (table, schema) in pass.tables() {
-            let path = staging.path().join(format!("{table}.parquet"));
-            extra.push((table, TableWriter::create(&path, schema)?));
-        }
-    }
-    let mut counts: Vec<CheckCounts> = passes
-        .iter()
-        .map(|p| CheckCounts {
-            check: p.name().to_string(),
-            ..CheckCounts::default()
-        })
-        .collect();
-    let mut conversations = 0u64;
-    let mut runs = 0u64;
-    let mut findings = 0u64;
-    // One part at a time: read, audited in parallel, written in order. (Reading the next part
-    // of a store while auditing this one was tried: on two cores it gained little and held two
-    // parts.) The next part is audited while this one's tables are written: a part's results
-    // are small next to its conversations. After an ingest they are mostly gathered already
-    // (at 4 GB that tail was 2.5 s of 29 with a core idle); auditing a store, the reading and
-    // checking of the next part overlaps the writing (tau2 1 GB: 2 threads were 1.39x one).
-    std::thread::scope(|scope| -> io::Result<()> {
-        let (ready_tx, ready) = std::sync::mpsc::sync_channel::<io::Result<Vec<Contribution>>>(0);
-        let (store, pool, passes, ctx, tapped) = (&store, &pool, &passes, &ctx, &tapped);
-        scope.spawn(move || {
-            for part in 0..store.parts {
-                let results = pool.install(|| match tapped {
-                    Some(tapped) => tapped_part(store, part, tapped, passes, ctx),
-                    None => audit_part(store, part, passes, ctx),
-                });
-                let failed = results.is_err();
-                if ready_tx.send(results).is_err() || failed {
-                    break;
-                }
-            }
-        });
-        for _ in 0..store.parts {
-            let results: Vec<Contribution> = ready
-                .recv()
-                .map_err(|_| io::Error::other("the checked results of a part went missing"))??;
-            for r in results {
-                conversations += 1;
-                runs += r.runs;
-                progress.inc(r.runs);
-                count(&mut counts, &r);
-                findings += r.findings.len() as u64;
-                tables.append(&r.findings, &r.dispositions, &r.agreement)?;
-                for (name, table) in extra.iter_mut() {
-                    let rows: Vec<&serde_json::Value> = r
-                        .rows
-                        .iter()
-                        .filter(|(t, _)| t == name)
-                        .map(|(_, row)| row)
-                        .collect();
-                    if !rows.is_empty() {
-                        table.append(&rows)?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    })?;
+    let mut out_tables = OutTables {
+        tables: CorpusTables::create(staging.path())?,
+        extra: check_table_writers(staging.path(), &passes)?,
+        totals: Totals::new(&passes),
+    };
+    let parts = Parts {
+        store: &store,
+        pool: &pool,
+        passes: &passes,
+        ctx: &ctx,
+        tapped: &source.tapped,
+    };
+    audit_parts(&parts, &mut out_tables, &progress)?;
     progress.finish_and_clear();
-    if tapped.is_some() {
+    if source.tapped.is_some() {
         std::fs::remove_dir_all(staging.path().join(CHECKED_DIR))?;
     }
 
-    let ledger = ledger_rows(&passes, &counts);
+    let OutTables {
+        tables,
+        extra,
+        totals,
+    } = out_tables;
+    let ledger = ledger_rows(&passes, &totals.counts);
     tables.finish(staging.path(), &ledger)?;
     for (_, table) in extra {
         table.finish()?;
@@ -425,24 +354,194 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         checks: passes.iter().map(|p| p.name().to_string()).collect(),
         config: opts.config_text.clone(),
         config_hash: opts.config.hash(),
-        store: if store_dir.starts_with(staging.path()) {
+        store: if source.dir.starts_with(staging.path()) {
             "store".into()
         } else {
-            store_dir.display().to_string()
+            source.dir.display().to_string()
         },
         store_manifest,
-        conversations,
-        runs,
-        findings,
-        counts,
+        conversations: totals.conversations,
+        runs: totals.runs,
+        findings: totals.findings,
+        counts: totals.counts,
         threads: opts.threads,
         seconds: started.elapsed().as_secs_f64(),
-        ingest_seconds,
+        ingest_seconds: source.ingest_seconds,
     };
     let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
     write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
     let corpus = staging.commit()?;
     Ok(AuditSummary { corpus, manifest })
+}
+
+/// The store an audit reads: the one given, or one ingested from raw inputs into the corpus
+/// being written (checked during the ingest, see [`CheckWhileIngesting`]).
+struct Source {
+    dir: PathBuf,
+    ingest_seconds: Option<f64>,
+    tapped: Option<Tapped>,
+}
+
+/// The store given as the only input, or the ingest of the raw inputs into `staging/store`.
+fn store_of(
+    inputs: &[PathBuf],
+    staging: &Path,
+    opts: &AuditOptions,
+    passes: &[&'static dyn Pass],
+    ctx: &PassContext,
+) -> io::Result<Source> {
+    if inputs.len() == 1 && is_store(&inputs[0]) {
+        return Ok(Source {
+            dir: inputs[0].clone(),
+            ingest_seconds: None,
+            tapped: None,
+        });
+    }
+    let target = staging.join("store");
+    let checker = CheckWhileIngesting { passes, ctx };
+    let (summary, tapped) = ingest_tapped(
+        inputs,
+        &target,
+        &IngestOptions {
+            format: opts.format,
+            threads: opts.threads,
+            progress: opts.progress,
+        },
+        Some((&checker, &staging.join(CHECKED_DIR))),
+    )?;
+    Ok(Source {
+        dir: target,
+        ingest_seconds: Some(summary.manifest.seconds),
+        tapped,
+    })
+}
+
+/// A writer for each check's own corpus tables.
+fn check_table_writers(
+    dir: &Path,
+    passes: &[&'static dyn Pass],
+) -> io::Result<Vec<(&'static str, TableWriter)>> {
+    let mut extra = Vec::new();
+    for pass in passes {
+        for (table, schema) in pass.tables() {
+            let path = dir.join(format!("{table}.parquet"));
+            extra.push((table, TableWriter::create(&path, schema)?));
+        }
+    }
+    Ok(extra)
+}
+
+/// What the audit of each part needs.
+struct Parts<'a> {
+    store: &'a Store,
+    pool: &'a rayon::ThreadPool,
+    passes: &'a [&'static dyn Pass],
+    ctx: &'a PassContext,
+    tapped: &'a Option<Tapped>,
+}
+
+impl Parts<'_> {
+    /// One part's contributions, in the store's order.
+    fn audit(&self, part: u32) -> io::Result<Vec<Contribution>> {
+        self.pool.install(|| match self.tapped {
+            Some(tapped) => tapped_part(self.store, part, tapped, self.passes, self.ctx),
+            None => audit_part(self.store, part, self.passes, self.ctx),
+        })
+    }
+}
+
+/// The corpus tables being written, and the totals so far.
+struct OutTables {
+    tables: CorpusTables,
+    extra: Vec<(&'static str, TableWriter)>,
+    totals: Totals,
+}
+
+/// Conversations, runs and findings written, and the counts per check.
+struct Totals {
+    counts: Vec<CheckCounts>,
+    conversations: u64,
+    runs: u64,
+    findings: u64,
+}
+
+impl Totals {
+    fn new(passes: &[&'static dyn Pass]) -> Totals {
+        Totals {
+            counts: passes
+                .iter()
+                .map(|p| CheckCounts {
+                    check: p.name().to_string(),
+                    ..CheckCounts::default()
+                })
+                .collect(),
+            conversations: 0,
+            runs: 0,
+            findings: 0,
+        }
+    }
+}
+
+impl OutTables {
+    /// Write one conversation's contribution and count it.
+    fn append(&mut self, r: &Contribution) -> io::Result<()> {
+        self.totals.conversations += 1;
+        self.totals.runs += r.runs;
+        count(&mut self.totals.counts, r);
+        self.totals.findings += r.findings.len() as u64;
+        self.tables
+            .append(&r.findings, &r.dispositions, &r.agreement)?;
+        for (name, table) in self.extra.iter_mut() {
+            let rows: Vec<&serde_json::Value> = r
+                .rows
+                .iter()
+                .filter(|(t, _)| t == name)
+                .map(|(_, row)| row)
+                .collect();
+            if !rows.is_empty() {
+                table.append(&rows)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Audit every part of the store and write its contributions, in part order.
+///
+/// One part at a time: read, audited in parallel, written in order. (Reading the next part of
+/// a store while auditing this one was tried: on two cores it gained little and held two
+/// parts.) The next part is audited while this one's tables are written: a part's results are
+/// small next to its conversations. After an ingest they are mostly gathered already (at 4 GB
+/// that tail was 2.5 s of 29 with a core idle); auditing a store, the reading and checking of
+/// the next part overlaps the writing (tau2 1 GB: 2 threads were 1.39x one).
+fn audit_parts(
+    parts: &Parts<'_>,
+    out: &mut OutTables,
+    progress: &indicatif::ProgressBar,
+) -> io::Result<()> {
+    let count = parts.store.parts;
+    std::thread::scope(|scope| -> io::Result<()> {
+        let (ready_tx, ready) = std::sync::mpsc::sync_channel::<io::Result<Vec<Contribution>>>(0);
+        scope.spawn(move || {
+            for part in 0..count {
+                let results = parts.audit(part);
+                let failed = results.is_err();
+                if ready_tx.send(results).is_err() || failed {
+                    break;
+                }
+            }
+        });
+        for _ in 0..count {
+            let results: Vec<Contribution> = ready
+                .recv()
+                .map_err(|_| io::Error::other("the checked results of a part went missing"))??;
+            for r in results {
+                progress.inc(r.runs);
+                out.append(&r)?;
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Add one conversation's rows to the counts per check.
@@ -525,51 +624,4 @@ pub fn disposition_table(counts: &[CheckCounts]) -> String {
         ));
     }
     out
-}
-
-pub fn cli_audit(args: AuditArgs) -> ExitCode {
-    let (config, config_text) = match &args.config {
-        Some(path) => match Config::load(path) {
-            Ok((c, t)) => (c, Some(t)),
-            Err(e) => return fail("audit", e),
-        },
-        None => (Config::default(), None),
-    };
-    let opts = AuditOptions {
-        config,
-        config_text,
-        checks: args.checks.clone(),
-        threads: threads(args.read.threads),
-        format: args.read.format,
-        progress: !args.read.quiet,
-        include_values: args.include_values,
-    };
-    match audit(&args.inputs, &args.out, &opts) {
-        Ok(summary) => {
-            let m = &summary.manifest;
-            let s = &m.store_manifest.counts;
-            if let Some(secs) = m.ingest_seconds {
-                print!("{}", crate::cli::ingest_summary_text(&m.store_manifest));
-                println!("ingested in {secs:.2}s");
-            }
-            print!("{}", disposition_table(&m.counts));
-            println!(
-                "{} conversations, {} runs, {} findings -> {} ({:.2}s)",
-                m.conversations,
-                m.runs,
-                m.findings,
-                summary.corpus.display(),
-                m.seconds
-            );
-            if args.read.strict && s.records_quarantined > 0 {
-                eprintln!(
-                    "traceaudit audit: {} record(s) quarantined (--strict)",
-                    s.records_quarantined
-                );
-                return ExitCode::from(1);
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail("audit", crate::cli::naming_output(e, &args.out)),
-    }
 }

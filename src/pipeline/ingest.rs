@@ -1,0 +1,738 @@
+//! The ingest stage: reader threads, the writer loop and the manifest. The ingest job: find input files, detect their formats, read them in parallel, write the
+//! store in a deterministic order, and account for every record.
+//!
+//! Files are read by worker threads (up to `threads` at once); each file has its own bounded
+//! channel, and one writer drains the channels in input order. So memory is bounded (a worker
+//! waits when its file's channel is full) and the store's content does not depend on the thread
+//! count.
+//!
+//! A caller may hand each stored conversation on to a [`Tap`] running on threads of its own
+//! (the audit of raw inputs checks conversations there while the writer goes on).
+
+use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Sink};
+use crate::model::Conversation;
+use crate::store::atomic::{self, write_file, AtomicDir};
+use crate::store::{Counts, InputEntry, Origin, StoreManifest, StoreWriter};
+use std::collections::HashSet;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::time::Instant;
+
+use super::inputs::{find_inputs, sha256_of, spool, FoundInputs};
+use super::queue::{conversation_bytes, ByteBound, TapQueue};
+use super::tap::{Tap, TapFiles, Tapped};
+
+/// Input bytes per events part (an audit holds one part in memory at a time, so this bounds its
+/// memory whatever the size of the input). Parts share the store writer's buffer budget, so
+/// more parts make smaller row groups: at 64 MB a tau2 4 GB ingest wrote 60 parts of row groups
+/// of about 900 rows, and its audit was 10-15% slower than with 128 MB parts.
+const PART_INPUT_BYTES: u64 = 128 << 20;
+/// Messages a file may have in flight before its reader waits for the writer (conversations are
+/// bounded by bytes first: [`FILE_CHANNEL_BYTES`]).
+const CHANNEL_DEPTH: usize = 4096;
+/// Bytes of conversations a file may have in flight before its reader waits for the writer.
+/// The writer drains files in input order, so this is how far a reader of a later file gets
+/// ahead: far enough to keep a core busy while the file being written waits on its reader (at
+/// 64 conversations, a core stood idle 15% of a tau2 audit); bounded in bytes, as
+/// agentfootprint sessions are a hundred times the size of tau2 simulations. (Unit tests use a
+/// few KB, so their small inputs make readers wait too.)
+const FILE_CHANNEL_BYTES: usize = if cfg!(test) { 4 << 10 } else { 16 << 20 };
+
+#[derive(Debug, Clone, Default)]
+pub struct IngestOptions {
+    /// Read every file as this format instead of detecting it.
+    pub format: Option<Format>,
+    pub threads: usize,
+    /// Show a progress bar (only drawn when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// What an ingest did.
+#[derive(Debug, Clone)]
+pub struct IngestSummary {
+    pub store: PathBuf,
+    pub manifest: StoreManifest,
+}
+
+enum Message {
+    /// A conversation, the number of its record, and the bytes it holds of its file's
+    /// [`ByteBound`] (0 when it holds none).
+    Conversation(Conversation, u64, usize),
+    /// A conversation whose digests are being worked out on the digest pool
+    /// ([`crate::store::digest::fill`]); it arrives on the receiver. Record and bytes as for
+    /// `Conversation`.
+    Digesting(Receiver<Conversation>, u64, usize),
+    Quarantine(Quarantined),
+    Records(u64),
+    /// A fragment of conversations that may continue in another file, joined across files by
+    /// the writer's stitchers.
+    Fragment(crate::ingest::Fragment),
+    Done {
+        format: Option<Format>,
+        sha256: String,
+        error: Option<String>,
+    },
+}
+
+/// Hands an adapter's output to the writer. Record counts are summed here and sent along with
+/// the next message (one message per line would cost more than the line).
+struct ChannelSink<'a> {
+    tx: &'a SyncSender<Message>,
+    bound: &'a ByteBound,
+    records: u64,
+    /// The file's sha256, when its adapter read it whole in one pass.
+    digest: Option<String>,
+    /// Where the digests of a conversation's tool results are worked out.
+    pool: &'a rayon::ThreadPool,
+}
+
+impl ChannelSink<'_> {
+    fn send(&mut self, message: Message) {
+        if self.records > 0 {
+            let _ = self
+                .tx
+                .send(Message::Records(std::mem::take(&mut self.records)));
+        }
+        let _ = self.tx.send(message);
+    }
+}
+
+impl Sink for ChannelSink<'_> {
+    fn conversation(&mut self, mut conversation: Conversation, record: u64) {
+        let size = conversation_bytes(&conversation);
+        self.bound.acquire(size);
+        // The digests (a walk over every tool result) are worked out on the pool while this
+        // reader reads on; the writer, which stores them, waits for them in file order.
+        let (done, digested) = sync_channel(1);
+        self.pool.spawn(move || {
+            crate::store::digest::fill(&mut conversation);
+            let _ = done.send(conversation);
+        });
+        self.send(Message::Digesting(digested, record, size));
+    }
+    fn quarantine(&mut self, item: Quarantined) {
+        self.send(Message::Quarantine(item));
+    }
+    fn records_read(&mut self, n: u64) {
+        self.records += n;
+    }
+    fn file_digest(&mut self, sha256: String) {
+        self.digest = Some(sha256);
+    }
+    fn fragment(&mut self, fragment: crate::ingest::Fragment) {
+        self.send(Message::Fragment(fragment));
+    }
+}
+
+/// Run the stitcher and turn what it built into the writer's messages.
+fn stitched(
+    stitchers: &std::cell::RefCell<Stitchers>,
+    step: impl FnOnce(&mut Stitchers, &mut crate::ingest::Collect),
+) -> Vec<Message> {
+    let mut out = crate::ingest::Collect::default();
+    step(&mut stitchers.borrow_mut(), &mut out);
+    let quarantined = out.quarantined.into_iter().map(Message::Quarantine);
+    let built = out.conversations.into_iter().map(|(mut c, record)| {
+        crate::store::digest::fill(&mut c);
+        Message::Conversation(c, record, 0)
+    });
+    quarantined.chain(built).collect()
+}
+
+/// One stitcher per format whose conversations span files, made when its first fragment
+/// arrives; fragments reach them in input order.
+#[derive(Default)]
+struct Stitchers(Vec<(crate::ingest::Format, Box<dyn crate::ingest::Stitch>)>);
+
+impl Stitchers {
+    fn add(&mut self, fragment: crate::ingest::Fragment, out: &mut crate::ingest::Collect) {
+        let format = fragment.format;
+        let at = match self.0.iter().position(|(f, _)| *f == format) {
+            Some(at) => at,
+            None => match format.adapter().stitcher() {
+                Some(stitch) => {
+                    self.0.push((format, stitch));
+                    self.0.len() - 1
+                }
+                None => unreachable!("{format} hands over fragments without a stitcher"),
+            },
+        };
+        self.0[at].1.add(fragment, out);
+    }
+
+    fn finish(&mut self, out: &mut crate::ingest::Collect) {
+        for (_, stitch) in &mut self.0 {
+            stitch.finish(out);
+        }
+    }
+}
+
+/// Read one file into its channel.
+fn read_one(
+    path: &Path,
+    size: u64,
+    display: &str,
+    forced: Option<Format>,
+    tx: &SyncSender<Message>,
+    bound: &ByteBound,
+    pool: &rayon::ThreadPool,
+) {
+    let mut sink = ChannelSink {
+        tx,
+        bound,
+        records: 0,
+        digest: None,
+        pool,
+    };
+    let detected = match forced {
+        Some(f) => Ok(Some(f)),
+        None => crate::ingest::read_head(path).map(|head| {
+            if head.is_empty() {
+                None
+            } else {
+                Format::detect(&head)
+            }
+        }),
+    };
+    let (format, error) = match detected {
+        Err(e) => (None, Some(format!("cannot read {display}: {e}"))),
+        Ok(None) => {
+            let empty = size == 0;
+            sink.records_read(1);
+            sink.quarantine(Quarantined::dropped(
+                display,
+                Locator::File,
+                if empty {
+                    "empty file".to_string()
+                } else {
+                    "not a recognised recording format (no known format matched its content)"
+                        .to_string()
+                },
+            ));
+            (None, None)
+        }
+        Ok(Some(format)) => {
+            let input = Input { path, display };
+            match read_file(format, &input, &mut sink) {
+                Ok(()) => (Some(format), None),
+                Err(e) => (Some(format), Some(format!("cannot read {display}: {e}"))),
+            }
+        }
+    };
+    // Adapters that read their file in one pass hashed it on the way; the rest are read again.
+    let sha256 = match sink.digest.take() {
+        Some(sha256) => sha256,
+        None => sha256_of(path).unwrap_or_default(),
+    };
+    sink.send(Message::Done {
+        format,
+        sha256,
+        error,
+    });
+}
+
+/// Run an ingest of `inputs` into the store directory `out`.
+pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<IngestSummary> {
+    ingest_tapped(inputs, out, opts, None).map(|(summary, _)| summary)
+}
+
+/// [`ingest`], with `tap` run on every conversation once it is stored (on `threads` threads of
+/// its own, fed through a bounded queue); what it keeps is filed by store part under the given
+/// directory.
+pub fn ingest_tapped(
+    inputs: &[PathBuf],
+    out: &Path,
+    opts: &IngestOptions,
+    tap: Option<(&dyn Tap, &Path)>,
+) -> io::Result<(IngestSummary, Option<Tapped>)> {
+    let started = Instant::now();
+    atomic::refuse_overlap(out, inputs)?;
+    let found = find_inputs(inputs)?;
+    refuse_no_files(&found)?;
+    let staging = AtomicDir::create(out, &crate::store::store_layout())?;
+    // Streams are copied in first: their size decides the parts, and they can be read once.
+    let spool_dir = staging.path().join(".spool");
+    let files = readable_copies(&found, &spool_dir)?;
+    let sizes: Vec<u64> = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .collect();
+    let total_bytes: u64 = sizes.iter().sum();
+    let parts = total_bytes.div_ceil(PART_INPUT_BYTES).max(1) as u32;
+    let store = StoreWriter::create(staging.path(), parts)?;
+    let tap_files = match tap {
+        Some((_, dir)) => Some(TapFiles::create(dir, parts)?),
+        None => None,
+    };
+    let tap_queue = TapQueue::new();
+    let mut quarantine = io::BufWriter::new(std::fs::File::create(
+        staging.path().join("quarantine.jsonl"),
+    )?);
+    for (path, why) in &found.skipped {
+        write_quarantine(
+            &mut quarantine,
+            &Quarantined {
+                file: path.clone(),
+                locator: Locator::File,
+                severity: Severity::Skipped,
+                reason: why.clone(),
+                format: None,
+            },
+        )?;
+    }
+    let displays: Vec<String> = found.files.iter().map(|f| f.display.clone()).collect();
+    let mut writer = Writer {
+        store,
+        quarantine,
+        tap_files: tap_files.as_ref(),
+        tap_queue: &tap_queue,
+        displays: &displays,
+        sizes: &sizes,
+        counts: Counts {
+            files: files.len() as u64,
+            bytes: total_bytes,
+            ..Counts::default()
+        },
+        entries: Vec::with_capacity(files.len()),
+        seen_runs: HashSet::new(),
+        seen_conversations: HashSet::new(),
+        fatal: None,
+        first_reasons: Vec::new(),
+    };
+    let progress = crate::progress::bar(opts.progress, total_bytes, "ingest");
+    let inputs = Inputs {
+        files: &files,
+        sizes: &sizes,
+        displays: &displays,
+    };
+    let tap_error = run_stages(&inputs, opts, tap.map(|(t, _)| t), &mut writer, &progress)?;
+    if let Some(e) = tap_error {
+        return Err(e);
+    }
+    progress.finish_and_clear();
+    if let Some(e) = writer.fatal.take() {
+        return Err(e);
+    }
+    let manifest = writer.finish(found.skipped.len() as u64, started)?;
+    if spool_dir.exists() {
+        std::fs::remove_dir_all(&spool_dir)
+            .map_err(|e| atomic::with_path(e, "cannot remove", &spool_dir))?;
+    }
+    let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
+    write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
+    let store = staging.commit()?;
+    let tapped = tap_files.map(TapFiles::finish).transpose()?;
+    Ok((IngestSummary { store, manifest }, tapped))
+}
+
+/// No file to read is an error that says what was passed over, if anything.
+fn refuse_no_files(found: &FoundInputs) -> io::Result<()> {
+    if !found.files.is_empty() {
+        return Ok(());
+    }
+    let mut msg = String::from("no input files found");
+    if let Some((path, why)) = found.skipped.first() {
+        msg.push_str(&format!(
+            " ({} passed over; the first: {path}: {why})",
+            found.skipped.len()
+        ));
+    }
+    Err(io::Error::new(io::ErrorKind::NotFound, msg))
+}
+
+/// The file each input is read from: itself, or for a stream its copy in `spool_dir`.
+fn readable_copies(found: &FoundInputs, spool_dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = Vec::with_capacity(found.files.len());
+    for (n, input) in found.files.iter().enumerate() {
+        files.push(if input.stream {
+            spool(input, spool_dir, n)?
+        } else {
+            input.path.clone()
+        });
+    }
+    Ok(files)
+}
+
+/// The files an ingest reads, in input order.
+struct Inputs<'a> {
+    files: &'a [PathBuf],
+    sizes: &'a [u64],
+    displays: &'a [String],
+}
+
+/// Run the readers, the tap's threads and the writer loop until every file is drained. The
+/// tap's first error, if any, is returned; the writer's is left in [`Writer::fatal`].
+fn run_stages(
+    inputs: &Inputs<'_>,
+    opts: &IngestOptions,
+    tap: Option<&dyn Tap>,
+    writer: &mut Writer<'_>,
+    progress: &indicatif::ProgressBar,
+) -> io::Result<Option<io::Error>> {
+    let files = inputs.files;
+    let mut senders: Vec<std::sync::Mutex<Option<SyncSender<Message>>>> =
+        Vec::with_capacity(files.len());
+    let mut receivers: Vec<Receiver<Message>> = Vec::with_capacity(files.len());
+    for _ in files {
+        let (tx, rx) = sync_channel(CHANNEL_DEPTH);
+        senders.push(std::sync::Mutex::new(Some(tx)));
+        receivers.push(rx);
+    }
+    let bounds: Vec<ByteBound> = files
+        .iter()
+        .map(|_| ByteBound::new(FILE_CHANNEL_BYTES))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let threads = opts.threads.max(1).min(files.len());
+    // A panic in a spawned task would abort the process without a handler; with one, the
+    // task's sender is dropped and the writer reports the failure (see `Message::Digesting`).
+    let digest_pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads.max(1))
+        .panic_handler(|_| {})
+        .build()
+        .map_err(io::Error::other)?;
+    let tap_error: std::sync::Mutex<Option<io::Error>> = std::sync::Mutex::new(None);
+    // Conversations spread over files (OpenTelemetry traces) are joined here, in input order.
+    let stitchers = std::cell::RefCell::new(Stitchers::default());
+    let (tap_files, tap_queue) = (writer.tap_files, writer.tap_queue);
+    std::thread::scope(|scope| {
+        if let (Some(tap), Some(tap_files)) = (tap, tap_files) {
+            for _ in 0..opts.threads.max(1) {
+                scope.spawn(|| run_tap(tap, tap_files, tap_queue, &tap_error));
+            }
+        }
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= files.len() {
+                    break;
+                }
+                let tx = senders[i].lock().expect("sender lock").take();
+                if let Some(tx) = tx {
+                    read_one(
+                        &files[i],
+                        inputs.sizes[i],
+                        &inputs.displays[i],
+                        opts.format,
+                        &tx,
+                        &bounds[i],
+                        &digest_pool,
+                    );
+                }
+            });
+        }
+        // The writer: drain each file's channel in input order.
+        let last_input = files.len() - 1;
+        for (i, rx) in receivers.into_iter().enumerate() {
+            writer.drain_file(i, rx, &bounds[i], &stitchers, i == last_input);
+            progress.inc(inputs.sizes[i]);
+        }
+        // The tap's threads stop once the queue is empty.
+        tap_queue.close();
+    });
+    Ok(tap_error.into_inner().expect("tap error lock"))
+}
+
+/// A tap thread: run the tap on queued conversations until the queue is closed and empty.
+fn run_tap(
+    tap: &dyn Tap,
+    tap_files: &TapFiles,
+    tap_queue: &TapQueue,
+    tap_error: &std::sync::Mutex<Option<io::Error>>,
+) {
+    while let Some((conversation, origin, size)) = tap_queue.pop() {
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            tap_files.run(tap, &conversation, origin)
+        }));
+        match ran {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tap_error.lock().expect("tap error lock").get_or_insert(e);
+            }
+            // A panic here (a bug in a check) must not leave the writer waiting on this
+            // thread's queue: the conversation is marked stale instead, so it is checked again
+            // from the store after the ingest, where the panic surfaces as in an audit of a
+            // store.
+            Err(_) => tap_files.mark_stale(&conversation.id),
+        }
+        drop(conversation);
+        tap_queue.done(size);
+    }
+}
+
+/// The writer stage: takes each file's messages in input order, stores conversations (each run
+/// id once), files quarantine entries and keeps the counts.
+struct Writer<'a> {
+    store: StoreWriter,
+    quarantine: io::BufWriter<std::fs::File>,
+    tap_files: Option<&'a TapFiles>,
+    tap_queue: &'a TapQueue,
+    displays: &'a [String],
+    sizes: &'a [u64],
+    counts: Counts,
+    entries: Vec<InputEntry>,
+    seen_runs: HashSet<String>,
+    seen_conversations: HashSet<String>,
+    /// The first error; messages after it are received (readers must not block) but not used.
+    fatal: Option<io::Error>,
+    /// The first reasons records were dropped for, for the message when nothing could be read.
+    first_reasons: Vec<String>,
+}
+
+impl Writer<'_> {
+    /// Take every message of input `i`, joining fragments with the stitchers; after the last
+    /// input, the traces that never became complete are built.
+    fn drain_file(
+        &mut self,
+        i: usize,
+        rx: Receiver<Message>,
+        bound: &ByteBound,
+        stitchers: &std::cell::RefCell<Stitchers>,
+        last: bool,
+    ) {
+        let mut entry = InputEntry {
+            path: self.displays[i].clone(),
+            size: self.sizes[i],
+            ..InputEntry::default()
+        };
+        let unfinished = last
+            .then_some(())
+            .into_iter()
+            .flat_map(|()| stitched(stitchers, |s, out| s.finish(out)));
+        let messages = rx
+            .into_iter()
+            .flat_map(|m| match m {
+                Message::Fragment(fragment) => stitched(stitchers, |s, out| s.add(fragment, out)),
+                other => vec![other],
+            })
+            .chain(unfinished);
+        for message in messages {
+            let Some(message) = self.receive(message, bound) else {
+                continue;
+            };
+            if self.fatal.is_some() {
+                continue;
+            }
+            if let Err(e) = self.take(i, message, &mut entry) {
+                self.fatal = Some(e);
+            }
+        }
+        self.counts.records_read += entry.records;
+        self.counts.records_quarantined += entry.quarantined;
+        self.entries.push(entry);
+    }
+
+    /// A message as the writer uses it: a conversation whose digests were being worked out
+    /// arrives with them (`None` when that failed, which is fatal). Once received, a
+    /// conversation's bytes leave its file's bound, so the reader may read on whatever becomes
+    /// of it (the store writer and the tap's queue have bounds of their own).
+    fn receive(&mut self, message: Message, bound: &ByteBound) -> Option<Message> {
+        let message = match message {
+            Message::Digesting(digested, record, size) => match digested.recv() {
+                Ok(conversation) => Message::Conversation(conversation, record, size),
+                Err(_) => {
+                    // The worker panicked: a bug, reported as such.
+                    bound.release(size);
+                    self.fatal.get_or_insert_with(|| {
+                        io::Error::other("working out the digests of a conversation failed")
+                    });
+                    return None;
+                }
+            },
+            other => other,
+        };
+        if let Message::Conversation(_, _, size) = &message {
+            bound.release(*size);
+        }
+        Some(message)
+    }
+
+    /// Use one message of input `i`.
+    fn take(&mut self, i: usize, message: Message, entry: &mut InputEntry) -> io::Result<()> {
+        match message {
+            Message::Records(n) => {
+                entry.records += n;
+                Ok(())
+            }
+            Message::Quarantine(q) => {
+                match q.severity {
+                    Severity::Dropped => {
+                        entry.quarantined += 1;
+                        if self.first_reasons.len() < 3 {
+                            self.first_reasons.push(format!("{}: {}", q.file, q.reason));
+                        }
+                    }
+                    Severity::Partial => self.counts.partial_notes += 1,
+                    Severity::Duplicate | Severity::Skipped => {}
+                }
+                write_quarantine(&mut self.quarantine, &q)
+            }
+            Message::Conversation(conversation, record, _) => {
+                self.store_conversation(i, conversation, record)
+            }
+            Message::Fragment(_) => Ok(()),
+            Message::Digesting(..) => unreachable!("received as a conversation first"),
+            Message::Done {
+                format,
+                sha256,
+                error,
+            } => {
+                entry.format = format.map(|f| f.name().to_string());
+                entry.sha256 = sha256;
+                match error {
+                    Some(e) => Err(io::Error::other(e)),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// Store a conversation of input `i` without the runs already read from an earlier input
+    /// (each quarantined as a duplicate), and queue it for the tap when the store holds it
+    /// exactly as read.
+    fn store_conversation(
+        &mut self,
+        i: usize,
+        mut conversation: Conversation,
+        record: u64,
+    ) -> io::Result<()> {
+        let mut skipped = Vec::new();
+        conversation.runs.retain(|r| {
+            let fresh = self.seen_runs.insert(r.run_id.clone());
+            if !fresh {
+                skipped.push(r.run_id.clone());
+            }
+            fresh
+        });
+        let mut result = Ok(());
+        let skipped_none = skipped.is_empty();
+        for run_id in skipped {
+            self.counts.duplicate_runs += 1;
+            let q = Quarantined {
+                file: self.displays[i].clone(),
+                locator: Locator::Record(record),
+                severity: Severity::Duplicate,
+                reason: format!(
+                    "run {run_id:?} was already read from an earlier input; this copy is skipped"
+                ),
+                format: None,
+            };
+            result = result.and(write_quarantine(&mut self.quarantine, &q));
+        }
+        let origin = Origin {
+            input_index: i as u32,
+            record_index: record,
+        };
+        if conversation.runs.is_empty() {
+            if let Some(files) = self.tap_files {
+                files.mark_stale(&conversation.id);
+            }
+            return result;
+        }
+        let first = self.seen_conversations.insert(conversation.id.clone());
+        self.counts.user_turn_runs +=
+            conversation.runs.iter().filter(|r| r.turn >= 1).count() as u64;
+        let result = result.and(self.store.write(&conversation, origin));
+        // The tap's view stands only if the store holds the conversation exactly as read: in
+        // one piece, with all of its runs.
+        if let Some(files) = self.tap_files {
+            if first && skipped_none {
+                self.tap_queue.push(conversation, origin);
+            } else {
+                files.mark_stale(&conversation.id);
+            }
+        }
+        result
+    }
+
+    /// Close the store's files and make its manifest; refuse a store with nothing in it.
+    fn finish(mut self, skipped_inputs: u64, started: Instant) -> io::Result<StoreManifest> {
+        self.quarantine.flush()?;
+        drop(self.quarantine);
+        let mut counts = self.counts;
+        counts.conversations = self.seen_conversations.len() as u64;
+        counts.runs = self.store.runs_written;
+        counts.events = self.store.events_written;
+        counts.landings = self.store.landings_written;
+        counts.records_stored = counts.records_read - counts.records_quarantined;
+        counts.skipped_inputs = skipped_inputs;
+        if counts.records_stored == 0 {
+            // Nothing to store: no output is left that looks like a (possibly empty) result.
+            let why = if counts.records_read == 0 {
+                format!("no records found in {} file(s)", counts.files)
+            } else {
+                format!(
+                    "all {} record(s) were quarantined; the first: {}",
+                    counts.records_read,
+                    self.first_reasons.join("; ")
+                )
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("nothing could be read: {why}"),
+            ));
+        }
+        let part_names = self.store.finish()?;
+        Ok(StoreManifest {
+            engine: crate::store::ENGINE.into(),
+            engine_version: crate::store::ENGINE_VERSION.into(),
+            store_schema_version: crate::store::schema::STORE_SCHEMA_VERSION,
+            parts: part_names,
+            inputs: self.entries,
+            counts,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+fn write_quarantine(out: &mut impl Write, q: &Quarantined) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, q).map_err(io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keeps each conversation's id, and panics on one of them.
+    struct Panicky;
+
+    impl Tap for Panicky {
+        fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>> {
+            assert!(conversation.id != "sess-f-conv", "a check failed");
+            serde_json::to_vec(&conversation.id).ok()
+        }
+    }
+
+    /// A tap that panics on a conversation neither hangs the ingest nor loses the conversation:
+    /// it is marked stale (to be checked from the store), and the others are kept.
+    #[test]
+    fn a_panicking_tap_marks_the_conversation_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let input =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/agentfootprint/ndjson");
+        let opts = IngestOptions {
+            threads: 2,
+            ..IngestOptions::default()
+        };
+        let checked = dir.path().join("checked");
+        let (summary, tapped) = ingest_tapped(
+            &[input],
+            &dir.path().join("store"),
+            &opts,
+            Some((&Panicky, &checked)),
+        )
+        .unwrap();
+        let tapped = tapped.unwrap();
+        let stale: Vec<&String> = tapped.stale.iter().flatten().collect();
+        assert_eq!(stale, ["sess-f-conv"]);
+        let kept: usize = tapped
+            .files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap().lines().count())
+            .sum();
+        assert_eq!(kept as u64 + 1, summary.manifest.counts.conversations);
+    }
+}

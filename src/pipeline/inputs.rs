@@ -1,0 +1,177 @@
+//! Finding the inputs: walking folders, passing over what cannot be read with a reason, and
+//! spooling streams (standard input, pipes) to a file so they can be read like any other.
+
+use crate::store::atomic;
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// One file an ingest reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// Where to read it.
+    pub path: PathBuf,
+    /// The name written into the store (`runs.source`, quarantine `file`).
+    pub display: String,
+    /// A pipe, FIFO or standard input: it can be read once only, so the ingest copies it into
+    /// its staging directory first and reads the copy.
+    pub stream: bool,
+}
+
+/// What the input paths name: the files to read, and what was found but is not read, with why.
+#[derive(Debug, Clone, Default)]
+pub struct FoundInputs {
+    pub files: Vec<InputFile>,
+    /// (path, reason) of each entry passed over: not a regular file, a dangling link, a loop, a
+    /// folder that cannot be listed.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The name of standard input among the inputs.
+pub const STDIN: &str = "-";
+
+/// Every file under the given paths: directories are walked recursively (following links to
+/// folders, each folder once), files sorted and de-duplicated. A pipe or FIFO given explicitly,
+/// or `-` for standard input, is read once as a stream; one found inside a folder is passed over
+/// with a note (reading it could block forever).
+pub fn find_inputs(inputs: &[PathBuf]) -> io::Result<FoundInputs> {
+    let mut found = FoundInputs::default();
+    let mut streams = Vec::new();
+    let mut visited = HashSet::new();
+    for input in inputs {
+        if input.as_os_str() == STDIN {
+            if !streams.iter().any(|s: &InputFile| s.path == *input) {
+                streams.push(InputFile {
+                    path: input.clone(),
+                    display: "<stdin>".into(),
+                    stream: true,
+                });
+            }
+            continue;
+        }
+        let meta = std::fs::metadata(input).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot read input {}: {e}", input.display()),
+            )
+        })?;
+        if meta.is_dir() {
+            walk(input, &mut found, &mut visited);
+        } else if meta.is_file() {
+            found.files.push(InputFile {
+                path: input.clone(),
+                display: input.display().to_string(),
+                stream: false,
+            });
+        } else {
+            streams.push(InputFile {
+                path: input.clone(),
+                display: input.display().to_string(),
+                stream: true,
+            });
+        }
+    }
+    found.files.sort_by(|a, b| a.path.cmp(&b.path));
+    found.files.dedup();
+    // Streams keep the order they were given in, after the files.
+    found.files.extend(streams);
+    Ok(found)
+}
+
+/// Every regular file under the given paths, sorted, de-duplicated (what [`find_inputs`] finds,
+/// without the streams and the notes).
+pub fn expand_inputs(inputs: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
+    Ok(find_inputs(inputs)?
+        .files
+        .into_iter()
+        .filter(|f| !f.stream)
+        .map(|f| f.path)
+        .collect())
+}
+
+fn walk(dir: &Path, found: &mut FoundInputs, visited: &mut HashSet<PathBuf>) {
+    let skip = |found: &mut FoundInputs, path: &Path, why: String| {
+        found.skipped.push((path.display().to_string(), why));
+    };
+    // A folder reached twice (through a link, or a link loop) is read once.
+    match dir.canonicalize() {
+        Ok(real) => {
+            if !visited.insert(real) {
+                skip(
+                    found,
+                    dir,
+                    "a link to a folder already read (a link loop, or the same folder twice)"
+                        .into(),
+                );
+                return;
+            }
+        }
+        Err(e) => return skip(found, dir, format!("folder cannot be resolved: {e}")),
+    }
+    let entries = match std::fs::read_dir(dir).and_then(|r| r.collect::<Result<Vec<_>, _>>()) {
+        Ok(entries) => entries,
+        Err(e) => return skip(found, dir, format!("folder cannot be listed: {e}")),
+    };
+    let mut entries = entries;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if link => {
+                skip(found, &path, format!("dangling symbolic link: {e}"));
+                continue;
+            }
+            Err(e) => {
+                skip(found, &path, format!("cannot be read: {e}"));
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            walk(&path, found, visited);
+        } else if meta.is_file() {
+            found.files.push(InputFile {
+                display: path.display().to_string(),
+                path,
+                stream: false,
+            });
+        } else {
+            skip(
+                found,
+                &path,
+                "not a regular file (a FIFO, socket or device); such an input is read only \
+                 when named on the command line"
+                    .into(),
+            );
+        }
+    }
+}
+
+/// Copy a stream input into `dir` (the ingest's staging directory), reading it once; the copy
+/// is what the adapters read, and what the manifest's size and hash describe.
+pub(crate) fn spool(input: &InputFile, dir: &Path, n: usize) -> io::Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| atomic::with_path(e, "cannot create", dir))?;
+    let to = dir.join(format!("input-{n:05}"));
+    let mut out =
+        std::fs::File::create(&to).map_err(|e| atomic::with_path(e, "cannot write", &to))?;
+    let copied = if input.path.as_os_str() == STDIN {
+        io::copy(&mut io::stdin().lock(), &mut out)
+    } else {
+        std::fs::File::open(&input.path).and_then(|mut f| io::copy(&mut f, &mut out))
+    };
+    copied.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot read input {}: {e}", input.display),
+        )
+    })?;
+    Ok(to)
+}
+
+/// Hash a file in a pass of its own (for adapters that do not read their file in one pass).
+pub(crate) fn sha256_of(path: &Path) -> io::Result<String> {
+    let mut reader = io::BufReader::with_capacity(1 << 20, crate::ingest::HashingFile::open(path)?);
+    io::copy(&mut reader, &mut io::sink())?;
+    Ok(reader.get_mut().finish().unwrap_or_default())
+}

@@ -1,0 +1,99 @@
+//! The checking tap: work a caller wants done on each conversation once it is stored (the
+//! audit of raw inputs checks conversations here), on threads of its own, with what it keeps
+//! filed by store part.
+
+use crate::model::Conversation;
+use crate::store::Origin;
+use std::collections::HashSet;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Work a caller wants done on each conversation once it is stored, on threads of its own and
+/// so in parallel with reading and writing (an audit of raw inputs checks conversations here).
+pub trait Tap: Sync {
+    /// What to keep of `conversation`: one JSON value, written on one line. `None` when it
+    /// cannot be done here (the caller then works from the store).
+    fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>>;
+}
+
+/// What a [`Tap`] kept, filed by store part.
+pub struct Tapped {
+    /// Per part, a file of lines `[input_index, record_index, conversation_id, kept]`, in no
+    /// particular order (the tap runs on several threads).
+    pub files: Vec<PathBuf>,
+    /// Per part, the conversations whose kept value must not be used: stored in more than one
+    /// piece (fragments, or a conversation id met again in a later input), stored without some
+    /// of its runs (duplicates of runs read before), or not kept at all.
+    pub stale: Vec<HashSet<String>>,
+}
+
+/// Where a tap's values are written during an ingest, a file per store part.
+pub(crate) struct TapFiles {
+    files: Vec<PathBuf>,
+    writers: Vec<std::sync::Mutex<io::BufWriter<std::fs::File>>>,
+    stale: std::sync::Mutex<Vec<HashSet<String>>>,
+}
+
+impl TapFiles {
+    pub(crate) fn create(dir: &Path, parts: u32) -> io::Result<TapFiles> {
+        std::fs::create_dir_all(dir)?;
+        let files: Vec<PathBuf> = (0..parts)
+            .map(|p| dir.join(format!("part-{p:05}.jsonl")))
+            .collect();
+        let writers = files
+            .iter()
+            .map(|f| {
+                let file = std::fs::File::create(f)?;
+                Ok(std::sync::Mutex::new(io::BufWriter::new(file)))
+            })
+            .collect::<io::Result<_>>()?;
+        Ok(TapFiles {
+            files,
+            writers,
+            stale: std::sync::Mutex::new(vec![HashSet::new(); parts as usize]),
+        })
+    }
+
+    fn part(&self, conversation_id: &str) -> usize {
+        crate::store::write::part_of(conversation_id, self.files.len() as u32) as usize
+    }
+
+    /// What was or will be kept of this conversation does not stand.
+    pub(crate) fn mark_stale(&self, conversation_id: &str) {
+        let p = self.part(conversation_id);
+        self.stale.lock().expect("stale lock")[p].insert(conversation_id.to_string());
+    }
+
+    /// Run the tap on one stored conversation and file what it keeps (or, when it keeps
+    /// nothing, mark the conversation stale).
+    pub(crate) fn run(
+        &self,
+        tap: &dyn Tap,
+        conversation: &Conversation,
+        origin: Origin,
+    ) -> io::Result<()> {
+        let Some(kept) = tap.conversation(conversation) else {
+            self.mark_stale(&conversation.id);
+            return Ok(());
+        };
+        let p = self.part(&conversation.id);
+        let mut line = Vec::with_capacity(kept.len() + conversation.id.len() + 32);
+        write!(line, "[{},{},", origin.input_index, origin.record_index)?;
+        serde_json::to_writer(&mut line, &conversation.id).map_err(io::Error::other)?;
+        line.push(b',');
+        line.extend_from_slice(&kept);
+        line.extend_from_slice(b"]\n");
+        let mut out = self.writers[p].lock().expect("tap file lock");
+        out.write_all(&line)
+    }
+
+    pub(crate) fn finish(self) -> io::Result<Tapped> {
+        for w in self.writers {
+            w.into_inner().expect("tap file lock").flush()?;
+        }
+        Ok(Tapped {
+            files: self.files,
+            stale: self.stale.into_inner().expect("stale lock"),
+        })
+    }
+}
