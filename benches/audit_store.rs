@@ -3,8 +3,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::path::PathBuf;
-use traceaudit::audit::{audit, AuditOptions};
-use traceaudit::ingest::driver::{ingest, IngestOptions};
+use traceaudit::{audit, AuditOptions};
+use traceaudit::{ingest, IngestOptions};
 
 fn sample_store(dir: &std::path::Path) -> PathBuf {
     let testdata = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata");

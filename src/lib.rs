@@ -5,10 +5,6 @@
 //! time (the `evidence` module is the evidence gate's machinery they use); `corpus` writes
 //! findings, dispositions and ledgers.
 
-/// The audit's public paths, kept where callers have always found them.
-pub mod audit {
-    pub use crate::pipeline::audit::*;
-}
 pub mod cli;
 pub mod config;
 pub mod corpus;
@@ -23,3 +19,9 @@ pub mod progress;
 pub mod report;
 pub mod store;
 pub mod terminal;
+
+// The library's front door: the jobs the CLI runs, for the benches, the tests and other
+// programs that embed the engine.
+pub use pipeline::audit::{audit, AuditOptions, AuditSummary};
+pub use pipeline::ingest::{ingest, IngestOptions, IngestSummary};
+pub use pipeline::inputs::expand_inputs;

@@ -4,10 +4,10 @@
 mod common;
 
 use common::*;
-use traceaudit::audit::{audit, AuditOptions};
 use traceaudit::config::Config;
-use traceaudit::ingest::driver::{ingest, IngestOptions};
 use traceaudit::store::Store;
+use traceaudit::{audit, AuditOptions};
+use traceaudit::{ingest, IngestOptions};
 
 fn sample_config() -> Config {
     Config::load(&testdata("traceaudit.toml")).unwrap().0

@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["store"],
     &["corpus"],
     &["passes"],
-    &["pipeline", "audit"],
+    &["pipeline"],
     &["report"],
     &["cli"],
 ];
@@ -44,16 +44,6 @@ const KNOWN_UPWARD: &[(&str, &str, &str)] = &[
         "store",
         "passes",
         "the store computes result fingerprints and asks which envelopes checks read",
-    ),
-    (
-        "ingest",
-        "store",
-        "the ingest driver (the store writer) still lives in ingest/",
-    ),
-    (
-        "audit",
-        "cli",
-        "the audit's command-line glue still lives in audit.rs",
     ),
 ];
 

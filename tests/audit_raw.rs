@@ -6,9 +6,9 @@
 mod common;
 
 use common::*;
-use traceaudit::audit::{audit, AuditOptions};
 use traceaudit::config::Config;
-use traceaudit::ingest::driver::{ingest, IngestOptions};
+use traceaudit::{audit, AuditOptions};
+use traceaudit::{ingest, IngestOptions};
 
 const TABLES: [&str; 6] = [
     "findings.parquet",

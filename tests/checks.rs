@@ -12,8 +12,8 @@ use common::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use traceaudit::audit::{audit, AuditOptions};
 use traceaudit::config::Config;
+use traceaudit::{audit, AuditOptions};
 
 fn fixtures(rel: &str) -> PathBuf {
     crate_dir().join("tests/fixtures/checks").join(rel)

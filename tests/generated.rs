@@ -6,8 +6,8 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use traceaudit::audit::{audit, AuditOptions};
 use traceaudit::config::Config;
+use traceaudit::{audit, AuditOptions};
 use traceaudit_gen::{self as gen, GenFormat, GenOptions};
 
 /// Small options for tests: small shards (several files are written and read), results up to
@@ -29,7 +29,7 @@ fn generate(format: GenFormat, seed: u64, runs: u64, dir: &Path) -> gen::GenSumm
     gen::generate(&small(format, seed, runs), dir).expect("generate")
 }
 
-fn audit_generated(corpus: &Path, out: &Path, threads: usize) -> traceaudit::audit::AuditSummary {
+fn audit_generated(corpus: &Path, out: &Path, threads: usize) -> traceaudit::AuditSummary {
     let (config, text) = Config::load(&corpus.join(gen::CONFIG_FILE)).unwrap();
     audit(
         &[corpus.join(gen::INPUT_DIR)],

@@ -8,10 +8,8 @@ use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use traceaudit::audit::{audit, AuditOptions};
 use traceaudit::config::Config;
 use traceaudit::corpus::Disposition;
-use traceaudit::ingest::driver::{ingest, IngestOptions};
 use traceaudit::ingest::{read_path, Format, Severity};
 use traceaudit::model::{Conversation, Event, EventKind, LandingFlags, Run};
 use traceaudit::passes::prior_turn_evidence::PriorTurnEvidence;
@@ -19,6 +17,8 @@ use traceaudit::passes::repeated_call::RepeatedCall;
 use traceaudit::passes::schema_attempt::SchemaAttempt;
 use traceaudit::passes::{Pass, PassContext};
 use traceaudit::store::Store;
+use traceaudit::{audit, AuditOptions};
+use traceaudit::{ingest, IngestOptions};
 
 /// Read one file; conversations merged by id, runs in store order.
 fn read(path: &Path) -> (Vec<Conversation>, traceaudit::ingest::Collect) {

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use traceaudit::audit::{audit, AuditOptions};
+use traceaudit::{audit, AuditOptions};
 
 fn audit_counts(input: &std::path::Path) -> (serde_json::Value, Vec<serde_json::Value>) {
     let dir = tempfile::tempdir().unwrap();

@@ -6,11 +6,11 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use traceaudit::audit::{audit, AuditOptions};
 use traceaudit::config::Config;
 use traceaudit::ingest::read_path;
 use traceaudit::passes::schema_attempt::SchemaAttempt;
 use traceaudit::passes::{Pass, PassContext, RunOutcome};
+use traceaudit::{audit, AuditOptions};
 
 fn sample_config() -> Config {
     Config::load(&testdata("traceaudit.toml")).unwrap().0
@@ -205,8 +205,8 @@ fn audit_writes_the_attempts_table() {
 #[test]
 fn checks_read_back_from_a_store_miss_no_envelope_they_read() {
     use std::collections::HashMap;
-    use traceaudit::ingest::driver::{expand_inputs, ingest, IngestOptions};
     use traceaudit::store::Store;
+    use traceaudit::{expand_inputs, ingest, IngestOptions};
     let samples: Vec<std::path::PathBuf> = ["agentfootprint", "cassettes", "otel", "inspect-ai"]
         .iter()
         .map(|d| testdata(d))

@@ -21,13 +21,6 @@ pub mod trajectory;
 pub mod vcr;
 
 use crate::model::Conversation;
-/// The ingest job's public paths, kept where callers have always found them.
-pub mod driver {
-    pub use crate::pipeline::ingest::{ingest, ingest_tapped, IngestOptions, IngestSummary};
-    pub use crate::pipeline::inputs::{expand_inputs, find_inputs, FoundInputs, InputFile, STDIN};
-    pub use crate::pipeline::tap::{Tap, Tapped};
-}
-
 pub use registry::{Adapter, Format, Fragment, Head, Match, Stitch};
 use serde::Serialize;
 use std::path::Path;
