@@ -743,14 +743,7 @@ mod tests {
         }
         let mut sink = Collect::default();
         let display = "t.ndjson";
-        read_ndjson(
-            &Input {
-                path: f.path(),
-                display,
-            },
-            &mut sink,
-        )
-        .unwrap();
+        read_ndjson(&Input::new(f.path(), display), &mut sink).unwrap();
         sink
     }
 
@@ -828,14 +821,7 @@ mod tests {
             .unwrap();
         f.write_all(END.as_bytes()).unwrap();
         let mut sink = Collect::default();
-        read_ndjson(
-            &Input {
-                path: f.path(),
-                display: "x",
-            },
-            &mut sink,
-        )
-        .unwrap();
+        read_ndjson(&Input::new(f.path(), "x"), &mut sink).unwrap();
         assert_eq!(sink.records, 2);
         assert_eq!(
             sink.quarantined[0].severity,

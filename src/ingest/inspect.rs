@@ -1079,14 +1079,7 @@ mod tests {
         let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
         let mut sink = Collect::default();
-        read(
-            &Input {
-                path: &path,
-                display: name,
-            },
-            &mut sink,
-        )
-        .unwrap();
+        read(&Input::new(&path, name), &mut sink).unwrap();
         sink
     }
 

@@ -332,6 +332,14 @@ pub(crate) fn partial(
     }
 }
 
+/// The note for a record (or a document) in which Python's special numbers were read as `null`.
+pub(crate) fn python_note(count: u64, place: &str) -> String {
+    format!(
+        "{count} number(s) {place} written as NaN or Infinity were read as null: Python's json \
+         module writes them, JSON has no such numbers and JavaScript's JSON.parse rejects them"
+    )
+}
+
 /// The whole file could not be used: it counts as one record, dropped.
 pub(crate) fn whole_file(
     input: &Input<'_>,

@@ -12,6 +12,7 @@ pub mod driver;
 pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
+pub mod limits;
 pub mod openinference;
 pub mod otel;
 pub mod swe_agent;
@@ -19,6 +20,8 @@ pub mod tau2;
 pub mod tau_bench;
 pub mod trajectory;
 pub mod vcr;
+
+pub use limits::Limits;
 
 use crate::model::Conversation;
 use serde::Serialize;
@@ -237,6 +240,19 @@ pub struct Input<'a> {
     pub path: &'a Path,
     /// The path as written into the store (`runs.source`, quarantine `file`).
     pub display: &'a str,
+    /// How much of the file may be held at once.
+    pub limits: Limits,
+}
+
+impl<'a> Input<'a> {
+    /// An input read under the default [`Limits`].
+    pub fn new(path: &'a Path, display: &'a str) -> Input<'a> {
+        Input {
+            path,
+            display,
+            limits: Limits::default(),
+        }
+    }
 }
 
 /// Read one file in the given format.
@@ -285,14 +301,7 @@ pub fn read_path(path: &Path, format: Option<Format>) -> std::io::Result<Collect
         }
     };
     match format {
-        Some(f) => read_file(
-            f,
-            &Input {
-                path,
-                display: &display,
-            },
-            &mut sink,
-        )?,
+        Some(f) => read_file(f, &Input::new(path, &display), &mut sink)?,
         None => {
             sink.records_read(1);
             sink.quarantine(Quarantined::dropped(

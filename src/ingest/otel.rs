@@ -2758,10 +2758,7 @@ mod tests {
         let path = dir.path().join("spans.jsonl");
         std::fs::write(&path, text).unwrap();
         let mut sink = Collect::default();
-        let input = Input {
-            path: &path,
-            display: "spans.jsonl",
-        };
+        let input = Input::new(&path, "spans.jsonl");
         read_flushing(&input, &mut sink, flush_bytes).unwrap();
         sink
     }

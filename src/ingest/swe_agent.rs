@@ -583,14 +583,7 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, bytes).unwrap();
         let mut sink = Collect::default();
-        read(
-            &Input {
-                path: &path,
-                display: rel,
-            },
-            &mut sink,
-        )
-        .unwrap();
+        read(&Input::new(&path, rel), &mut sink).unwrap();
         sink
     }
 

@@ -13,14 +13,7 @@ fn read_text(yaml: &str) -> Collect {
     let mut f = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
     f.write_all(yaml.as_bytes()).unwrap();
     let mut sink = Collect::default();
-    read(
-        &Input {
-            path: f.path(),
-            display: "dir/case.yaml",
-        },
-        &mut sink,
-    )
-    .unwrap();
+    read(&Input::new(f.path(), "dir/case.yaml"), &mut sink).unwrap();
     sink
 }
 

@@ -1,0 +1,155 @@
+//! How much of one input an adapter may hold in memory at once, and how deep a value may nest.
+//!
+//! Adapters hold one record at a time: an NDJSON line, one element of a streamed list (a tau2
+//! simulation, a tau-bench record, an Inspect sample), one decompressed archive member, or the
+//! whole document for formats read whole (an agentfootprint Recording, a VCR cassette, a
+//! SWE-agent trajectory, an OTLP JSON document). Parsed into values, such a record takes several
+//! times its size (serde_json's `Value` expands text 3-8x, and the adapters copy the text they
+//! keep), so the limit is set where a record at the limit still fits the engine's memory budget
+//! with room to spare. Sizes are checked before anything is allocated: a file's length or an
+//! archive member's declared size up front, and every read is bounded as well, since a declared
+//! size can lie. What is over a limit is quarantined with the limit named, and reading goes on
+//! with the next record.
+//!
+//! Nesting is bounded too. serde_json stops at [`NESTING_LIMIT`] levels; YAML is held to the
+//! same depth, checked on the text before the YAML parser sees it (its cost grows with the
+//! square of the depth of nested flow collections).
+
+/// The deepest nesting of lists and objects (YAML: sequences and mappings) read: serde_json's
+/// own recursion limit, which it applies to every value it parses (it reads 127 levels and
+/// stops at the 128th).
+pub const NESTING_LIMIT: usize = 127;
+
+/// The limits an adapter reads its input under. The defaults are far above anything a real
+/// recording holds; they exist so that a hostile or broken file cannot take the process down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest record held in memory at once, in bytes (see the module documentation for
+    /// what a record is in each format). A string inside a record is bounded by it too.
+    pub record_bytes: u64,
+}
+
+impl Limits {
+    /// 64 MiB per record.
+    pub const DEFAULT_RECORD_BYTES: u64 = 64 << 20;
+
+    /// The record limit as a `usize` (saturating on 32-bit targets).
+    pub fn record_len(&self) -> usize {
+        usize::try_from(self.record_bytes).unwrap_or(usize::MAX)
+    }
+
+    /// The words for a record of `bytes` that is over the record limit: "is 3.2 GiB
+    /// (3435973837 bytes), over the 64 MiB record limit".
+    pub fn too_large(&self, bytes: u64) -> String {
+        format!(
+            "is {} ({bytes} bytes), over the {} record limit",
+            size_text(bytes),
+            size_text(self.record_bytes)
+        )
+    }
+
+    /// "over the 64 MiB record limit", for a record whose size is not known past the limit.
+    pub fn over(&self) -> String {
+        format!("over the {} record limit", size_text(self.record_bytes))
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            record_bytes: Self::DEFAULT_RECORD_BYTES,
+        }
+    }
+}
+
+/// The words for a value nested deeper than [`NESTING_LIMIT`].
+pub fn too_deep() -> String {
+    format!("nests lists and objects deeper than {NESTING_LIMIT} levels")
+}
+
+/// A quarantine reason for a serde_json error: its own words, except that a value nested past
+/// serde_json's recursion limit is said in plain words.
+pub fn json_error(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    match text.strip_prefix("recursion limit exceeded") {
+        Some(position) => format!("the value {}{position}", too_deep()),
+        None => text,
+    }
+}
+
+/// A byte count in binary units, as people say it: "512 B", "64 MiB", "3.2 GiB".
+pub fn size_text(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 0;
+    let mut whole = bytes;
+    while whole >= 1024 && unit + 1 < UNITS.len() {
+        whole /= 1024;
+        unit += 1;
+    }
+    let scale = 1u64 << (10 * unit);
+    if bytes % scale == 0 || whole >= 100 {
+        format!("{whole} {}", UNITS[unit])
+    } else {
+        format!("{:.1} {}", bytes as f64 / scale as f64, UNITS[unit])
+    }
+}
+
+/// `bytes` without a leading UTF-8 byte-order mark.
+pub fn strip_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
+/// Read all of `reader` into memory when it holds at most `limit` bytes: `Ok(Err(n))` when it
+/// holds more (`n` bytes were read before giving up, `limit + 1`), with no more than that held.
+pub fn read_bounded<R: std::io::Read>(
+    reader: R,
+    limit: u64,
+    capacity_hint: u64,
+) -> std::io::Result<Result<Vec<u8>, u64>> {
+    use std::io::Read;
+    let hint = usize::try_from(capacity_hint.min(limit)).unwrap_or(0);
+    let mut out = Vec::with_capacity(hint);
+    let read = reader.take(limit.saturating_add(1)).read_to_end(&mut out)? as u64;
+    if read > limit {
+        return Ok(Err(read));
+    }
+    Ok(Ok(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_in_words() {
+        assert_eq!(size_text(512), "512 B");
+        assert_eq!(size_text(64 << 20), "64 MiB");
+        assert_eq!(size_text(3 << 29), "1.5 GiB");
+        assert_eq!(size_text(500_000_000), "476 MiB");
+        assert_eq!(
+            Limits::default().too_large(10 << 30),
+            "is 10 GiB (10737418240 bytes), over the 64 MiB record limit"
+        );
+    }
+
+    #[test]
+    fn bounded_reads_stop_past_the_limit() {
+        let text = vec![b'x'; 100];
+        assert_eq!(read_bounded(&text[..], 100, 0).unwrap(), Ok(text.clone()));
+        assert_eq!(read_bounded(&text[..], 99, 1 << 40).unwrap(), Err(100));
+        assert_eq!(strip_bom(b"\xEF\xBB\xBF{}"), b"{}");
+        assert_eq!(strip_bom(b"{}"), b"{}");
+    }
+
+    #[test]
+    fn recursion_errors_are_said_plainly() {
+        let deep = "[".repeat(200);
+        let err = serde_json::from_str::<serde_json::Value>(&deep).unwrap_err();
+        assert_eq!(
+            json_error(&err),
+            "the value nests lists and objects deeper than 127 levels at line 1 column 128"
+        );
+        let err = serde_json::from_str::<serde_json::Value>("[1,").unwrap_err();
+        assert_eq!(json_error(&err), err.to_string());
+    }
+}
