@@ -384,7 +384,7 @@ impl<R: Read + Seek> Scanner<R> {
             let limit = Limits {
                 record_bytes: self.limit as u64,
             };
-            return Err(ScanError::Skipped(limit.too_large(length)));
+            return Err(ScanError::Skipped(format!("is {}", limit.too_large(length))));
         }
         let bytes = &self.buf[span.start..span.end];
         if matches!(span.kind, SpanKind::Token) {
@@ -479,6 +479,16 @@ impl<R: Read + Seek> Scanner<R> {
     pub(crate) fn drain_object(&mut self) -> Result<(), ScanError> {
         let mut walk = self.enter();
         while self.next_key(&mut walk)?.is_some() {
+            self.skip()?;
+        }
+        Ok(())
+    }
+
+    /// Read through the list whose `[` [`peek`](Self::peek) just returned, its elements skipped,
+    /// as a visitor draining it would.
+    pub(crate) fn drain_list(&mut self) -> Result<(), ScanError> {
+        let mut walk = self.enter();
+        while self.next_element(&mut walk)? {
             self.skip()?;
         }
         Ok(())
@@ -786,6 +796,56 @@ impl<R: Read + Seek> Scanner<R> {
             left -= n as u64;
         }
         Ok((line, column))
+    }
+}
+
+/// Parse a whole JSON document held in memory with a seed from `make`, reading Python's special
+/// numbers as `null`: the value, and how many were read so. `Err` is what is wrong, in
+/// serde_json's words, at the line and column of `text` where it is (a value nested too deep is
+/// said so).
+pub(crate) fn parse_python_lenient<S, V>(
+    text: &[u8],
+    make: impl Fn() -> S,
+) -> Result<(V, u64), String>
+where
+    S: for<'de> DeserializeSeed<'de, Value = V>,
+{
+    let whole = |bytes: &[u8]| {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let value = make().deserialize(&mut de)?;
+        de.end()?;
+        Ok::<V, serde_json::Error>(value)
+    };
+    let err = match whole(text) {
+        Ok(value) => return Ok((value, 0)),
+        Err(err) => err,
+    };
+    // Parsed again only when it failed: Python's numbers are rare.
+    let Some(patched) = Patched::new(text) else {
+        return Err(crate::ingest::limits::json_error(&err));
+    };
+    match whole(&patched.bytes) {
+        Ok(value) => Ok((value, patched.count())),
+        Err(err) => {
+            let (what, index) = locate(&err, &patched.bytes);
+            let what = match what.strip_prefix("recursion limit exceeded") {
+                Some(rest) => format!("the value {}{rest}", crate::ingest::limits::too_deep()),
+                None => what,
+            };
+            let Some(index) = index else {
+                return Err(what);
+            };
+            let index = patched.original(index).min(text.len());
+            let line_start = text[..index]
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
+            Err(format!(
+                "{what} at line {} column {}",
+                err.line(),
+                index - line_start
+            ))
+        }
     }
 }
 

@@ -38,11 +38,11 @@ impl Limits {
         usize::try_from(self.record_bytes).unwrap_or(usize::MAX)
     }
 
-    /// The words for a record of `bytes` that is over the record limit: "is 3.2 GiB
-    /// (3435973837 bytes), over the 64 MiB record limit".
+    /// The words for a record of `bytes` that is over the record limit: "3.2 GiB (3435973837
+    /// bytes), over the 64 MiB record limit".
     pub fn too_large(&self, bytes: u64) -> String {
         format!(
-            "is {} ({bytes} bytes), over the {} record limit",
+            "{} ({bytes} bytes), over the {} record limit",
             size_text(bytes),
             size_text(self.record_bytes)
         )
@@ -128,7 +128,7 @@ mod tests {
         assert_eq!(size_text(500_000_000), "476 MiB");
         assert_eq!(
             Limits::default().too_large(10 << 30),
-            "is 10 GiB (10737418240 bytes), over the 64 MiB record limit"
+            "10 GiB (10737418240 bytes), over the 64 MiB record limit"
         );
     }
 
