@@ -384,7 +384,10 @@ impl<R: Read + Seek> Scanner<R> {
             let limit = Limits {
                 record_bytes: self.limit as u64,
             };
-            return Err(ScanError::Skipped(format!("is {}", limit.too_large(length))));
+            return Err(ScanError::Skipped(format!(
+                "is {}",
+                limit.too_large(length)
+            )));
         }
         let bytes = &self.buf[span.start..span.end];
         if matches!(span.kind, SpanKind::Token) {

@@ -116,6 +116,60 @@ pub fn read_bounded<R: std::io::Read>(
     Ok(Ok(out))
 }
 
+/// What [`read_line_bounded`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
+    /// A line held in the buffer: its length with its `\n` (0 at the end of the input).
+    Held(u64),
+    /// A line longer than the limit, read through without being held: its length.
+    TooLong(u64),
+}
+
+/// Read one line of `reader` into `buf` (cleared first), its `\n` included, when it is at most
+/// `limit` bytes long before its `\n`; a longer line is read through to its end without being
+/// held.
+pub fn read_line_bounded<R: std::io::BufRead>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    limit: u64,
+) -> std::io::Result<Line> {
+    use std::io::{BufRead, Read};
+    buf.clear();
+    let held = reader
+        .by_ref()
+        .take(limit.saturating_add(1))
+        .read_until(b'\n', buf)? as u64;
+    if held <= limit || buf.last() == Some(&b'\n') {
+        return Ok(Line::Held(held));
+    }
+    buf.clear();
+    let rest = reader.skip_until(b'\n')? as u64;
+    Ok(Line::TooLong(held + rest))
+}
+
+/// Read a file that is one record (a document read whole) into memory, a leading byte-order
+/// mark left out. `Ok(Err(reason))` when the file is over the record limit; then no more than
+/// the limit was read.
+pub fn read_document(
+    path: &std::path::Path,
+    limits: &Limits,
+) -> std::io::Result<Result<Vec<u8>, String>> {
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let whole = "; a file of this format is read whole, as one record";
+    if len > limits.record_bytes {
+        return Ok(Err(format!("the file is {}{whole}", limits.too_large(len))));
+    }
+    let mut bytes = match read_bounded(file, limits.record_bytes, len)? {
+        Ok(bytes) => bytes,
+        Err(_) => return Ok(Err(format!("the file grew {}{whole}", limits.over()))),
+    };
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        bytes.drain(..3);
+    }
+    Ok(Ok(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +193,45 @@ mod tests {
         assert_eq!(read_bounded(&text[..], 99, 1 << 40).unwrap(), Err(100));
         assert_eq!(strip_bom(b"\xEF\xBB\xBF{}"), b"{}");
         assert_eq!(strip_bom(b"{}"), b"{}");
+    }
+
+    #[test]
+    fn long_lines_are_read_through_unheld() {
+        let text = format!("short\n{}\nlast", "x".repeat(100));
+        let mut reader = std::io::BufReader::with_capacity(16, text.as_bytes());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_bounded(&mut reader, &mut buf, 10).unwrap(),
+            Line::Held(6)
+        );
+        assert_eq!(buf, b"short\n");
+        assert_eq!(
+            read_line_bounded(&mut reader, &mut buf, 10).unwrap(),
+            Line::TooLong(101)
+        );
+        assert!(buf.is_empty());
+        assert_eq!(
+            read_line_bounded(&mut reader, &mut buf, 10).unwrap(),
+            Line::Held(4)
+        );
+        assert_eq!(buf, b"last");
+        assert_eq!(
+            read_line_bounded(&mut reader, &mut buf, 10).unwrap(),
+            Line::Held(0)
+        );
+        // A line of exactly the limit, and one a byte over, with and without a newline.
+        for (text, limit, want) in [
+            ("abc\n", 3, Line::Held(4)),
+            ("abcd\n", 3, Line::TooLong(5)),
+            ("abc", 3, Line::Held(3)),
+            ("abcd", 3, Line::TooLong(4)),
+        ] {
+            let mut reader = text.as_bytes();
+            assert_eq!(
+                read_line_bounded(&mut reader, &mut buf, limit).unwrap(),
+                want
+            );
+        }
     }
 
     #[test]
