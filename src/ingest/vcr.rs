@@ -233,7 +233,7 @@ fn yaml_shape(text: &str) -> YamlShape {
         if quote == Quote::None {
             if depth == 0 {
                 // A line indented past the node of a plain scalar continues that scalar.
-                at_node = !plain_from.is_some_and(|from| indent > from);
+                at_node = plain_from.is_none_or(|from| indent <= from);
                 at_key = at_node;
                 if at_node {
                     plain_from = None;
