@@ -43,7 +43,7 @@ use crate::ingest::json_pick::{
     python_note, scalar_text, scalars_are_wrong, skip, whole_file, Pick, Picked, Shape, Tracked,
 };
 use crate::ingest::json_scan::{parse_python_lenient, ScanError, Scanner};
-use crate::ingest::limits::{read_bounded, strip_bom};
+use crate::ingest::limits::{read_bounded, size_text, strip_bom};
 use crate::ingest::trajectory::{self, parse_iso_ms, ChatMessage, ChatToolCall, RunTemplate};
 use crate::ingest::{Input, Limits, Locator, Sink};
 use crate::model::{Conversation, EventKind, Role};
@@ -445,12 +445,18 @@ impl Log<'_, '_> {
         }
         let label = format!("{what} (id {id}, epoch {epoch})");
         let mut notes = Vec::new();
-        let messages = sample_messages(&mut sample, &label, &mut notes)?;
+        let limits = self.input.limits;
+        let messages = sample_messages(&mut sample, &label, &mut notes, &limits)?;
         let attachments = attachment_map(sample.attachments.take());
         let mut resolved = Vec::with_capacity(messages.len());
+        // References repeat their attachment's text: what they add is held to the record limit.
+        let mut budget = Budget {
+            left: limits.record_bytes,
+            refused: 0,
+        };
         for (i, mut message) in messages.into_iter().enumerate() {
             let mut missing = Vec::new();
-            resolve_attachments(&mut message, &attachments, &mut missing);
+            resolve_attachments(&mut message, &attachments, &mut missing, &mut budget);
             if !missing.is_empty() {
                 notes.push(format!(
                     "{label}: message {i} refers to {}, which the sample's attachments do not \
@@ -459,6 +465,14 @@ impl Log<'_, '_> {
                 ));
             }
             resolved.push(message);
+        }
+        if budget.refused > 0 {
+            notes.push(format!(
+                "{label}: its attachment references would add more than the {} record limit; \
+                 {} reference(s) past it are kept as written",
+                size_text(limits.record_bytes),
+                budget.refused
+            ));
         }
         if let Some(kind) = sample.events_kind {
             notes.push(format!(
@@ -506,6 +520,7 @@ fn sample_messages(
     sample: &mut RawSample,
     label: &str,
     notes: &mut Vec<String>,
+    limits: &Limits,
 ) -> Result<Vec<Value>, String> {
     let pool = match sample.pool.take() {
         Some(Value::Array(pool)) => pool,
@@ -522,7 +537,7 @@ fn sample_messages(
         }
     }
     if let Some(refs) = sample.message_refs.take().filter(|r| !r.is_null()) {
-        return expand_refs(&refs, &pool)
+        return expand_refs(&refs, &pool, limits)
             .map_err(|e| format!("{label}: message_refs cannot be resolved: {e}"));
     }
     let Some(model) = sample.events.last_model.take() else {
@@ -532,7 +547,7 @@ fn sample_messages(
     };
     let mut list = match (model.input, model.input_refs) {
         (Some(Value::Array(input)), _) if !input.is_empty() => input,
-        (_, Some(refs)) if !refs.is_null() => expand_refs(&refs, &pool).map_err(|e| {
+        (_, Some(refs)) if !refs.is_null() => expand_refs(&refs, &pool, limits).map_err(|e| {
             format!("{label} has no messages, and its last model event's input_refs cannot be resolved: {e}")
         })?,
         _ => Vec::new(),
@@ -564,12 +579,14 @@ fn sample_messages(
     Ok(list)
 }
 
-/// Expand range references `[[start, end), ...]` against the message pool.
-fn expand_refs(refs: &Value, pool: &[Value]) -> Result<Vec<Value>, String> {
+/// Expand range references `[[start, end), ...]` against the message pool. Ranges can repeat
+/// messages: what they expand to is held to the record limit.
+fn expand_refs(refs: &Value, pool: &[Value], limits: &Limits) -> Result<Vec<Value>, String> {
     let Value::Array(ranges) = refs else {
         return Err(format!("the references are {}, not a list", kind_of(refs)));
     };
     let mut out = Vec::new();
+    let mut expanded = 0u64;
     for range in ranges {
         let bounds = match range {
             Value::Array(pair) if pair.len() == 2 => pair[0].as_u64().zip(pair[1].as_u64()),
@@ -585,9 +602,35 @@ fn expand_refs(refs: &Value, pool: &[Value]) -> Result<Vec<Value>, String> {
                 pool.len()
             ));
         }
-        out.extend(pool[start..end].iter().cloned());
+        for message in &pool[start..end] {
+            expanded = expanded.saturating_add(value_size(message));
+            if expanded > limits.record_bytes {
+                return Err(format!("they expand {}", limits.over()));
+            }
+            out.push(message.clone());
+        }
     }
     Ok(out)
+}
+
+/// About how many bytes a value holds: its text, and a little for each node.
+fn value_size(value: &Value) -> u64 {
+    match value {
+        Value::String(s) => 16 + s.len() as u64,
+        Value::Array(items) => items.iter().map(value_size).fold(16, u64::saturating_add),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| k.len() as u64 + value_size(v))
+            .fold(16, u64::saturating_add),
+        _ => 16,
+    }
+}
+
+/// What attachment references may still add to a sample, and how many were left unresolved
+/// for want of room.
+struct Budget {
+    left: u64,
+    refused: usize,
 }
 
 fn attachment_map(attachments: Option<Value>) -> HashMap<String, String> {
@@ -609,6 +652,7 @@ fn resolve_attachments(
     value: &mut Value,
     attachments: &HashMap<String, String>,
     missing: &mut Vec<String>,
+    budget: &mut Budget,
 ) {
     match value {
         Value::String(s) => {
@@ -617,19 +661,23 @@ fn resolve_attachments(
                 .or_else(|| s.strip_prefix(OLD_ATTACHMENT));
             if let Some(key) = key {
                 match attachments.get(key) {
-                    Some(text) => *s = text.clone(),
+                    Some(text) if text.len() as u64 <= budget.left => {
+                        budget.left -= text.len() as u64;
+                        *s = text.clone();
+                    }
+                    Some(_) => budget.refused += 1,
                     None => missing.push(s.clone()),
                 }
             }
         }
         Value::Array(items) => {
             for item in items {
-                resolve_attachments(item, attachments, missing);
+                resolve_attachments(item, attachments, missing, budget);
             }
         }
         Value::Object(map) => {
             for (_, item) in map.iter_mut() {
-                resolve_attachments(item, attachments, missing);
+                resolve_attachments(item, attachments, missing, budget);
             }
         }
         _ => {}
@@ -1669,6 +1717,53 @@ mod tests {
             ),
             "{:?}",
             sink.quarantined
+        );
+    }
+
+    #[test]
+    fn references_cannot_expand_a_sample_past_the_record_limit() {
+        // One 10 KB attachment referenced by 50 messages: 500 KB if all were resolved.
+        let messages: Vec<Value> = (0..50)
+            .map(|i| {
+                let role = if i % 2 == 0 { "user" } else { "assistant" };
+                json!({"role": role, "content": "attachment://big"})
+            })
+            .collect();
+        let sample = json!({"id": 1, "epoch": 1, "messages": messages,
+                            "attachments": {"big": "b".repeat(10_000)}});
+        let sink = read_limited("log.json", &log_with(&[sample]), 64 << 10);
+        assert_eq!(sink.conversations.len(), 1);
+        let runs = &sink.conversations[0].0.runs;
+        let resolved = runs
+            .iter()
+            .filter(|r| r.user_message.as_deref().is_some_and(|m| m.len() == 10_000))
+            .count();
+        assert_eq!(
+            resolved, 3,
+            "user messages resolved before the budget ran out"
+        );
+        let note = &sink.quarantined.last().unwrap().reason;
+        assert!(
+            note.ends_with(
+                "its attachment references would add more than the 64 KiB record limit; 44 \
+                 reference(s) past it are kept as written"
+            ),
+            "{note}"
+        );
+
+        // Pooled messages repeated by their ranges.
+        let pool = vec![json!({"role": "user", "content": "p".repeat(1000)})];
+        let refs: Vec<Value> = (0..1000).map(|_| json!([0, 1])).collect();
+        let sample = json!({"id": 2, "epoch": 1, "message_refs": refs,
+                            "events_data": {"messages": pool}});
+        let sink = read_limited("log.json", &log_with(&[sample]), 64 << 10);
+        assert!(sink.conversations.is_empty());
+        assert!(
+            sink.quarantined[0].reason.ends_with(
+                "message_refs cannot be resolved: they expand over the 64 KiB record limit"
+            ),
+            "{}",
+            sink.quarantined[0].reason
         );
     }
 
