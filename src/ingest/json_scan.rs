@@ -71,7 +71,7 @@ pub(crate) enum ScanError {
         positioned: bool,
     },
     /// The value was passed over unparsed, for the reason given ("is 70 MiB (...), over the
-    /// 64 MiB record limit"); the scanner stands after it and the walk can go on.
+    /// 32 MiB record limit"); the scanner stands after it and the walk can go on.
     Skipped(String),
 }
 
