@@ -496,14 +496,8 @@ fn large_tau2_document_is_streamed() {
     let mut sink = CountingSink::default();
     let display = path.display().to_string();
     let start = Instant::now();
-    traceaudit::ingest::tau2::read(
-        &traceaudit::ingest::Input {
-            path: &path,
-            display: &display,
-        },
-        &mut sink,
-    )
-    .unwrap();
+    traceaudit::ingest::tau2::read(&traceaudit::ingest::Input::new(&path, &display), &mut sink)
+        .unwrap();
     let elapsed = start.elapsed();
     assert_eq!(
         (sink.records, sink.conversations, sink.quarantined),

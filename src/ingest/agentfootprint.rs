@@ -27,13 +27,14 @@
 //! end of the file. A conversation whose runs are handed on at different times reaches the store
 //! as fragments, which it joins like fragments from different files.
 
+use crate::ingest::limits::{json_error, read_document, read_line_bounded, strip_bom, Line};
 use crate::ingest::{Input, Locator, Quarantined, Sink};
 use crate::js;
 use crate::model::vocab::{self, TURN_NEUTRAL_FRAMES};
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 
 const PREFIX: &str = "agentfootprint.";
 
@@ -576,15 +577,29 @@ pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()
             }
             next_close = offset + CLOSE_EVERY_BYTES;
         }
-        buf.clear();
-        let n = reader.read_until(b'\n', &mut buf)?;
-        if n == 0 {
-            break;
-        }
-        offset += n as u64;
+        let n = match read_line_bounded(&mut reader, &mut buf, input.limits.record_bytes)? {
+            Line::Held(0) => break,
+            Line::Held(n) => n,
+            Line::TooLong(n) => {
+                offset += n;
+                line_no += 1;
+                sink.records_read(1);
+                sink.quarantine(Quarantined::dropped(
+                    input.display,
+                    Locator::Line(line_no),
+                    format!(
+                        "line is {}; it was read through without being held",
+                        input.limits.too_large(n)
+                    ),
+                ));
+                continue;
+            }
+        };
+        offset += n;
         line_no += 1;
         let complete = buf.last() == Some(&b'\n');
-        let line = trim_line(&buf);
+        let line = if line_no == 1 { strip_bom(&buf) } else { &buf };
+        let line = trim_line(line);
         if line.is_empty() {
             continue;
         }
@@ -623,7 +638,7 @@ pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()
                 sink.quarantine(Quarantined::dropped(
                     input.display,
                     locator,
-                    format!("{what}: {e}"),
+                    format!("{what}: {}", json_error(&e)),
                 ));
             }
         }
@@ -652,12 +667,13 @@ fn trim_line(buf: &[u8]) -> &[u8] {
 /// Read a Recording document. Each envelope of `events` is a record; a document that cannot
 /// be read at all is one dropped record.
 pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
-    let bytes = std::fs::read(input.path)?;
-    let doc = std::str::from_utf8(&bytes)
-        .map_err(|e| format!("document is not valid UTF-8 (byte {})", e.valid_up_to()))
-        .and_then(|text| {
-            js::parse_json(text).map_err(|e| format!("document is not valid JSON: {e}"))
-        });
+    let doc = read_document(input.path, &input.limits)?.and_then(|bytes| {
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            format!("document is not valid UTF-8 (byte {at})")
+        })?;
+        js::parse_json(&text).map_err(|e| format!("document is not valid JSON: {}", json_error(&e)))
+    });
     let doc = match doc {
         Ok(Value::Object(doc)) => doc,
         other => {
@@ -813,14 +829,7 @@ mod tests {
         }
         let mut sink = Collect::default();
         let display = "t.ndjson";
-        read_ndjson(
-            &Input {
-                path: f.path(),
-                display,
-            },
-            &mut sink,
-        )
-        .unwrap();
+        read_ndjson(&Input::new(f.path(), display), &mut sink).unwrap();
         sink
     }
 
@@ -891,6 +900,93 @@ mod tests {
         assert_eq!(sink.conversations[0].0.runs[0].landings().count(), 1);
     }
 
+    /// Read `bytes` as `format` under a record limit of `record_bytes`.
+    fn read_as(bytes: &[u8], format: crate::ingest::Format, record_bytes: u64) -> Collect {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        std::fs::write(&path, bytes).unwrap();
+        let mut input = Input::new(&path, "t.json");
+        input.limits.record_bytes = record_bytes;
+        let mut sink = Collect::default();
+        crate::ingest::read_file(format, &input, &mut sink).unwrap();
+        sink
+    }
+
+    #[test]
+    fn a_byte_order_mark_changes_nothing() {
+        use crate::ingest::Format;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/agentfootprint");
+        for (rel, format) in [
+            (
+                "ndjson/a_repeated_identical_call.ndjson",
+                Format::AgentfootprintNdjson,
+            ),
+            (
+                "recordings/e-02-sess-e-1-turn2.json",
+                Format::AgentfootprintRecording,
+            ),
+        ] {
+            let bytes = std::fs::read(dir.join(rel)).unwrap();
+            let plain = read_as(&bytes, format, 1 << 20);
+            let marked = read_as(&[&b"\xEF\xBB\xBF"[..], &bytes].concat(), format, 1 << 20);
+            assert!(!plain.conversations.is_empty());
+            assert_eq!(marked.records, plain.records, "{rel}");
+            assert_eq!(marked.quarantined, plain.quarantined, "{rel}");
+            assert_eq!(marked.conversations, plain.conversations, "{rel}");
+        }
+    }
+
+    #[test]
+    fn lines_and_documents_over_the_record_limit() {
+        use crate::ingest::Format;
+        let long = format!(
+            "{{\"type\":\"agentfootprint.agent.note\",\"payload\":\"{}\",\"meta\":{{\"runId\":\"r1\"}}}}\n",
+            "x".repeat(5000)
+        );
+        let deep = format!("{}{}\n", "[".repeat(200), "]".repeat(200));
+        let text = [START, &long, &deep, END].concat();
+        let sink = read_as(text.as_bytes(), Format::AgentfootprintNdjson, 4096);
+        assert_eq!(sink.records, 4);
+        let reasons: Vec<_> = sink
+            .quarantined
+            .iter()
+            .map(|q| (q.locator.clone(), q.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (
+                    Locator::Line(2),
+                    "line is 5.0 KiB (5072 bytes), over the 4 KiB record limit; it was read \
+                     through without being held"
+                ),
+                (
+                    Locator::Line(3),
+                    "line is not valid JSON: the value nests lists and objects deeper than 127 \
+                     levels at line 1 column 128"
+                ),
+            ]
+        );
+        assert_eq!(sink.conversations[0].0.runs[0].landings().count(), 1);
+
+        let recording = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/agentfootprint/recordings/e-02-sess-e-1-turn2.json"),
+        )
+        .unwrap();
+        let sink = read_as(&recording, Format::AgentfootprintRecording, 1024);
+        assert_eq!(sink.records, 1);
+        assert!(sink.conversations.is_empty());
+        assert_eq!(sink.quarantined[0].locator, Locator::File);
+        assert!(
+            sink.quarantined[0]
+                .reason
+                .contains("over the 1 KiB record limit; a file of this format is read whole"),
+            "{}",
+            sink.quarantined[0].reason
+        );
+    }
+
     #[test]
     fn invalid_utf8_and_orphan_tool_end() {
         let mut f = tempfile::NamedTempFile::new().unwrap();
@@ -898,14 +994,7 @@ mod tests {
             .unwrap();
         f.write_all(END.as_bytes()).unwrap();
         let mut sink = Collect::default();
-        read_ndjson(
-            &Input {
-                path: f.path(),
-                display: "x",
-            },
-            &mut sink,
-        )
-        .unwrap();
+        read_ndjson(&Input::new(f.path(), "x"), &mut sink).unwrap();
         assert_eq!(sink.records, 2);
         assert_eq!(
             sink.quarantined[0].severity,

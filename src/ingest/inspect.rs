@@ -21,25 +21,31 @@
 //!   input. A sample whose `messages` list is missing or empty is rebuilt from its last
 //!   top-level model event (the pooled or inline input, then the output message), with a note.
 //!
-//! Logs reach gigabytes, so exactly one sample is held at a time: the JSON log is streamed
-//! (unneeded keys are skipped unread, model event inputs are kept only for the latest event) and
-//! archive members are decompressed one after the other. Records are samples.
+//! Logs reach gigabytes, so exactly one sample is held at a time: the JSON log is read with a
+//! `json_scan::Scanner`, which hands each sample over as bytes in memory (unneeded keys are
+//! skipped unread, model event inputs are kept only for the latest event), and archive members
+//! are decompressed one after the other. Records are samples. A sample (or member) over the
+//! record limit of [`Limits`] is quarantined unread and the next one is read; Python's `NaN` and
+//! `Infinity` are read as `null`, with a note on the sample.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Seek};
 use std::path::Path;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::ingest::json_pick::{
-    broken, content_text, drain_map, drain_seq, dropped, first_key, kind_of, non_empty, open_json,
-    partial, scalar_text, scalars_are_wrong, skip, whole_file, Pick, Picked, Shape,
+    broken_at, content_text, drain_map, dropped, first_key, kind_of, non_empty, partial,
+    python_note, scalar_text, scalars_are_wrong, skip, whole_file, Pick, Picked, Shape, Tracked,
 };
+use crate::ingest::json_scan::{parse_python_lenient, ScanError, Scanner};
+use crate::ingest::limits::{read_bounded, size_text, strip_bom};
 use crate::ingest::trajectory::{self, parse_iso_ms, ChatMessage, ChatToolCall, RunTemplate};
-use crate::ingest::{Input, Locator, Sink};
+use crate::ingest::{Input, Limits, Locator, Sink};
 use crate::model::{Conversation, EventKind, Role};
 
 const FORMAT: &str = "inspect-ai";
@@ -394,10 +400,18 @@ impl Log<'_, '_> {
 
     /// One sample read from the log (already counted as a record). `what` names it for reasons
     /// ("sample 3", "member samples/3_epoch_1.json").
-    fn sample(&mut self, index: u64, what: &str, sample: Shape<RawSample>) {
+    /// `python` counts Python's special numbers that were read as `null` in it.
+    fn sample(&mut self, index: u64, what: &str, sample: Shape<RawSample>, python: u64) {
         let locator = Locator::Record(index);
         match self.convert(index, what, sample) {
-            Ok(conversation) => self.sink.conversation(conversation, index),
+            Ok(conversation) => {
+                if python > 0 {
+                    let note = python_note(python, &format!("in {what}"));
+                    self.sink
+                        .quarantine(partial(self.input, FORMAT, locator, note));
+                }
+                self.sink.conversation(conversation, index)
+            }
             Err(reason) => self
                 .sink
                 .quarantine(dropped(self.input, FORMAT, locator, reason)),
@@ -431,12 +445,18 @@ impl Log<'_, '_> {
         }
         let label = format!("{what} (id {id}, epoch {epoch})");
         let mut notes = Vec::new();
-        let messages = sample_messages(&mut sample, &label, &mut notes)?;
+        let limits = self.input.limits;
+        let messages = sample_messages(&mut sample, &label, &mut notes, &limits)?;
         let attachments = attachment_map(sample.attachments.take());
         let mut resolved = Vec::with_capacity(messages.len());
+        // References repeat their attachment's text: what they add is held to the record limit.
+        let mut budget = Budget {
+            left: limits.record_bytes,
+            refused: 0,
+        };
         for (i, mut message) in messages.into_iter().enumerate() {
             let mut missing = Vec::new();
-            resolve_attachments(&mut message, &attachments, &mut missing);
+            resolve_attachments(&mut message, &attachments, &mut missing, &mut budget);
             if !missing.is_empty() {
                 notes.push(format!(
                     "{label}: message {i} refers to {}, which the sample's attachments do not \
@@ -445,6 +465,14 @@ impl Log<'_, '_> {
                 ));
             }
             resolved.push(message);
+        }
+        if budget.refused > 0 {
+            notes.push(format!(
+                "{label}: its attachment references would add more than the {} record limit; \
+                 {} reference(s) past it are kept as written",
+                size_text(limits.record_bytes),
+                budget.refused
+            ));
         }
         if let Some(kind) = sample.events_kind {
             notes.push(format!(
@@ -492,6 +520,7 @@ fn sample_messages(
     sample: &mut RawSample,
     label: &str,
     notes: &mut Vec<String>,
+    limits: &Limits,
 ) -> Result<Vec<Value>, String> {
     let pool = match sample.pool.take() {
         Some(Value::Array(pool)) => pool,
@@ -508,7 +537,7 @@ fn sample_messages(
         }
     }
     if let Some(refs) = sample.message_refs.take().filter(|r| !r.is_null()) {
-        return expand_refs(&refs, &pool)
+        return expand_refs(&refs, &pool, limits)
             .map_err(|e| format!("{label}: message_refs cannot be resolved: {e}"));
     }
     let Some(model) = sample.events.last_model.take() else {
@@ -518,7 +547,7 @@ fn sample_messages(
     };
     let mut list = match (model.input, model.input_refs) {
         (Some(Value::Array(input)), _) if !input.is_empty() => input,
-        (_, Some(refs)) if !refs.is_null() => expand_refs(&refs, &pool).map_err(|e| {
+        (_, Some(refs)) if !refs.is_null() => expand_refs(&refs, &pool, limits).map_err(|e| {
             format!("{label} has no messages, and its last model event's input_refs cannot be resolved: {e}")
         })?,
         _ => Vec::new(),
@@ -550,12 +579,14 @@ fn sample_messages(
     Ok(list)
 }
 
-/// Expand range references `[[start, end), ...]` against the message pool.
-fn expand_refs(refs: &Value, pool: &[Value]) -> Result<Vec<Value>, String> {
+/// Expand range references `[[start, end), ...]` against the message pool. Ranges can repeat
+/// messages: what they expand to is held to the record limit.
+fn expand_refs(refs: &Value, pool: &[Value], limits: &Limits) -> Result<Vec<Value>, String> {
     let Value::Array(ranges) = refs else {
         return Err(format!("the references are {}, not a list", kind_of(refs)));
     };
     let mut out = Vec::new();
+    let mut expanded = 0u64;
     for range in ranges {
         let bounds = match range {
             Value::Array(pair) if pair.len() == 2 => pair[0].as_u64().zip(pair[1].as_u64()),
@@ -571,9 +602,35 @@ fn expand_refs(refs: &Value, pool: &[Value]) -> Result<Vec<Value>, String> {
                 pool.len()
             ));
         }
-        out.extend(pool[start..end].iter().cloned());
+        for message in &pool[start..end] {
+            expanded = expanded.saturating_add(value_size(message));
+            if expanded > limits.record_bytes {
+                return Err(format!("they expand {}", limits.over()));
+            }
+            out.push(message.clone());
+        }
     }
     Ok(out)
+}
+
+/// About how many bytes a value holds: its text, and a little for each node.
+fn value_size(value: &Value) -> u64 {
+    match value {
+        Value::String(s) => 16 + s.len() as u64,
+        Value::Array(items) => items.iter().map(value_size).fold(16, u64::saturating_add),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| k.len() as u64 + value_size(v))
+            .fold(16, u64::saturating_add),
+        _ => 16,
+    }
+}
+
+/// What attachment references may still add to a sample, and how many were left unresolved
+/// for want of room.
+struct Budget {
+    left: u64,
+    refused: usize,
 }
 
 fn attachment_map(attachments: Option<Value>) -> HashMap<String, String> {
@@ -595,6 +652,7 @@ fn resolve_attachments(
     value: &mut Value,
     attachments: &HashMap<String, String>,
     missing: &mut Vec<String>,
+    budget: &mut Budget,
 ) {
     match value {
         Value::String(s) => {
@@ -603,19 +661,23 @@ fn resolve_attachments(
                 .or_else(|| s.strip_prefix(OLD_ATTACHMENT));
             if let Some(key) = key {
                 match attachments.get(key) {
-                    Some(text) => *s = text.clone(),
+                    Some(text) if text.len() as u64 <= budget.left => {
+                        budget.left -= text.len() as u64;
+                        *s = text.clone();
+                    }
+                    Some(_) => budget.refused += 1,
                     None => missing.push(s.clone()),
                 }
             }
         }
         Value::Array(items) => {
             for item in items {
-                resolve_attachments(item, attachments, missing);
+                resolve_attachments(item, attachments, missing, budget);
             }
         }
         Value::Object(map) => {
             for (_, item) in map.iter_mut() {
-                resolve_attachments(item, attachments, missing);
+                resolve_attachments(item, attachments, missing, budget);
             }
         }
         _ => {}
@@ -782,8 +844,8 @@ fn add_tool_timing(conversation: &mut Conversation, tools: &HashMap<String, Tool
 // ---------------------------------------------------------------------------------------------
 
 fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let mut doc = match open_json(input.path)? {
-        Ok(doc) => doc,
+    let mut scan = match Scanner::open(input.path, &input.limits)? {
+        Ok(scan) => scan,
         Err(not_json) => {
             whole_file(
                 input,
@@ -801,27 +863,34 @@ fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         seen: HashMap::new(),
     };
     let mut top = TopState {
-        current: None,
+        current: Cell::new(None),
         next: 0,
         samples: None,
         top_kind: None,
+        python_outside: 0,
     };
-    let outcome = (&mut doc.de)
-        .deserialize_any(Top {
-            log: &mut log,
-            state: &mut top,
-        })
-        .and_then(|()| doc.de.end());
+    let outcome = top.document(&mut scan, &mut log).and_then(|()| scan.end());
+    top.python_outside += scan.take_python_numbers();
+    if top.python_outside > 0 {
+        log.sink.quarantine(partial(
+            input,
+            FORMAT,
+            Locator::File,
+            python_note(top.python_outside, "outside the samples"),
+        ));
+    }
     if let Err(err) = outcome {
-        return broken(
+        let (err, offset) = scan.describe(err)?;
+        broken_at(
             input,
             log.sink,
             FORMAT,
             ["sample", "log"],
-            err,
-            top.current,
-            doc.offset(),
+            &err,
+            top.current.get(),
+            offset,
         );
+        return Ok(());
     }
     if let Some(kind) = top.top_kind {
         whole_file(
@@ -850,96 +919,107 @@ fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     Ok(())
 }
 
+/// Where the walk of a JSON log stands.
 struct TopState {
     /// The sample being parsed, while it is parsed.
-    current: Option<u64>,
+    current: Cell<Option<u64>>,
     next: u64,
     samples: Option<Shape<()>>,
     top_kind: Option<&'static str>,
+    /// Python's special numbers read as `null` outside any sample.
+    python_outside: u64,
 }
 
-/// The log's top-level object.
-struct Top<'s, 'a, 'b> {
-    log: &'s mut Log<'a, 'b>,
-    state: &'s mut TopState,
-}
-
-impl<'de> Visitor<'de> for Top<'_, '_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an Inspect log object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
+impl TopState {
+    /// The log's top level: an object whose `eval` names the task and whose `samples` are read
+    /// one at a time; everything else is skipped unbuilt.
+    fn document<R: Read + Seek>(
+        &mut self,
+        scan: &mut Scanner<R>,
+        log: &mut Log<'_, '_>,
+    ) -> Result<(), ScanError> {
+        if scan.peek()? == Some(b'[') {
+            scan.drain_list()?;
+            self.top_kind = Some("a list");
+            return Ok(());
+        }
+        let mut object = scan.enter();
+        while let Some(key) = scan.next_key(&mut object)? {
             match key.as_str() {
-                "eval" => {
-                    if let Ok(spec) = map.next_value_seed(Picked(EvalSpec::default()))? {
-                        self.log.spec = spec;
-                    }
-                }
+                "eval" => match scan.parse(Picked(EvalSpec::default())) {
+                    Ok(Ok(spec)) => log.spec = spec,
+                    Ok(Err(_)) => {}
+                    Err(ScanError::Skipped(reason)) => log.sink.quarantine(partial(
+                        log.input,
+                        FORMAT,
+                        Locator::File,
+                        format!(
+                            "the log's eval {reason}; it was passed over, and the task and model \
+                             are unknown"
+                        ),
+                    )),
+                    Err(err) => return Err(err),
+                },
                 "samples" => {
-                    let shape = map.next_value_seed(Samples {
-                        log: &mut *self.log,
-                        state: &mut *self.state,
-                    })?;
-                    self.state.samples = Some(shape);
+                    let shape = self.samples(scan, log)?;
+                    self.samples = Some(shape);
                 }
-                _ => skip(&mut map)?,
+                _ => scan.skip()?,
             }
         }
         Ok(())
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        drain_seq(seq)?;
-        self.state.top_kind = Some("a list");
-        Ok(())
-    }
-}
-
-/// The `samples` list, one sample at a time.
-struct Samples<'s, 'a, 'b> {
-    log: &'s mut Log<'a, 'b>,
-    state: &'s mut TopState,
-}
-
-impl<'de> DeserializeSeed<'de> for Samples<'_, '_, '_> {
-    type Value = Shape<()>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shape<()>, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Samples<'_, '_, '_> {
-    type Value = Shape<()>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of samples")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape<()>, A::Error> {
-        loop {
-            let index = self.state.next;
-            self.state.current = Some(index);
-            let item = seq.next_element_seed(Picked(RawSample::default()))?;
-            self.state.current = None;
-            let Some(sample) = item else { break };
-            self.state.next += 1;
-            self.log.sink.records_read(1);
-            self.log.sample(index, &format!("sample {index}"), sample);
+    /// The `samples` list, one sample at a time.
+    fn samples<R: Read + Seek>(
+        &mut self,
+        scan: &mut Scanner<R>,
+        log: &mut Log<'_, '_>,
+    ) -> Result<Shape<()>, ScanError> {
+        let kind = match scan.peek()? {
+            Some(b'[') => None,
+            Some(b'{') => Some("an object"),
+            Some(b'"') => Some("a string"),
+            Some(b'n') => Some("null"),
+            Some(b't' | b'f') => Some("a boolean"),
+            _ => Some("a number"),
+        };
+        if let Some(kind) = kind {
+            scan.skip()?;
+            return Ok(Err(kind));
+        }
+        let mut list = scan.enter();
+        while scan.next_element(&mut list)? {
+            let index = self.next;
+            self.python_outside += scan.take_python_numbers();
+            let item = scan.parse(Tracked {
+                current: &self.current,
+                index,
+                inner: Picked(RawSample::default()),
+            });
+            match item {
+                Ok(sample) => {
+                    self.next += 1;
+                    log.sink.records_read(1);
+                    let python = scan.take_python_numbers();
+                    log.sample(index, &format!("sample {index}"), sample, python);
+                }
+                Err(ScanError::Skipped(reason)) => {
+                    self.next += 1;
+                    self.current.set(None);
+                    log.sink.records_read(1);
+                    log.sink.quarantine(dropped(
+                        log.input,
+                        FORMAT,
+                        Locator::Record(index),
+                        format!("sample {index} {reason}; it was passed over"),
+                    ));
+                }
+                Err(err) => return Err(err),
+            }
         }
         Ok(Ok(()))
     }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Shape<()>, A::Error> {
-        drain_map(map)?;
-        Ok(Err("an object"))
-    }
-
-    scalars_are_wrong!();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -953,31 +1033,39 @@ fn is_sample_member(name: &str) -> bool {
         .is_some_and(|stem| !stem.is_empty() && !stem.contains('/'))
 }
 
-/// Read one JSON member with `seed`; `Err` is why it could not be read.
+/// Read one JSON member into a `T`: the value, and how many of Python's special numbers were
+/// read as `null` in it. `Err` is why it could not be read. The member is decompressed into
+/// memory only when it fits the record limit (its declared size is checked first, and the read
+/// is bounded whatever it declares).
 fn read_member<R, T>(
     zip: &mut zip::ZipArchive<R>,
     index: usize,
-    seed: Picked<T>,
-) -> Result<Shape<T>, String>
+    limits: &Limits,
+) -> Result<(Shape<T>, u64), String>
 where
     R: Read + io::Seek,
-    T: Pick,
+    T: Pick + Default,
 {
     let member = zip
         .by_index(index)
         .map_err(|e| format!("cannot be opened: {e}"))?;
-    let mut de = serde_json::Deserializer::from_reader(BufReader::new(member));
-    let value = seed
-        .deserialize(&mut de)
-        .and_then(|v| de.end().map(|()| v))
-        .map_err(|e| {
-            if e.is_io() {
-                format!("cannot be decompressed: {e}")
-            } else {
-                format!("is not readable JSON: {e}")
-            }
-        })?;
-    Ok(value)
+    let declared = member.size();
+    if declared > limits.record_bytes {
+        return Err(format!("decompresses to {}", limits.too_large(declared)));
+    }
+    let bytes = match read_bounded(member, limits.record_bytes, declared) {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            return Err(format!(
+                "decompresses to more than it declares ({declared} bytes), {}",
+                limits.over()
+            ))
+        }
+        Err(e) => return Err(format!("cannot be decompressed: {e}")),
+    };
+    let text = strip_bom(&bytes);
+    parse_python_lenient(text, || Picked(T::default()))
+        .map_err(|e| format!("is not readable JSON: {e}"))
 }
 
 fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
@@ -1007,16 +1095,19 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         let Some(index) = zip.index_for_name(name) else {
             continue;
         };
-        let problem = match read_member(&mut zip, index, Picked(HeaderDoc::default())) {
-            Ok(Ok(HeaderDoc {
-                eval: Some(Ok(spec)),
-            })) => {
+        let problem = match read_member::<_, HeaderDoc>(&mut zip, index, &input.limits) {
+            Ok((
+                Ok(HeaderDoc {
+                    eval: Some(Ok(spec)),
+                }),
+                _,
+            )) => {
                 log.spec = spec;
                 found = true;
                 break;
             }
-            Ok(Ok(_)) => "holds no eval spec".to_string(),
-            Ok(Err(kind)) => format!("is {kind}, not an object"),
+            Ok((Ok(_), _)) => "holds no eval spec".to_string(),
+            Ok((Err(kind), _)) => format!("is {kind}, not an object"),
             Err(reason) => reason,
         };
         problems.push(format!("{name} {problem}"));
@@ -1051,8 +1142,8 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         let record = record as u64;
         log.sink.records_read(1);
         let what = format!("member {name}");
-        match read_member(&mut zip, index, Picked(RawSample::default())) {
-            Ok(sample) => log.sample(record, &what, sample),
+        match read_member::<_, RawSample>(&mut zip, index, &input.limits) {
+            Ok((sample, python)) => log.sample(record, &what, sample, python),
             Err(reason) => {
                 log.sink.quarantine(dropped(
                     input,
@@ -1101,18 +1192,17 @@ mod tests {
     use std::io::Write;
 
     fn read_bytes(name: &str, bytes: &[u8]) -> Collect {
+        read_limited(name, bytes, Limits::default().record_bytes)
+    }
+
+    fn read_limited(name: &str, bytes: &[u8], record_bytes: u64) -> Collect {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
         let mut sink = Collect::default();
-        read(
-            &Input {
-                path: &path,
-                display: name,
-            },
-            &mut sink,
-        )
-        .unwrap();
+        let mut input = Input::new(&path, name);
+        input.limits.record_bytes = record_bytes;
+        read(&input, &mut sink).unwrap();
         sink
     }
 
@@ -1483,6 +1573,224 @@ mod tests {
         let sink = read_bytes("nohead.eval", &good);
         assert_eq!(sink.conversations[0].0.id, "nohead/1/1");
         assert!(sink.quarantined.is_empty());
+    }
+
+    /// A sample's JSON text with `score` written as Python writes a NaN.
+    fn nan_sample(id: u32) -> String {
+        let mut sample = tool_sample(json!(id));
+        sample["scores"] = json!({"match": {"value": "SCORE"}});
+        serde_json::to_string(&sample)
+            .unwrap()
+            .replace("\"SCORE\"", "NaN")
+    }
+
+    #[test]
+    fn python_numbers_in_a_log_cost_no_sample() {
+        let good = serde_json::to_string(&tool_sample(json!(2))).unwrap();
+        let log = String::from_utf8(log_with(&[json!("FIRST"), json!("SECOND")])).unwrap();
+        let log = log
+            .replace("\"FIRST\"", &nan_sample(1))
+            .replace("\"SECOND\"", &good);
+        let sink = read_bytes("log.json", log.as_bytes());
+        assert_eq!(sink.records, 2);
+        assert_eq!(sink.conversations.len(), 2);
+        let notes: Vec<_> = sink
+            .quarantined
+            .iter()
+            .map(|q| (q.severity, q.locator.clone(), q.reason.as_str()))
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].0, Severity::Partial);
+        assert_eq!(notes[0].1, Locator::Record(0));
+        assert!(notes[0]
+            .2
+            .starts_with("1 number(s) in sample 0 written as NaN or Infinity were read as null"));
+
+        // The same in an archive member.
+        let bytes = archive(&[
+            (
+                "samples/1_epoch_1.json",
+                nan_sample(1).as_bytes(),
+                zip::CompressionMethod::Deflated,
+            ),
+            ("header.json", &header(), zip::CompressionMethod::Deflated),
+        ]);
+        let sink = read_bytes("x.eval", &bytes);
+        assert_eq!(sink.records, 1);
+        assert_eq!(sink.conversations.len(), 1);
+        assert_eq!(sink.quarantined.len(), 1);
+        assert!(sink.quarantined[0]
+            .reason
+            .starts_with("1 number(s) in member samples/1_epoch_1.json written as NaN"));
+    }
+
+    #[test]
+    fn byte_order_marks_on_members_are_skipped() {
+        let with_bom = |bytes: &[u8]| [&b"\xEF\xBB\xBF"[..], bytes].concat();
+        let sample = with_bom(&serde_json::to_vec(&tool_sample(json!(1))).unwrap());
+        let head = with_bom(&header());
+        let bytes = archive(&[
+            (
+                "samples/1_epoch_1.json",
+                &sample,
+                zip::CompressionMethod::Deflated,
+            ),
+            ("header.json", &head, zip::CompressionMethod::Zstd),
+        ]);
+        let sink = read_bytes("x.eval", &bytes);
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.conversations[0].0.id, "browse/EV/1/1");
+        // A JSON log with one is read too.
+        let sink = read_bytes("log.json", &with_bom(&log_with(&[tool_sample(json!(1))])));
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.conversations.len(), 1);
+    }
+
+    #[test]
+    fn samples_over_the_record_limit_are_passed_over() {
+        let mut big = tool_sample(json!(2));
+        big["input"] = json!("x".repeat(20_000));
+        let mut deep = tool_sample(json!(3));
+        deep["messages"][0]["content"] = json!("DEEP CONTENT");
+        let nested = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let deep_text = serde_json::to_string(&deep)
+            .unwrap()
+            .replace("\"DEEP CONTENT\"", &nested);
+        let log = String::from_utf8(log_with(&[
+            tool_sample(json!(1)),
+            big.clone(),
+            json!("DEEP"),
+            tool_sample(json!(4)),
+        ]))
+        .unwrap()
+        .replace("\"DEEP\"", &deep_text);
+        let sink = read_limited("log.json", log.as_bytes(), 8192);
+        assert_eq!(sink.records, 4);
+        let ids: Vec<_> = sink
+            .conversations
+            .iter()
+            .map(|(c, _)| c.id.as_str())
+            .collect();
+        assert_eq!(ids, vec!["browse/E1/1/1", "browse/E1/4/1"]);
+        let dropped: Vec<_> = sink
+            .quarantined
+            .iter()
+            .map(|q| (q.locator.clone(), q.reason.as_str()))
+            .collect();
+        assert_eq!(dropped.len(), 2, "{dropped:?}");
+        assert_eq!(dropped[0].0, Locator::Record(1));
+        assert!(
+            dropped[0].1.contains("over the 8 KiB record limit"),
+            "{}",
+            dropped[0].1
+        );
+        assert_eq!(dropped[1].0, Locator::Record(2));
+        assert!(
+            dropped[1].1.contains("deeper than 127 levels"),
+            "{}",
+            dropped[1].1
+        );
+    }
+
+    #[test]
+    fn archive_members_over_the_record_limit_are_not_decompressed() {
+        use zip::CompressionMethod::Deflated;
+        let good = serde_json::to_vec(&tool_sample(json!(1))).unwrap();
+        // A member that inflates far beyond its compressed size: declared honestly...
+        let mut bomb = tool_sample(json!(2));
+        bomb["input"] = json!("0".repeat(1 << 20));
+        let bomb = serde_json::to_vec(&bomb).unwrap();
+        let mut big_header: Value = serde_json::from_slice(&header()).unwrap();
+        big_header["plan"] = json!("p".repeat(1 << 20));
+        let big_header = serde_json::to_vec(&big_header).unwrap();
+        let bytes = archive(&[
+            ("samples/1_epoch_1.json", &good, Deflated),
+            ("samples/2_epoch_1.json", &bomb, Deflated),
+            ("header.json", &big_header, Deflated),
+        ]);
+        assert!(bytes.len() < 64 << 10);
+        let sink = read_limited("x.eval", &bytes, 64 << 10);
+        assert_eq!(sink.records, 2);
+        assert_eq!(sink.conversations.len(), 1);
+        let reasons: Vec<_> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert!(
+            reasons[0].starts_with("header.json decompresses to 1.0 MiB (1048"),
+            "{}",
+            reasons[0]
+        );
+        assert!(reasons[0].ends_with("the task and model are unknown"));
+        assert!(reasons[1].starts_with("member samples/2_epoch_1.json decompresses to 1.0 MiB"));
+        assert!(reasons[1].contains("over the 64 KiB record limit"));
+
+        // ... and declaring less than it holds: the read stops at the limit.
+        let mut lying = archive(&[("samples/2_epoch_1.json", &bomb, Deflated)]);
+        let declared = (bomb.len() as u32).to_le_bytes();
+        let small = 1000u32.to_le_bytes();
+        let mut patched = 0;
+        for at in 0..lying.len() - 4 {
+            if lying[at..at + 4] == declared {
+                lying[at..at + 4].copy_from_slice(&small);
+                patched += 1;
+            }
+        }
+        assert_eq!(patched, 2, "the local and the central header");
+        let sink = read_limited("x.eval", &lying, 64 << 10);
+        assert_eq!(sink.records, 1);
+        assert!(
+            sink.quarantined[0].reason.contains(
+                "decompresses to more than it declares (1000 bytes), over the 64 KiB record limit"
+            ),
+            "{:?}",
+            sink.quarantined
+        );
+    }
+
+    #[test]
+    fn references_cannot_expand_a_sample_past_the_record_limit() {
+        // One 10 KB attachment referenced by 50 messages: 500 KB if all were resolved.
+        let messages: Vec<Value> = (0..50)
+            .map(|i| {
+                let role = if i % 2 == 0 { "user" } else { "assistant" };
+                json!({"role": role, "content": "attachment://big"})
+            })
+            .collect();
+        let sample = json!({"id": 1, "epoch": 1, "messages": messages,
+                            "attachments": {"big": "b".repeat(10_000)}});
+        let sink = read_limited("log.json", &log_with(&[sample]), 64 << 10);
+        assert_eq!(sink.conversations.len(), 1);
+        let runs = &sink.conversations[0].0.runs;
+        let resolved = runs
+            .iter()
+            .filter(|r| r.user_message.as_deref().is_some_and(|m| m.len() == 10_000))
+            .count();
+        assert_eq!(
+            resolved, 3,
+            "user messages resolved before the budget ran out"
+        );
+        let note = &sink.quarantined.last().unwrap().reason;
+        assert!(
+            note.ends_with(
+                "its attachment references would add more than the 64 KiB record limit; 44 \
+                 reference(s) past it are kept as written"
+            ),
+            "{note}"
+        );
+
+        // Pooled messages repeated by their ranges.
+        let pool = vec![json!({"role": "user", "content": "p".repeat(1000)})];
+        let refs: Vec<Value> = (0..1000).map(|_| json!([0, 1])).collect();
+        let sample = json!({"id": 2, "epoch": 1, "message_refs": refs,
+                            "events_data": {"messages": pool}});
+        let sink = read_limited("log.json", &log_with(&[sample]), 64 << 10);
+        assert!(sink.conversations.is_empty());
+        assert!(
+            sink.quarantined[0].reason.ends_with(
+                "message_refs cannot be resolved: they expand over the 64 KiB record limit"
+            ),
+            "{}",
+            sink.quarantined[0].reason
+        );
     }
 
     #[test]

@@ -8,11 +8,11 @@
 //!   goes on. [`Tracked`] marks the record being parsed, so that a syntax error can name it.
 //! - Documents: [`open_json`] opens a file after a byte-order mark and leading blanks, or says
 //!   why it holds no JSON document ([`NotJson`]); [`JsonDoc::offset`] says how far the parser
-//!   got, so that a document that breaks can say where. The Inspect and SWE-agent adapters read
-//!   their documents this way; tau2 and tau-bench read theirs with
+//!   got, so that a document that breaks can say where. The SWE-agent adapter reads its
+//!   documents this way; tau2, tau-bench and Inspect read theirs with
 //!   [`json_scan`](crate::ingest::json_scan), which hands each record to these seeds from memory.
-//! - Quarantine entries tagged with the adapter's format, and [`broken`] (or [`broken_at`]) for
-//!   a document the parser stopped in.
+//! - Quarantine entries tagged with the adapter's format, and [`broken_at`] for a document the
+//!   parser stopped in.
 //! - Text out of values: [`scalar_text`], [`non_empty`], [`content_text`], [`first_key`].
 
 use std::cell::Cell;
@@ -332,6 +332,14 @@ pub(crate) fn partial(
     }
 }
 
+/// The note for a record (or a document) in which Python's special numbers were read as `null`.
+pub(crate) fn python_note(count: u64, place: &str) -> String {
+    format!(
+        "{count} number(s) {place} written as NaN or Infinity were read as null: Python's json \
+         module writes them, JSON has no such numbers and JavaScript's JSON.parse rejects them"
+    )
+}
+
 /// The whole file could not be used: it counts as one record, dropped.
 pub(crate) fn whole_file(
     input: &Input<'_>,
@@ -343,36 +351,10 @@ pub(crate) fn whole_file(
     sink.quarantine(dropped(input, format, Locator::File, reason));
 }
 
-/// The parser stopped on an error. Everything emitted so far stays; what could not be read is one
-/// dropped entry: the record being parsed when it broke (`current`), or else the byte where it
-/// broke. `record` and `document` are the adapter's words for them ("sample" and "log", ...).
-/// Read failures of the file itself are returned.
-pub(crate) fn broken(
-    input: &Input<'_>,
-    sink: &mut dyn Sink,
-    format: &'static str,
-    [record, document]: [&str; 2],
-    err: serde_json::Error,
-    current: Option<u64>,
-    offset: u64,
-) -> io::Result<()> {
-    if err.is_io() {
-        return Err(err.into());
-    }
-    broken_at(
-        input,
-        sink,
-        format,
-        [record, document],
-        &err.to_string(),
-        current,
-        offset,
-    );
-    Ok(())
-}
-
-/// [`broken`] for an error already in words (a [`Scanner`](crate::ingest::json_scan::Scanner)
-/// describes its own).
+/// The parser stopped on an error (in words: a [`Scanner`](crate::ingest::json_scan::Scanner)
+/// describes its own). Everything emitted so far stays; what could not be read is one dropped
+/// entry: the record being parsed when it broke (`current`), or else the byte where it broke.
+/// `record` and `document` are the adapter's words for them ("sample" and "log", ...).
 pub(crate) fn broken_at(
     input: &Input<'_>,
     sink: &mut dyn Sink,

@@ -15,6 +15,14 @@
 //! plus the error's place in it); serde_json's stream reader, asked the same, answered up to a few
 //! bytes further on, having read on to close the lists around the error before giving up. Values
 //! skipped unbuilt ([`Scanner::skip`]) are still checked, one element at a time.
+//!
+//! Hostile input is bounded here too. A value longer than the scanner's value limit is not held:
+//! its beginning is checked, the rest is passed over by its structure alone, and it comes back as
+//! [`ScanError::Skipped`] with the scanner standing after it, so that the adapter quarantines that
+//! one record and reads on; a value nested deeper than serde_json reads is passed over the same
+//! way. The numbers Python's `json` module writes for IEEE specials (`NaN`, `Infinity`,
+//! `-Infinity`), which are not JSON, are read as `null` and counted
+//! ([`Scanner::take_python_numbers`]) so that the adapter can note them on the record.
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::marker::PhantomData;
@@ -23,6 +31,7 @@ use std::path::Path;
 use serde::de::{DeserializeSeed, IgnoredAny};
 
 use crate::ingest::json_pick::NotJson;
+use crate::ingest::Limits;
 
 /// How much of the file one read asks for.
 const CHUNK: usize = 1 << 20;
@@ -61,6 +70,9 @@ pub(crate) enum ScanError {
         at: u64,
         positioned: bool,
     },
+    /// The value was passed over unparsed, for the reason given ("is 70 MiB (...), over the
+    /// 32 MiB record limit"); the scanner stands after it and the walk can go on.
+    Skipped(String),
 }
 
 impl From<io::Error> for ScanError {
@@ -81,7 +93,7 @@ pub(crate) struct Walk {
 /// go on after the next read.
 #[derive(Clone, Copy)]
 struct Nest {
-    depth: u32,
+    depth: u64,
     in_string: bool,
     escaped: bool,
 }
@@ -102,6 +114,9 @@ enum SpanKind {
     /// A list, object or string that does not end: the file ends first, or (`Some`) its
     /// beginning was found broken by the size check and this is the error found there.
     Cut(Option<serde_json::Error>),
+    /// A value longer than the value limit, passed over: its length. The span is empty and
+    /// stands after it.
+    TooLarge(u64),
 }
 
 /// A JSON document read in chunks. See the module documentation.
@@ -119,14 +134,25 @@ pub(crate) struct Scanner<R> {
     /// Where the document starts (after a byte-order mark and leading blanks): line 1, column 0
     /// for serde_json.
     start: u64,
+    /// The longest value held for parsing; a longer one is passed over.
+    limit: usize,
+    /// Whether the value last captured has a `N` or `I` outside its strings: a number Python
+    /// writes for an IEEE special, or garbage.
+    python: bool,
+    /// Python's special numbers read as `null` since last taken.
+    python_numbers: u64,
 }
 
 impl Scanner<crate::ingest::HashingFile> {
     /// Open a file after a UTF-8 byte-order mark and leading blanks. `Ok(Err(..))` when the file
     /// is empty or does not start a JSON object or list (the same verdicts as `open_json`). The
-    /// file is hashed as it is read.
-    pub(crate) fn open(path: &Path) -> io::Result<Result<Self, NotJson>> {
-        Self::start(crate::ingest::HashingFile::open(path)?, CHUNK, FIRST_CHECK)
+    /// file is hashed as it is read. No value longer than `limits.record_bytes` is held.
+    pub(crate) fn open(path: &Path, limits: &Limits) -> io::Result<Result<Self, NotJson>> {
+        let opened = Self::start(crate::ingest::HashingFile::open(path)?, CHUNK, FIRST_CHECK)?;
+        Ok(opened.map(|mut scan| {
+            scan.limit = limits.record_len();
+            scan
+        }))
     }
 
     /// The file's sha256, when everything so far read it whole and in order
@@ -154,6 +180,9 @@ impl<R: Read + Seek> Scanner<R> {
             chunk,
             first_check: first_check.max(1),
             start: 0,
+            limit: usize::MAX,
+            python: false,
+            python_numbers: 0,
         };
         scan.want(3)?;
         let mut skipped = false;
@@ -191,6 +220,18 @@ impl<R: Read + Seek> Scanner<R> {
         self.base + index as u64
     }
 
+    /// Hold no value longer than `bytes`.
+    #[cfg(test)]
+    pub(crate) fn set_limit(&mut self, bytes: usize) {
+        self.limit = bytes.max(1);
+    }
+
+    /// How many of Python's special numbers (`NaN`, `Infinity`, `-Infinity`) were read as
+    /// `null` since the last call.
+    pub(crate) fn take_python_numbers(&mut self) -> u64 {
+        std::mem::take(&mut self.python_numbers)
+    }
+
     /// Read more of the file, keeping `buf[keep..]` (moved to the front; `keep` is updated, and
     /// `keep: None` keeps from `pos` on). False at the end of the file.
     fn more(&mut self, keep: Option<&mut usize>) -> io::Result<bool> {
@@ -208,7 +249,9 @@ impl<R: Read + Seek> Scanner<R> {
             }
         }
         if self.buf.len() - self.filled < self.chunk {
-            let grown = (self.buf.len() * 2).max(self.filled + self.chunk);
+            // Doubling, but not far past what the value limit lets a value hold.
+            let cap = self.limit.saturating_add(2 * self.chunk);
+            let grown = (self.buf.len() * 2).min(cap).max(self.filled + self.chunk);
             self.buf.resize(grown, 0);
         }
         let end = self.filled + self.chunk;
@@ -342,11 +385,50 @@ impl<R: Read + Seek> Scanner<R> {
         S: for<'de> DeserializeSeed<'de, Value = V>,
     {
         let span = self.capture()?;
+        if let SpanKind::TooLarge(length) = span.kind {
+            self.pos = span.end;
+            let limit = Limits {
+                record_bytes: self.limit as u64,
+            };
+            return Err(ScanError::Skipped(format!(
+                "is {}",
+                limit.too_large(length)
+            )));
+        }
         let bytes = &self.buf[span.start..span.end];
-        let mut de = serde_json::Deserializer::from_slice(bytes);
+        if matches!(span.kind, SpanKind::Token) {
+            if let Some(len) = python_token(bytes) {
+                // `NaN`, `Infinity` or `-Infinity` standing alone.
+                let value = seed
+                    .deserialize(&mut serde_json::Deserializer::from_slice(b"null"))
+                    .map_err(|err| self.slice_error(err, span.start, span.end))?;
+                self.python_numbers += 1;
+                self.pos = span.start + len;
+                return Ok(value);
+            }
+        }
+        let patched = match (&span.kind, self.python) {
+            (SpanKind::Whole, true) => Patched::new(bytes),
+            _ => None,
+        };
+        let text = patched.as_ref().map_or(bytes, |p| &p.bytes);
+        let mut de = serde_json::Deserializer::from_slice(text);
         let outcome = seed.deserialize(&mut de);
         let (value, used) = match (outcome, span.kind) {
-            (Ok(value), SpanKind::Whole) => (value, bytes.len()),
+            (Ok(value), SpanKind::Whole) => {
+                self.python_numbers += patched.as_ref().map_or(0, |p| p.count());
+                (value, bytes.len())
+            }
+            // Nested past serde_json's limit: the value is sound as far as its brackets go, so
+            // the walk can go on after it.
+            (Err(err), SpanKind::Whole) if is_too_deep(&err) => {
+                self.pos = span.end;
+                return Err(ScanError::Skipped(crate::ingest::limits::too_deep()));
+            }
+            (Err(err), SpanKind::Whole) if patched.is_some() => {
+                let patched = patched.as_ref().expect("patched");
+                return Err(self.patched_error(err, span.start, span.end, patched));
+            }
             (Ok(value), SpanKind::Token) => (value, token_len(bytes)),
             // A value cut short cannot be parsed: the error is its beginning's (below).
             (Ok(_), SpanKind::Cut(Some(early))) => {
@@ -364,31 +446,41 @@ impl<R: Read + Seek> Scanner<R> {
                 return Err(self.error(EOF_VALUE, false));
             }
             (Err(err), _) => return Err(self.slice_error(err, span.start, span.end)),
+            (_, SpanKind::TooLarge(_)) => unreachable!("returned above"),
         };
         self.pos = span.start + used;
         Ok(value)
     }
 
     /// Skip the next value unbuilt, checking it as serde_json's `IgnoredAny` would: a list or an
-    /// object one member at a time, so that only one member is ever held.
+    /// object one member at a time, so that only one member is ever held. A member too large or
+    /// too deep to parse is passed over without complaint: nothing of it was wanted.
     pub(crate) fn skip(&mut self) -> Result<(), ScanError> {
         let list = match self.peek()? {
             Some(b'[') => true,
             Some(b'{') => false,
-            _ => return self.parse(PhantomData::<IgnoredAny>).map(drop),
+            _ => return self.ignore(),
         };
         let mut walk = self.enter();
         walk.ignore = true;
         if list {
             while self.next_element(&mut walk)? {
-                self.parse(PhantomData::<IgnoredAny>)?;
+                self.ignore()?;
             }
         } else {
             while self.next_key(&mut walk)?.is_some() {
-                self.parse(PhantomData::<IgnoredAny>)?;
+                self.ignore()?;
             }
         }
         Ok(())
+    }
+
+    /// Parse the next value into nothing; one passed over is fine.
+    fn ignore(&mut self) -> Result<(), ScanError> {
+        match self.parse(PhantomData::<IgnoredAny>) {
+            Ok(_) | Err(ScanError::Skipped(_)) => Ok(()),
+            Err(err) => Err(err),
+        }
     }
 
     /// Read through the object whose `{` [`peek`](Self::peek) just returned, its keys checked
@@ -396,6 +488,16 @@ impl<R: Read + Seek> Scanner<R> {
     pub(crate) fn drain_object(&mut self) -> Result<(), ScanError> {
         let mut walk = self.enter();
         while self.next_key(&mut walk)?.is_some() {
+            self.skip()?;
+        }
+        Ok(())
+    }
+
+    /// Read through the list whose `[` [`peek`](Self::peek) just returned, its elements skipped,
+    /// as a visitor draining it would.
+    pub(crate) fn drain_list(&mut self) -> Result<(), ScanError> {
+        let mut walk = self.enter();
+        while self.next_element(&mut walk)? {
             self.skip()?;
         }
         Ok(())
@@ -433,16 +535,20 @@ impl<R: Read + Seek> Scanner<R> {
             _ => return self.capture_token(),
         };
         self.pos += 1;
+        self.python = false;
         let mut check_at = self.first_check;
         loop {
             if let Some(end) = self.scan(&mut nest) {
-                return Ok(Span {
-                    start,
-                    end,
-                    kind: SpanKind::Whole,
-                });
+                let kind = if end - start > self.limit {
+                    SpanKind::TooLarge((end - start) as u64)
+                } else {
+                    SpanKind::Whole
+                };
+                return Ok(Span { start, end, kind });
             }
-            if self.filled - start >= check_at {
+            let held = self.filled - start;
+            let too_large = held > self.limit;
+            if held >= check_at || too_large {
                 // Checked up to its last delimiter: a number cut short by the buffer would read
                 // as an error of its own.
                 let read = &self.buf[start..self.filled];
@@ -450,9 +556,21 @@ impl<R: Read + Seek> Scanner<R> {
                     .iter()
                     .rposition(|b| is_delimiter(*b))
                     .map_or(0, |i| i + 1);
-                let mut de = serde_json::Deserializer::from_slice(&read[..sound_to]);
+                // Python's numbers are not errors; an error found past them is left for the
+                // parse of the whole value to place.
+                let patched = if self.python {
+                    Patched::new(&read[..sound_to])
+                } else {
+                    None
+                };
+                let text = patched.as_ref().map_or(&read[..sound_to], |p| &p.bytes);
+                let mut de = serde_json::Deserializer::from_slice(text);
                 match <IgnoredAny as serde::Deserialize>::deserialize(&mut de) {
-                    Err(err) if err.classify() != serde_json::error::Category::Eof => {
+                    Err(err)
+                        if err.classify() != serde_json::error::Category::Eof
+                            && patched.is_none()
+                            && !is_too_deep(&err) =>
+                    {
                         return Ok(Span {
                             start,
                             end: self.filled,
@@ -462,11 +580,41 @@ impl<R: Read + Seek> Scanner<R> {
                     _ => check_at = check_at.saturating_mul(2),
                 }
             }
+            if too_large {
+                return self.pass_over(start, nest);
+            }
             if !self.more(Some(&mut start))? {
                 return Ok(Span {
                     start,
                     end: self.filled,
                     kind: SpanKind::Cut(None),
+                });
+            }
+        }
+    }
+
+    /// Go past the rest of a value too long to hold, by its structure alone, holding nothing of
+    /// it. `buf[start..]` is its beginning, all scanned.
+    fn pass_over(&mut self, start: usize, mut nest: Nest) -> Result<Span, ScanError> {
+        let begin = self.at(start);
+        // The buffer grew to hold the beginning; it goes back to its working size.
+        self.base += self.filled as u64;
+        self.filled = 0;
+        self.pos = 0;
+        self.buf = Vec::new();
+        loop {
+            if !self.more(None)? {
+                return Err(ScanError::Syntax {
+                    what: EOF_VALUE.to_string(),
+                    at: self.at(self.filled),
+                    positioned: true,
+                });
+            }
+            if let Some(end) = self.scan(&mut nest) {
+                return Ok(Span {
+                    start: end,
+                    end,
+                    kind: SpanKind::TooLarge(self.at(end) - begin),
                 });
             }
         }
@@ -507,6 +655,7 @@ impl<R: Read + Seek> Scanner<R> {
             mut in_string,
             mut escaped,
         } = *nest;
+        let mut python = false;
         loop {
             if escaped {
                 if i == buf.len() {
@@ -525,21 +674,25 @@ impl<R: Read + Seek> Scanner<R> {
                     in_string = !in_string;
                     if !in_string && depth == 0 {
                         self.pos = i;
+                        self.python |= python;
                         return Some(i);
                     }
                 }
                 b'\\' => escaped = true,
                 b'[' | b'{' => depth += 1,
+                b'N' | b'I' => python = true,
                 _ => {
                     depth -= 1;
                     if depth == 0 {
                         self.pos = i;
+                        self.python |= python;
                         return Some(i);
                     }
                 }
             }
         }
         self.pos = i;
+        self.python |= python;
         *nest = Nest {
             depth,
             in_string,
@@ -553,35 +706,50 @@ impl<R: Read + Seek> Scanner<R> {
         if err.is_io() {
             return ScanError::Io(err.into());
         }
-        let (line, column) = (err.line(), err.column());
-        let mut what = err.to_string();
-        if line == 0 {
-            return ScanError::Syntax {
+        let bytes = &self.buf[start..end];
+        match locate(&err, bytes) {
+            (what, None) => ScanError::Syntax {
                 what,
                 at: self.at(end),
                 positioned: false,
-            };
+            },
+            (what, Some(index)) => {
+                let index = as_streamed(&what, bytes, index);
+                ScanError::Syntax {
+                    what,
+                    at: self.at(start) + index as u64,
+                    positioned: true,
+                }
+            }
         }
-        let suffix = format!(" at line {line} column {column}");
-        if what.ends_with(&suffix) {
-            what.truncate(what.len() - suffix.len());
+    }
+
+    /// [`slice_error`](Self::slice_error) for an error in the patched copy of `buf[start..end]`:
+    /// placed where it is in the file.
+    fn patched_error(
+        &self,
+        err: serde_json::Error,
+        start: usize,
+        end: usize,
+        patched: &Patched,
+    ) -> ScanError {
+        if err.is_io() {
+            return ScanError::Io(err.into());
         }
-        let bytes = &self.buf[start..end];
-        let line_start = if line == 1 {
-            0
-        } else {
-            bytes
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| **b == b'\n')
-                .nth(line - 2)
-                .map_or(bytes.len(), |(newline, _)| newline + 1)
-        };
-        let index = as_streamed(&what, bytes, line_start + column);
-        ScanError::Syntax {
-            what,
-            at: self.at(start) + index as u64,
-            positioned: true,
+        match locate(&err, &patched.bytes) {
+            (what, None) => ScanError::Syntax {
+                what,
+                at: self.at(end),
+                positioned: false,
+            },
+            (what, Some(index)) => {
+                let index = as_streamed(&what, &patched.bytes, index);
+                ScanError::Syntax {
+                    what,
+                    at: self.at(start) + patched.original(index) as u64,
+                    positioned: true,
+                }
+            }
         }
     }
 
@@ -590,6 +758,14 @@ impl<R: Read + Seek> Scanner<R> {
     pub(crate) fn describe(&mut self, err: ScanError) -> io::Result<(String, u64)> {
         match err {
             ScanError::Io(err) => Err(err),
+            ScanError::Skipped(reason) => {
+                let at = self.at(self.pos);
+                let (line, column) = self.line_column(at)?;
+                Ok((
+                    format!("the value ending at line {line} column {column} {reason}"),
+                    at,
+                ))
+            }
             ScanError::Syntax {
                 what,
                 at,
@@ -629,6 +805,167 @@ impl<R: Read + Seek> Scanner<R> {
             left -= n as u64;
         }
         Ok((line, column))
+    }
+}
+
+/// Parse a whole JSON document held in memory with a seed from `make`, reading Python's special
+/// numbers as `null`: the value, and how many were read so. `Err` is what is wrong, in
+/// serde_json's words, at the line and column of `text` where it is (a value nested too deep is
+/// said so).
+pub(crate) fn parse_python_lenient<S, V>(
+    text: &[u8],
+    make: impl Fn() -> S,
+) -> Result<(V, u64), String>
+where
+    S: for<'de> DeserializeSeed<'de, Value = V>,
+{
+    let whole = |bytes: &[u8]| {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let value = make().deserialize(&mut de)?;
+        de.end()?;
+        Ok::<V, serde_json::Error>(value)
+    };
+    let err = match whole(text) {
+        Ok(value) => return Ok((value, 0)),
+        Err(err) => err,
+    };
+    // Parsed again only when it failed: Python's numbers are rare.
+    let Some(patched) = Patched::new(text) else {
+        return Err(crate::ingest::limits::json_error(&err));
+    };
+    match whole(&patched.bytes) {
+        Ok(value) => Ok((value, patched.count())),
+        Err(err) => {
+            let (what, index) = locate(&err, &patched.bytes);
+            let what = match what.strip_prefix("recursion limit exceeded") {
+                Some(rest) => format!("the value {}{rest}", crate::ingest::limits::too_deep()),
+                None => what,
+            };
+            let Some(index) = index else {
+                return Err(what);
+            };
+            let index = patched.original(index).min(text.len());
+            let line_start = text[..index]
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
+            Err(format!(
+                "{what} at line {} column {}",
+                err.line(),
+                index - line_start
+            ))
+        }
+    }
+}
+
+/// serde_json's description of an error without its position, and the index in `bytes` that
+/// its line and column name (`None` when it names none).
+fn locate(err: &serde_json::Error, bytes: &[u8]) -> (String, Option<usize>) {
+    let (line, column) = (err.line(), err.column());
+    let mut what = err.to_string();
+    if line == 0 {
+        return (what, None);
+    }
+    let suffix = format!(" at line {line} column {column}");
+    if what.ends_with(&suffix) {
+        what.truncate(what.len() - suffix.len());
+    }
+    let line_start = if line == 1 {
+        0
+    } else {
+        bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(line - 2)
+            .map_or(bytes.len(), |(newline, _)| newline + 1)
+    };
+    (what, Some(line_start + column))
+}
+
+/// Whether serde_json gave up on a value nested past its recursion limit.
+fn is_too_deep(err: &serde_json::Error) -> bool {
+    err.to_string().starts_with("recursion limit exceeded")
+}
+
+/// The numbers Python's `json` module writes for IEEE specials, which JSON does not have.
+const PYTHON_NUMBERS: [&[u8]; 3] = [b"NaN", b"Infinity", b"-Infinity"];
+
+/// The length of the Python number a token is, when it is one (followed by a delimiter or by
+/// nothing).
+fn python_token(token: &[u8]) -> Option<usize> {
+    PYTHON_NUMBERS
+        .iter()
+        .find(|n| token.starts_with(n) && token.get(n.len()).is_none_or(|b| is_delimiter(*b)))
+        .map(|n| n.len())
+}
+
+/// A value's bytes with each of Python's special numbers outside its strings replaced by `null`.
+struct Patched {
+    bytes: Vec<u8>,
+    /// Each replacement: where its number starts and ends in the original, and where its `null`
+    /// starts in `bytes`.
+    replaced: Vec<(usize, usize, usize)>,
+}
+
+impl Patched {
+    /// `None` when the value holds none of Python's numbers.
+    fn new(text: &[u8]) -> Option<Patched> {
+        let mut bytes = Vec::with_capacity(text.len() + 16);
+        let mut replaced = Vec::new();
+        let (mut in_string, mut escaped) = (false, false);
+        let mut i = 0;
+        while i < text.len() {
+            let byte = text[i];
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if byte == b'\\' {
+                    escaped = true;
+                } else if byte == b'"' {
+                    in_string = false;
+                }
+            } else if byte == b'"' {
+                in_string = true;
+            } else if byte == b'N' || byte == b'I' {
+                let number = PYTHON_NUMBERS[..2]
+                    .iter()
+                    .find(|n| text[i..].starts_with(n));
+                if let Some(number) = number {
+                    let mut from = i;
+                    if byte == b'I' && i > 0 && text[i - 1] == b'-' {
+                        bytes.pop();
+                        from -= 1;
+                    }
+                    replaced.push((from, i + number.len(), bytes.len()));
+                    bytes.extend_from_slice(b"null");
+                    i += number.len();
+                    continue;
+                }
+            }
+            bytes.push(byte);
+            i += 1;
+        }
+        (!replaced.is_empty()).then_some(Patched { bytes, replaced })
+    }
+
+    fn count(&self) -> u64 {
+        self.replaced.len() as u64
+    }
+
+    /// The index in the original of `index` in the patched bytes.
+    fn original(&self, index: usize) -> usize {
+        let mut shift = 0isize;
+        for &(from, to, at) in &self.replaced {
+            if index < at {
+                break;
+            }
+            if index < at + 4 {
+                return from;
+            }
+            shift = to as isize - (at + 4) as isize;
+        }
+        index.saturating_add_signed(shift)
     }
 }
 
@@ -672,7 +1009,8 @@ fn exponent_overflows(text: &[u8]) -> bool {
 }
 
 /// The index of the first byte from `from` on that matters to a scan: a quote or a backslash in
-/// a string, a quote or a bracket outside one. Eight bytes are looked at a time.
+/// a string, a quote, a bracket or the first letter of Python's `NaN` and `Infinity` outside
+/// one. Eight bytes are looked at a time.
 #[inline]
 fn find_mark(buf: &[u8], from: usize, in_string: bool) -> Option<usize> {
     let mut i = from;
@@ -683,7 +1021,11 @@ fn find_mark(buf: &[u8], from: usize, in_string: bool) -> Option<usize> {
         } else {
             // `[` and `{` differ by one bit, as do `]` and `}`.
             let folded = word | repeat(0x20);
-            bytes_equal(word, b'"') | bytes_equal(folded, b'{') | bytes_equal(folded, b'}')
+            bytes_equal(word, b'"')
+                | bytes_equal(folded, b'{')
+                | bytes_equal(folded, b'}')
+                | bytes_equal(word, b'N')
+                | bytes_equal(word, b'I')
         };
         if marks != 0 {
             return Some(i + marks.trailing_zeros() as usize / 8);
@@ -696,7 +1038,7 @@ fn find_mark(buf: &[u8], from: usize, in_string: bool) -> Option<usize> {
             if in_string {
                 byte == b'"' || byte == b'\\'
             } else {
-                matches!(byte, b'"' | b'[' | b']' | b'{' | b'}')
+                matches!(byte, b'"' | b'[' | b']' | b'{' | b'}' | b'N' | b'I')
             }
         })
         .map(|k| i + k)
@@ -1179,7 +1521,7 @@ mod tests {
                     if in_string {
                         b == b'"' || b == b'\\'
                     } else {
-                        matches!(b, b'"' | b'[' | b']' | b'{' | b'}')
+                        matches!(b, b'"' | b'[' | b']' | b'{' | b'}' | b'N' | b'I')
                     }
                 })
             };
@@ -1187,6 +1529,155 @@ mod tests {
                 assert_eq!(find_mark(&text, from, in_string), naive(from), "{from}");
             }
         }
+    }
+
+    /// Each element of a top-level list: its value, or the reason it was passed over.
+    fn elements(text: &[u8], chunk: usize, limit: usize) -> (Vec<Result<Value, String>>, u64) {
+        let mut scan = scanner(text, chunk, 1 << 20);
+        scan.set_limit(limit);
+        let mut out = Vec::new();
+        let mut list = scan.enter();
+        while scan.next_element(&mut list).unwrap() {
+            match scan.parse(PhantomData::<Value>) {
+                Ok(value) => out.push(Ok(value)),
+                Err(ScanError::Skipped(reason)) => out.push(Err(reason)),
+                Err(err) => panic!("{:?}", scan.describe(err)),
+            }
+        }
+        scan.end().unwrap();
+        (out, scan.take_python_numbers())
+    }
+
+    #[test]
+    fn python_numbers_read_as_null() {
+        let text =
+            br#"[NaN, {"a": Infinity, "b": "NaN \" Infinity", "c": [-Infinity, 1]}, 2, -Infinity]"#;
+        for chunk in [1, 3, 1 << 20] {
+            let (values, count) = elements(text, chunk, 1 << 20);
+            let values: Vec<Value> = values.into_iter().map(Result::unwrap).collect();
+            assert_eq!(
+                values,
+                vec![
+                    Value::Null,
+                    json!({"a": null, "b": "NaN \" Infinity", "c": [null, 1]}),
+                    json!(2),
+                    Value::Null
+                ]
+            );
+            assert_eq!(count, 4);
+        }
+        // Without them, nothing is counted.
+        assert_eq!(elements(b"[1, \"NaN\"]", 1, 1 << 20).1, 0);
+    }
+
+    #[test]
+    fn errors_after_python_numbers_are_placed_in_the_file() {
+        // The same document with a number of the same length in place of each of Python's:
+        // the error must be reported where serde_json reports it there.
+        for (doc, same_length) in [
+            ("[{\"a\": NaN, \"b\" 1}]", "[{\"a\": 0.0, \"b\" 1}]"),
+            (
+                "[{\"a\": [-Infinity,\n Infinity], \"b\": [1 2]}]",
+                "[{\"a\": [-1.000000,\n 1.000000], \"b\": [1 2]}]",
+            ),
+            (
+                "[{\"a\": NaN,\n \"b\": tru}]",
+                "[{\"a\": 0.0,\n \"b\": tru}]",
+            ),
+        ] {
+            let want = reference(same_length.as_bytes());
+            assert!(want.1.is_some());
+            for chunk in [1, 4, 1 << 20] {
+                assert_eq!(walk(doc.as_bytes(), chunk, 1 << 20).1, want.1, "{doc}");
+            }
+        }
+    }
+
+    #[test]
+    fn values_over_the_limit_are_passed_over() {
+        let long = "x".repeat(300);
+        let text = format!(
+            "[{{\"a\": \"{long}\", \"n\": [1, {{\"b\": \"]\\\"[\"}}]}}, {{\"b\": 1}}, \"short\", \"{long}\", 3]"
+        );
+        for chunk in [1, 7, 64, 1 << 20] {
+            let (values, _) = elements(text.as_bytes(), chunk, 64);
+            assert_eq!(values.len(), 5, "chunk {chunk}");
+            assert_eq!(
+                values[0],
+                Err("is 334 B (334 bytes), over the 64 B record limit".to_string())
+            );
+            assert_eq!(values[1], Ok(json!({"b": 1})));
+            assert_eq!(values[2], Ok(json!("short")));
+            assert_eq!(
+                values[3],
+                Err("is 302 B (302 bytes), over the 64 B record limit".to_string())
+            );
+            assert_eq!(values[4], Ok(json!(3)));
+        }
+        // The buffer does not grow with the value passed over.
+        let huge = format!("[\"{}\", 1]", "y".repeat(1 << 20));
+        let mut scan = scanner(huge.as_bytes(), 256, 1 << 20);
+        scan.set_limit(1024);
+        let mut list = scan.enter();
+        assert!(scan.next_element(&mut list).unwrap());
+        assert!(matches!(
+            scan.parse(PhantomData::<Value>),
+            Err(ScanError::Skipped(_))
+        ));
+        assert!(scan.buf.len() < 4096, "{}", scan.buf.len());
+        assert!(scan.next_element(&mut list).unwrap());
+        assert_eq!(scan.parse(PhantomData::<Value>).unwrap(), json!(1));
+        // A value skipped unbuilt is passed over without complaint.
+        let text = format!("{{\"skip\": [\"{long}\", {{\"k\": \"{long}\"}}], \"pick\": 2}}");
+        let mut scan = scanner(text.as_bytes(), 16, 1 << 20);
+        scan.set_limit(64);
+        let mut object = scan.enter();
+        assert_eq!(scan.next_key(&mut object).unwrap().as_deref(), Some("skip"));
+        scan.skip().unwrap();
+        assert_eq!(scan.next_key(&mut object).unwrap().as_deref(), Some("pick"));
+        assert_eq!(scan.parse(PhantomData::<Value>).unwrap(), json!(2));
+    }
+
+    #[test]
+    fn over_the_limit_and_broken() {
+        // Broken at its beginning: reported as broken, where it breaks.
+        let text = format!("[{{\"a\" 1, \"b\": \"{}\"}}]", "x".repeat(300));
+        let mut scan = scanner(text.as_bytes(), 16, 1 << 20);
+        scan.set_limit(64);
+        let mut list = scan.enter();
+        assert!(scan.next_element(&mut list).unwrap());
+        let err = scan.parse(PhantomData::<Value>).unwrap_err();
+        assert_eq!(
+            scan.describe(err).unwrap(),
+            ("expected `:` at line 1 column 7".to_string(), 7)
+        );
+        // Never ending: the end of the file is reported.
+        let text = format!("[{{\"a\": \"{}", "x".repeat(300));
+        let mut scan = scanner(text.as_bytes(), 16, 1 << 20);
+        scan.set_limit(64);
+        let mut list = scan.enter();
+        assert!(scan.next_element(&mut list).unwrap());
+        let err = scan.parse(PhantomData::<Value>).unwrap_err();
+        assert_eq!(
+            scan.describe(err).unwrap(),
+            (
+                "EOF while parsing a value at line 1 column 308".to_string(),
+                308
+            )
+        );
+    }
+
+    #[test]
+    fn values_nested_too_deep_are_passed_over() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let text = format!("[{deep}, {{\"a\": {deep}}}, 1]");
+        let (values, _) = elements(text.as_bytes(), 5, 1 << 20);
+        let reason = "nests lists and objects deeper than 127 levels".to_string();
+        assert_eq!(values, vec![Err(reason.clone()), Err(reason), Ok(json!(1))]);
+        // 127 levels are read, 128 are not.
+        let nested = |n| format!("[{}{}]", "[".repeat(n), "]".repeat(n));
+        assert!(elements(nested(127).as_bytes(), 5, 1 << 20).0[0].is_ok());
+        assert!(elements(nested(128).as_bytes(), 5, 1 << 20).0[0].is_err());
     }
 
     #[test]

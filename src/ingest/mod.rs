@@ -11,6 +11,7 @@ pub(crate) mod chat;
 pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
+pub mod limits;
 pub mod openinference;
 pub mod otel;
 pub mod registry;
@@ -19,6 +20,8 @@ pub mod tau2;
 pub mod tau_bench;
 pub mod trajectory;
 pub mod vcr;
+
+pub use limits::Limits;
 
 use crate::model::Conversation;
 pub use registry::{Adapter, Format, Fragment, Head, Match, Stitch};
@@ -93,13 +96,13 @@ pub trait Sink {
     fn quarantine(&mut self, item: Quarantined);
     /// Count records read (stored or dropped).
     fn records_read(&mut self, n: u64);
-    /// A piece of conversations that may continue in another file ([`Adapter::stitcher`]). A
-    /// sink that sees every file of an ingest (the driver) joins fragments across files; the
-    /// default builds this file's conversations at once, as if no other input existed.
     /// The sha256 of the input file (lower-case hex), from an adapter that read the file whole
     /// in one pass ([`HashingFile::finish`]); a sink that records inputs hashes any other file
     /// itself.
     fn file_digest(&mut self, _sha256: String) {}
+    /// A piece of conversations that may continue in another file ([`Adapter::stitcher`]). A
+    /// sink that sees every file of an ingest (the driver) joins fragments across files; the
+    /// default builds this file's conversations at once, as if no other input existed.
     fn fragment(&mut self, fragment: Fragment) {
         let mut out = Collect::default();
         if let Some(mut stitch) = fragment.format.adapter().stitcher() {
@@ -120,6 +123,19 @@ pub struct Input<'a> {
     pub path: &'a Path,
     /// The path as written into the store (`runs.source`, quarantine `file`).
     pub display: &'a str,
+    /// How much of the file may be held at once.
+    pub limits: Limits,
+}
+
+impl<'a> Input<'a> {
+    /// An input read under the default [`Limits`].
+    pub fn new(path: &'a Path, display: &'a str) -> Input<'a> {
+        Input {
+            path,
+            display,
+            limits: Limits::default(),
+        }
+    }
 }
 
 /// Read one file in the given format.
@@ -159,14 +175,7 @@ pub fn read_path(path: &Path, format: Option<Format>) -> std::io::Result<Collect
         }
     };
     match format {
-        Some(f) => read_file(
-            f,
-            &Input {
-                path,
-                display: &display,
-            },
-            &mut sink,
-        )?,
+        Some(f) => read_file(f, &Input::new(path, &display), &mut sink)?,
         None => {
             sink.records_read(1);
             sink.quarantine(Quarantined::dropped(

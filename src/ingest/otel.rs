@@ -72,8 +72,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::ingest::limits::{read_bounded, read_line_bounded, Line};
 use crate::ingest::openinference as oi;
-use crate::ingest::{Format, Input, Locator, Quarantined, Severity, Sink};
+use crate::ingest::{Format, Input, Limits, Locator, Quarantined, Severity, Sink};
 use crate::js;
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
 
@@ -221,18 +222,30 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
 }
 
 fn read_flushing(input: &Input<'_>, sink: &mut dyn Sink, flush_bytes: usize) -> io::Result<()> {
-    use std::io::{BufRead, Read};
-    let mut file = io::BufReader::new(std::fs::File::open(input.path)?);
+    let file = std::fs::File::open(input.path)?;
+    let file_len = file.metadata()?.len();
+    let mut file = io::BufReader::new(file);
+    let limit = input.limits.record_bytes;
     let mut reader = Reader::new(input.display, sink);
     // Everything read so far, up to the first line with content.
     let mut head: Vec<u8> = Vec::new();
+    let mut buf = Vec::new();
     let mut line_no = 0u64;
     loop {
-        let start = head.len();
-        if file.read_until(b'\n', &mut head)? == 0 {
-            break;
-        }
+        let n = match read_line_bounded(&mut file, &mut buf, limit)? {
+            Line::Held(0) => break,
+            Line::Held(n) => n,
+            Line::TooLong(n) => {
+                // Whether a document or a request, it is over the limit: the rest is read as
+                // one request per line.
+                line_no += 1;
+                reader.too_long(line_no, n, &input.limits);
+                break;
+            }
+        };
         line_no += 1;
+        let start = head.len();
+        head.extend_from_slice(&buf[..n as usize]);
         let line = &head[start..];
         let line = if start == 0 {
             line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line)
@@ -247,25 +260,75 @@ fn read_flushing(input: &Input<'_>, sink: &mut dyn Sink, flush_bytes: usize) -> 
             .ok()
             .and_then(|t| js::parse_json(t).ok());
         let Some(first) = first else {
-            // A document over several lines (or a broken first line): read it whole.
-            file.read_to_end(&mut head)?;
-            reader.whole(&head);
-            reader.flush(false);
-            return Ok(());
+            if file_len <= limit {
+                // A document over several lines (or a broken first line): read it whole.
+                match read_bounded(&mut file, limit, file_len)? {
+                    Ok(rest) => head.extend_from_slice(&rest),
+                    Err(_) => {
+                        reader.sink.records_read(1);
+                        reader.drop(
+                            Locator::File,
+                            format!("the file grew {} while it was read", input.limits.over()),
+                        );
+                        return Ok(());
+                    }
+                }
+                reader.whole(&head);
+                reader.flush(false);
+                return Ok(());
+            }
+            // Too large to read whole: one request per line when the next line is one (the
+            // first is then broken), else a document over the record limit.
+            let first_no = line_no;
+            let first_line = head[start..].to_vec();
+            let second = loop {
+                match read_line_bounded(&mut file, &mut buf, limit)? {
+                    Line::Held(0) => break None,
+                    Line::Held(_) if trim_line(&buf).is_empty() => line_no += 1,
+                    Line::Held(_) => {
+                        line_no += 1;
+                        break Some(buf.clone());
+                    }
+                    Line::TooLong(_) => break None,
+                }
+            };
+            let is_request = second.as_deref().is_some_and(|l| {
+                std::str::from_utf8(trim_line(l))
+                    .ok()
+                    .is_some_and(|t| js::parse_json(t).is_ok())
+            });
+            let Some(second) = second.filter(|_| is_request) else {
+                reader.sink.records_read(1);
+                reader.drop(
+                    Locator::File,
+                    format!(
+                        "the file is a document of {}; a document is read whole, as one record",
+                        input.limits.too_large(file_len)
+                    ),
+                );
+                return Ok(());
+            };
+            reader.line(first_no, &first_line);
+            reader.line(line_no, &second);
+            break;
         };
         reader.request(&first, Some(line_no));
         break;
     }
     drop(head);
-    let mut buf = Vec::new();
     let mut since_flush = 0usize;
     loop {
-        buf.clear();
-        if file.read_until(b'\n', &mut buf)? == 0 {
-            break;
-        }
+        let n = match read_line_bounded(&mut file, &mut buf, limit)? {
+            Line::Held(0) => break,
+            Line::Held(n) => n,
+            Line::TooLong(n) => {
+                line_no += 1;
+                reader.too_long(line_no, n, &input.limits);
+                continue;
+            }
+        };
         line_no += 1;
-        since_flush += buf.len();
+        since_flush += n as usize;
         reader.line(line_no, &buf);
         if since_flush >= flush_bytes {
             reader.flush(true);
@@ -344,6 +407,18 @@ impl<'a> Reader<'a> {
         let mut q = Quarantined::dropped(&self.file, locator, reason);
         q.format = Some(FORMAT);
         self.sink.quarantine(q);
+    }
+
+    /// A line over the record limit, read through without being held.
+    fn too_long(&mut self, n: u64, bytes: u64, limits: &Limits) {
+        self.sink.records_read(1);
+        self.drop(
+            Locator::Line(n),
+            format!(
+                "line is {}; it was read through without being held",
+                limits.too_large(bytes)
+            ),
+        );
     }
 
     /// A whole file in memory: one document, else one request per line.
@@ -2873,10 +2948,7 @@ mod tests {
         let path = dir.path().join("spans.jsonl");
         std::fs::write(&path, text).unwrap();
         let mut sink = Collect::default();
-        let input = Input {
-            path: &path,
-            display: "spans.jsonl",
-        };
+        let input = Input::new(&path, "spans.jsonl");
         read_flushing(&input, &mut sink, flush_bytes).unwrap();
         sink
     }
@@ -2920,6 +2992,66 @@ mod tests {
         assert_eq!(c.records, 9);
         assert_eq!(c.quarantined.len(), 1);
         assert_eq!(c.quarantined[0].locator, Locator::Line(1));
+    }
+
+    #[test]
+    fn lines_and_documents_over_the_record_limit() {
+        let spans = small_trace(false, full_tool(false));
+        let lines: Vec<String> = spans
+            .iter()
+            .map(|s| request(std::slice::from_ref(s)))
+            .collect();
+        let longest = lines.iter().map(String::len).max().unwrap() as u64;
+        let limit = longest + 16;
+        let read_limited = |text: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("spans.jsonl");
+            std::fs::write(&path, text).unwrap();
+            let mut sink = Collect::default();
+            let mut input = Input::new(&path, "spans.jsonl");
+            input.limits.record_bytes = limit;
+            read(&input, &mut sink).unwrap();
+            sink
+        };
+        let whole = read_text(&request(&spans));
+        let long = "x".repeat(limit as usize + 10);
+        for at in [0, 1] {
+            let mut text = lines.clone();
+            text.insert(at, long.clone());
+            let c = read_limited(&text.join("\n"));
+            assert_eq!(c.records, lines.len() as u64 + 1);
+            assert_eq!(c.quarantined.len(), 1, "{:?}", c.quarantined);
+            assert_eq!(c.quarantined[0].locator, Locator::Line(at as u64 + 1));
+            assert!(c.quarantined[0].reason.starts_with(&format!(
+                "line is {} B ({} bytes), over the",
+                limit + 11,
+                limit + 11
+            )));
+            assert_eq!(only_run(&c).events, only_run(&whole).events);
+        }
+        // A broken first line in a file too large to read whole: the rest is read by lines.
+        let text = format!("oops\n{}", lines.join("\n"));
+        assert!(text.len() as u64 > limit);
+        let c = read_limited(&text);
+        assert_eq!(c.records, lines.len() as u64 + 1);
+        assert_eq!(c.quarantined.len(), 1);
+        assert_eq!(c.quarantined[0].locator, Locator::Line(1));
+        assert_eq!(only_run(&c).events, only_run(&whole).events);
+        // A document over the limit is not read.
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(&request(&spans)).unwrap())
+                .unwrap();
+        let c = read_limited(&pretty);
+        assert_eq!(c.records, 1);
+        assert!(c.conversations.is_empty());
+        assert_eq!(c.quarantined[0].locator, Locator::File);
+        assert!(
+            c.quarantined[0]
+                .reason
+                .starts_with("the file is a document of"),
+            "{}",
+            c.quarantined[0].reason
+        );
     }
 
     #[test]

@@ -131,6 +131,20 @@ impl Pick for Info {
 /// Read one `.traj` file: one record.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     sink.records_read(1);
+    // The trajectory is built whole, so the file is held to the record limit.
+    let len = std::fs::metadata(input.path)?.len();
+    if len > input.limits.record_bytes {
+        sink.quarantine(dropped(
+            input,
+            FORMAT,
+            Locator::File,
+            format!(
+                "the file is {}; a file of this format is read whole, as one record",
+                input.limits.too_large(len)
+            ),
+        ));
+        return Ok(());
+    }
     let mut doc = match open_json(input.path)? {
         Ok(doc) => doc,
         Err(not_json) => {
@@ -609,15 +623,31 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, bytes).unwrap();
         let mut sink = Collect::default();
-        read(
-            &Input {
-                path: &path,
-                display: rel,
-            },
-            &mut sink,
-        )
-        .unwrap();
+        read(&Input::new(&path, rel), &mut sink).unwrap();
         sink
+    }
+
+    #[test]
+    fn trajectories_over_the_record_limit_are_not_read() {
+        let bytes = serde_json::to_vec_pretty(&text_mode()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.traj");
+        std::fs::write(&path, &bytes).unwrap();
+        let mut sink = Collect::default();
+        let mut input = Input::new(&path, "t.traj");
+        input.limits.record_bytes = 100;
+        read(&input, &mut sink).unwrap();
+        assert_eq!(sink.records, 1);
+        assert!(sink.conversations.is_empty());
+        assert_eq!(
+            sink.quarantined[0].reason,
+            format!(
+                "the file is {} ({} bytes), over the 100 B record limit; a file of this format \
+                 is read whole, as one record",
+                crate::ingest::limits::size_text(bytes.len() as u64),
+                bytes.len()
+            )
+        );
     }
 
     fn read_value(v: &Value) -> Collect {

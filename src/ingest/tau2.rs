@@ -30,8 +30,8 @@ use serde_json::Value;
 
 use crate::ingest::chat::{chat_messages, RawMessage};
 use crate::ingest::json_pick::{
-    broken_at, dropped, kind_of, non_empty_str, partial, scalar_text, skip, whole_file, ListOf,
-    Pick, Picked, Shape, Tracked,
+    broken_at, dropped, kind_of, non_empty_str, partial, python_note, scalar_text, skip,
+    whole_file, ListOf, Pick, Picked, Shape, Tracked,
 };
 use crate::ingest::json_scan::{ScanError, Scanner};
 use crate::ingest::trajectory::{self, RunTemplate};
@@ -41,7 +41,7 @@ const FORMAT: &str = "tau2";
 
 /// Read one tau2 simulations file.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let mut scan = match Scanner::open(input.path)? {
+    let mut scan = match Scanner::open(input.path, &input.limits)? {
         Ok(scan) => scan,
         Err(not_json) => {
             let reason = not_json.reason("only whitespace", "a JSON list or object");
@@ -60,10 +60,20 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         wrapper_model: None,
         wrapper_agent: None,
         simulations: Simulations::Absent,
+        python_outside: 0,
     };
     let outcome = state.document(&mut scan).and_then(|()| scan.end());
     if let Some(sha256) = scan.file_digest() {
         state.sink.file_digest(sha256);
+    }
+    state.python_outside += scan.take_python_numbers();
+    if state.python_outside > 0 {
+        state.sink.quarantine(partial(
+            input,
+            FORMAT,
+            Locator::File,
+            python_note(state.python_outside, "outside the simulations"),
+        ));
     }
     if let Err(err) = outcome {
         let (err, offset) = scan.describe(err)?;
@@ -154,6 +164,8 @@ struct State<'a, 'b> {
     wrapper_model: Option<String>,
     wrapper_agent: Option<String>,
     simulations: Simulations,
+    /// Python's special numbers read as `null` outside any simulation.
+    python_outside: u64,
 }
 
 impl State<'_, '_> {
@@ -166,16 +178,19 @@ impl State<'_, '_> {
         while let Some(key) = scan.next_key(&mut object)? {
             match key.as_str() {
                 "info" => {
-                    let info = scan.parse(Picked(RunInfo::default()))?;
-                    self.take_info(info);
+                    if let Some(info) =
+                        self.optional("info", scan.parse(Picked(RunInfo::default())))?
+                    {
+                        self.take_info(info);
+                    }
                 }
                 "model" => {
-                    let model = scan.parse(PhantomData::<Value>)?;
-                    self.wrapper_model = model.as_str().map(str::to_string);
+                    let model = self.optional("model", scan.parse(PhantomData::<Value>))?;
+                    self.wrapper_model = model.and_then(|m| m.as_str().map(str::to_string));
                 }
                 "agent" => {
-                    let agent = scan.parse(PhantomData::<Value>)?;
-                    self.wrapper_agent = agent.as_str().map(str::to_string);
+                    let agent = self.optional("agent", scan.parse(PhantomData::<Value>))?;
+                    self.wrapper_agent = agent.and_then(|a| a.as_str().map(str::to_string));
                 }
                 "simulations" => match scan.peek()? {
                     Some(b'[') => self.simulations(scan)?,
@@ -200,15 +215,55 @@ impl State<'_, '_> {
         let mut list = scan.enter();
         while scan.next_element(&mut list)? {
             let index = self.next;
+            self.python_outside += scan.take_python_numbers();
             let item = scan.parse(Tracked {
                 current: &self.current,
                 index,
                 inner: Picked(RawSimulation::default()),
-            })?;
-            self.next += 1;
-            self.simulation(index, item);
+            });
+            match item {
+                Ok(item) => {
+                    self.next += 1;
+                    let python = scan.take_python_numbers();
+                    self.simulation(index, item, python);
+                }
+                Err(ScanError::Skipped(reason)) => {
+                    self.next += 1;
+                    self.current.set(None);
+                    self.sink.records_read(1);
+                    self.sink.quarantine(dropped(
+                        self.input,
+                        FORMAT,
+                        Locator::Record(index),
+                        format!("simulation {index} {reason}; it was passed over"),
+                    ));
+                }
+                Err(err) => return Err(err),
+            }
         }
         Ok(())
+    }
+
+    /// A value outside the simulations that was passed over (too large or too deep) is noted
+    /// and read as absent.
+    fn optional<T>(
+        &mut self,
+        key: &str,
+        parsed: Result<T, ScanError>,
+    ) -> Result<Option<T>, ScanError> {
+        match parsed {
+            Ok(value) => Ok(Some(value)),
+            Err(ScanError::Skipped(reason)) => {
+                self.sink.quarantine(partial(
+                    self.input,
+                    FORMAT,
+                    Locator::File,
+                    format!("the document's {key} {reason}; it was passed over and is not used"),
+                ));
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
     }
 
     fn take_info(&mut self, info: Shape<RunInfo>) {
@@ -234,7 +289,7 @@ impl State<'_, '_> {
         }
     }
 
-    fn simulation(&mut self, index: u64, simulation: Shape<RawSimulation>) {
+    fn simulation(&mut self, index: u64, simulation: Shape<RawSimulation>, python: u64) {
         self.sink.records_read(1);
         let simulation = match self.prepare(index, simulation) {
             Ok(s) => s,
@@ -245,6 +300,14 @@ impl State<'_, '_> {
             }
         };
         let (id, messages, termination) = simulation;
+        if python > 0 {
+            self.sink.quarantine(partial(
+                self.input,
+                FORMAT,
+                Locator::Record(index),
+                python_note(python, &format!("in simulation {id}")),
+            ));
+        }
         if messages.is_empty() {
             // Real files hold simulations that failed before any message (for example
             // `termination_reason: infrastructure_error`): stored, with nothing to audit.
@@ -354,14 +417,7 @@ mod tests {
         let mut file = tempfile::NamedTempFile::new().unwrap();
         file.write_all(text.as_bytes()).unwrap();
         let mut sink = Collect::default();
-        read(
-            &Input {
-                path: file.path(),
-                display: "sims.json",
-            },
-            &mut sink,
-        )
-        .unwrap();
+        read(&Input::new(file.path(), "sims.json"), &mut sink).unwrap();
         sink
     }
 
@@ -409,6 +465,37 @@ mod tests {
             .filter(|q| q.severity == Severity::Dropped)
             .map(|q| q.locator.clone())
             .collect()
+    }
+
+    #[test]
+    fn python_numbers_and_oversized_simulations_cost_one_record_at_most() {
+        let nan = sim("s-1").replace("\"reward\": 1.0", "\"reward\": NaN");
+        let inf = sim("s-3").replace("\"trial\": 0", "\"trial\": 0, \"cost\": Infinity");
+        let big = sim("s-2").replace("Cancel my trip.", &"Cancel my trip. ".repeat(2000));
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(results_doc(&[nan, big, inf, sim("s-4")]).as_bytes())
+            .unwrap();
+        let mut sink = Collect::default();
+        let mut input = Input::new(file.path(), "sims.json");
+        input.limits.record_bytes = 8192;
+        read(&input, &mut sink).unwrap();
+        assert_eq!(sink.records, 4);
+        let ids: Vec<_> = sink
+            .conversations
+            .iter()
+            .map(|(c, _)| c.id.as_str())
+            .collect();
+        assert_eq!(ids, vec!["s-1", "s-3", "s-4"]);
+        assert_eq!(dropped_at(&sink), vec![Locator::Record(1)]);
+        let reasons: Vec<_> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+        assert_eq!(reasons.len(), 3, "{reasons:?}");
+        assert!(reasons[0].starts_with("1 number(s) in simulation s-1 written as NaN"));
+        assert!(
+            reasons[1].starts_with("simulation 1 is 32.") && reasons[1].contains("over the 8 KiB"),
+            "{}",
+            reasons[1]
+        );
+        assert!(reasons[2].starts_with("1 number(s) in simulation s-3"));
     }
 
     #[test]

@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use crate::ingest::chat::{chat_messages, RawMessage};
 use crate::ingest::json_pick::{
-    broken_at, dropped, non_empty_str, scalar_text, skip, whole_file, ListOf, Pick, Picked, Shape,
-    Tracked,
+    broken_at, dropped, non_empty_str, partial, python_note, scalar_text, skip, whole_file, ListOf,
+    Pick, Picked, Shape, Tracked,
 };
 use crate::ingest::json_scan::{ScanError, Scanner};
 use crate::ingest::trajectory::{self, ChatMessage, RunTemplate};
@@ -29,7 +29,7 @@ const FORMAT: &str = "tau-bench";
 
 /// Read one tau-bench results file.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let mut scan = match Scanner::open(input.path)? {
+    let mut scan = match Scanner::open(input.path, &input.limits)? {
         Ok(scan) => scan,
         Err(not_json) => {
             let reason = not_json.reason("only whitespace", "a JSON list or object");
@@ -44,10 +44,20 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         next: 0,
         seen: HashMap::new(),
         top_is_object: false,
+        python_outside: 0,
     };
     let outcome = state.document(&mut scan).and_then(|()| scan.end());
     if let Some(sha256) = scan.file_digest() {
         state.sink.file_digest(sha256);
+    }
+    state.python_outside += scan.take_python_numbers();
+    if state.python_outside > 0 {
+        state.sink.quarantine(partial(
+            input,
+            FORMAT,
+            Locator::File,
+            python_note(state.python_outside, "outside the records"),
+        ));
     }
     if let Err(err) = outcome {
         let (err, offset) = scan.describe(err)?;
@@ -121,6 +131,8 @@ struct State<'a, 'b> {
     /// Conversation ids already stored, with the record that stored them.
     seen: HashMap<String, u64>,
     top_is_object: bool,
+    /// Python's special numbers read as `null` outside any record.
+    python_outside: u64,
 }
 
 impl State<'_, '_> {
@@ -135,21 +147,47 @@ impl State<'_, '_> {
         let mut list = scan.enter();
         while scan.next_element(&mut list)? {
             let index = self.next;
+            self.python_outside += scan.take_python_numbers();
             let item = scan.parse(Tracked {
                 current: &self.current,
                 index,
                 inner: Picked(RawRecord::default()),
-            })?;
-            self.next += 1;
-            self.record(index, item);
+            });
+            match item {
+                Ok(item) => {
+                    self.next += 1;
+                    let python = scan.take_python_numbers();
+                    self.record(index, item, python);
+                }
+                Err(ScanError::Skipped(reason)) => {
+                    self.next += 1;
+                    self.current.set(None);
+                    self.sink.records_read(1);
+                    self.sink.quarantine(dropped(
+                        self.input,
+                        FORMAT,
+                        Locator::Record(index),
+                        format!("record {index} {reason}; it was passed over"),
+                    ));
+                }
+                Err(err) => return Err(err),
+            }
         }
         Ok(())
     }
 
-    fn record(&mut self, index: u64, record: Shape<RawRecord>) {
+    fn record(&mut self, index: u64, record: Shape<RawRecord>, python: u64) {
         self.sink.records_read(1);
         match self.prepare(index, record) {
             Ok((id, messages, model)) => {
+                if python > 0 {
+                    self.sink.quarantine(partial(
+                        self.input,
+                        FORMAT,
+                        Locator::Record(index),
+                        python_note(python, &format!("in record {index} ({id})")),
+                    ));
+                }
                 let template = RunTemplate {
                     format: FORMAT.to_string(),
                     source: self.input.display.to_string(),
@@ -255,14 +293,7 @@ mod tests {
         let mut file = tempfile::NamedTempFile::new().unwrap();
         file.write_all(text).unwrap();
         let mut sink = Collect::default();
-        read(
-            &Input {
-                path: file.path(),
-                display: "fixture.json",
-            },
-            &mut sink,
-        )
-        .unwrap();
+        read(&Input::new(file.path(), "fixture.json"), &mut sink).unwrap();
         sink
     }
 
@@ -288,6 +319,75 @@ mod tests {
             .filter(|q| q.severity == Severity::Dropped)
             .map(|q| q.locator.clone())
             .collect()
+    }
+
+    fn read_limited(text: &[u8], record_bytes: u64) -> Collect {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text).unwrap();
+        let mut sink = Collect::default();
+        let mut input = Input::new(file.path(), "fixture.json");
+        input.limits.record_bytes = record_bytes;
+        read(&input, &mut sink).unwrap();
+        sink
+    }
+
+    #[test]
+    fn python_numbers_are_read_as_null_and_noted() {
+        let first = record(1, 0).replace("\"reward\": 1.0", "\"reward\": NaN");
+        let second = record(2, 0).replace("\"reward\": 1.0", "\"reward\": -Infinity");
+        let text = format!("[{first}, {second}, {}]", record(3, 0));
+        let sink = read_text(text.as_bytes());
+        assert_eq!(sink.records, 3);
+        assert_eq!(sink.conversations.len(), 3);
+        let notes: Vec<_> = sink
+            .quarantined
+            .iter()
+            .map(|q| (q.severity, q.locator.clone()))
+            .collect();
+        assert_eq!(
+            notes,
+            vec![
+                (Severity::Partial, Locator::Record(0)),
+                (Severity::Partial, Locator::Record(1))
+            ]
+        );
+        assert!(sink.quarantined[1].reason.starts_with(
+            "1 number(s) in record 1 (2-0) written as NaN or Infinity were read as null"
+        ));
+    }
+
+    #[test]
+    fn records_too_large_or_too_deep_are_passed_over() {
+        let source = "\"source\": \"user\"";
+        let big = record(2, 0).replace(source, &format!("\"source\": \"{}\"", "x".repeat(5000)));
+        // Nested in a value the adapter keeps (a skipped one is passed over unbuilt).
+        let deep = record(3, 0).replace(
+            "\"content\": \"hello\"",
+            &format!("\"content\": {}{}", "[".repeat(200), "]".repeat(200)),
+        );
+        let text = format!("[{}, {big}, {deep}, {}]", record(1, 0), record(4, 0));
+        let sink = read_limited(text.as_bytes(), 4096);
+        assert_eq!(sink.records, 4);
+        let ids: Vec<_> = sink
+            .conversations
+            .iter()
+            .map(|(c, _)| c.id.as_str())
+            .collect();
+        assert_eq!(ids, vec!["1-0", "4-0"]);
+        assert_eq!(
+            dropped_at(&sink),
+            vec![Locator::Record(1), Locator::Record(2)]
+        );
+        assert!(
+            sink.quarantined[0]
+                .reason
+                .contains("over the 4 KiB record limit"),
+            "{}",
+            sink.quarantined[0].reason
+        );
+        assert!(sink.quarantined[1]
+            .reason
+            .contains("nests lists and objects deeper than 127 levels"));
     }
 
     #[test]

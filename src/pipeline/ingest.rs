@@ -214,7 +214,7 @@ fn read_one(
             (None, None)
         }
         Ok(Some(format)) => {
-            let input = Input { path, display };
+            let input = Input::new(path, display);
             match read_file(format, &input, &mut sink) {
                 Ok(()) => (Some(format), None),
                 Err(e) => (Some(format), Some(format!("cannot read {display}: {e}"))),

@@ -13,14 +13,7 @@ fn read_text(yaml: &str) -> Collect {
     let mut f = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
     f.write_all(yaml.as_bytes()).unwrap();
     let mut sink = Collect::default();
-    read(
-        &Input {
-            path: f.path(),
-            display: "dir/case.yaml",
-        },
-        &mut sink,
-    )
-    .unwrap();
+    read(&Input::new(f.path(), "dir/case.yaml"), &mut sink).unwrap();
     sink
 }
 
@@ -258,4 +251,168 @@ fn independent_requests_start_new_chains_and_bad_input_is_quarantined() {
         assert!(sink.conversations.is_empty());
         assert!(sink.quarantined[0].reason.contains(reason), "{text}");
     }
+}
+
+/// A cassette's text read under a record limit of `record_bytes`.
+fn read_limited(yaml: &[u8], record_bytes: u64) -> Collect {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("case.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut input = Input::new(&path, "dir/case.yaml");
+    input.limits.record_bytes = record_bytes;
+    let mut sink = Collect::default();
+    read(&input, &mut sink).unwrap();
+    sink
+}
+
+#[test]
+fn flow_depth_is_found_in_one_pass() {
+    let depth = |text: &str| yaml_shape(text).flow_depth;
+    for (text, want) in [
+        ("a: [[1], {b: [2]}]\n", 3),
+        ("a: '[[[['\nb: \"[[[\\\"[[\"\n", 0),
+        ("a: 'it''s [[[['\n", 0),
+        // Brackets and quotes inside a plain scalar are text.
+        ("a: it's [here] [[\n", 0),
+        ("a: 1 # [[[ '\nb: [x]\n", 1),
+        ("a: |\n  [[[[\n  'x\nb: [[y]]\n", 2),
+        ("a: !!binary |\n  W1tb\n  [[[\nb: {c: [1]}\n", 2),
+        // A sibling key of the block scalar's key is not its content.
+        ("- key: |\n    [[[\n  other: [[1]]\n", 2),
+        ("- |\n  [[[[\n- [1]\n", 1),
+        ("a: [\n  [\n   1 ] ]\n", 2),
+        // A plain scalar continued on the next line: its quote opens nothing.
+        ("k: value\n  'x\nk2: [[1]]\n", 2),
+        ("- '[' \n- \"]]]\"\n- [a, '[', \"{\"]\n", 1),
+        ("a: \"multi\n  line [[[\n  \\\" still\"\nb: [[[1]]]\n", 3),
+        ("--- [[1]]\n", 2),
+    ] {
+        assert_eq!(depth(text), want, "{text:?}");
+        // Whatever the pass counts is at most the parsed nesting.
+        let parsed: serde_norway::Value = serde_norway::from_str(text).unwrap();
+        assert!(want <= nesting(&parsed), "{text:?}");
+    }
+    let shape = yaml_shape("a: &x [1]\nb: *x\nc: [*x, *x]\nd: '*x'\n");
+    assert_eq!(
+        shape,
+        YamlShape {
+            flow_depth: 1,
+            aliases: 3
+        }
+    );
+    // Deep: counted one past the limit, then given up.
+    assert_eq!(depth(&"[".repeat(1_000_000)), NESTING_LIMIT + 1);
+}
+
+fn nesting(v: &serde_norway::Value) -> usize {
+    use serde_norway::Value as Y;
+    match v {
+        Y::Sequence(items) => 1 + items.iter().map(nesting).max().unwrap_or(0),
+        Y::Mapping(m) => {
+            1 + m
+                .iter()
+                .map(|(k, v)| nesting(k).max(nesting(v)))
+                .max()
+                .unwrap_or(0)
+        }
+        Y::Tagged(t) => nesting(&t.value),
+        _ => 0,
+    }
+}
+
+#[test]
+fn bundled_cassettes_pass_the_depth_look() {
+    let mut found = 0;
+    for dir in std::fs::read_dir(testdata("")).unwrap() {
+        let dir = dir.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        for file in std::fs::read_dir(&dir).unwrap() {
+            let path = file.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let shape = yaml_shape(&text);
+            let parsed: serde_norway::Value = serde_norway::from_str(&text).unwrap();
+            assert!(shape.flow_depth <= nesting(&parsed), "{}", path.display());
+            assert_eq!(shape.aliases, 0);
+            found += 1;
+        }
+    }
+    assert_eq!(found, 9);
+}
+
+#[test]
+fn deeply_nested_cassettes_are_refused_unparsed() {
+    // A million nested flow sequences: the YAML parser's time grows with the square of it.
+    let flow = format!("interactions:\n- request: {}\n", "[".repeat(1_000_000));
+    let block = format!("interactions:\n- {}x\n", "- ".repeat(300));
+    for (text, reason) in [
+        (
+            flow,
+            "the cassette nests lists and objects deeper than 127 levels; it was not parsed",
+        ),
+        (
+            block,
+            "the cassette nests lists and objects deeper than 127 levels at line 2 column",
+        ),
+    ] {
+        let sink = read_text(&text);
+        assert_eq!(sink.records, 1);
+        assert_eq!(sink.quarantined.len(), 1);
+        assert_eq!(sink.quarantined[0].locator, Locator::File);
+        assert!(
+            sink.quarantined[0].reason.starts_with(reason),
+            "{}",
+            sink.quarantined[0].reason
+        );
+    }
+}
+
+#[test]
+fn a_byte_order_mark_changes_nothing() {
+    let path = testdata("test_openai/test_openai_native_output.yaml");
+    let bytes = std::fs::read(&path).unwrap();
+    let plain = read_limited(&bytes, 1 << 30);
+    let marked = read_limited(&[&b"\xEF\xBB\xBF"[..], &bytes].concat(), 1 << 30);
+    assert!(!plain.conversations.is_empty());
+    assert_eq!(marked.records, plain.records);
+    assert_eq!(marked.quarantined, plain.quarantined);
+    assert_eq!(marked.conversations, plain.conversations);
+}
+
+#[test]
+fn cassettes_over_the_record_limit_are_not_read() {
+    let path = testdata("test_openai/test_openai_native_output.yaml");
+    let bytes = std::fs::read(&path).unwrap();
+    let sink = read_limited(&bytes, 1024);
+    assert_eq!(sink.records, 1);
+    assert!(sink.conversations.is_empty());
+    assert!(
+        sink.quarantined[0]
+            .reason
+            .contains("over the 1 KiB record limit; a file of this format is read whole"),
+        "{}",
+        sink.quarantined[0].reason
+    );
+    // Aliases that repeat a large node past the limit: refused before the value is built.
+    let text = String::from_utf8(bytes).unwrap();
+    let anchored = text.replacen(
+        "interactions:\n",
+        &format!(
+            "padding: &big '{}'\nrepeats: [{}]\ninteractions:\n",
+            "p".repeat(10_000),
+            vec!["*big"; 20].join(", ")
+        ),
+        1,
+    );
+    let sink = read_limited(anchored.as_bytes(), 64 << 10);
+    assert_eq!(sink.records, 1);
+    assert!(sink.conversations.is_empty());
+    assert_eq!(
+        sink.quarantined[0].reason,
+        "the cassette's 20 alias(es) expand it past the 64 KiB record limit; it was not read"
+    );
+    // Under the limit, the same aliases are read.
+    let sink = read_limited(anchored.as_bytes(), 1 << 20);
+    assert!(!sink.conversations.is_empty(), "{:?}", sink.quarantined);
 }
