@@ -88,7 +88,7 @@ pub fn size_text(bytes: u64) -> String {
         unit += 1;
     }
     let scale = 1u64 << (10 * unit);
-    if bytes % scale == 0 || whole >= 100 {
+    if bytes.is_multiple_of(scale) || whole >= 100 {
         format!("{whole} {}", UNITS[unit])
     } else {
         format!("{:.1} {}", bytes as f64 / scale as f64, UNITS[unit])
