@@ -1,9 +1,18 @@
 //! traceaudit: audits recorded AI-agent runs offline, in batch.
 //!
-//! Data flows one way: `ingest` (one file per source format) produces canonical rows
-//! ([`model`]); `store` writes and reads them as Parquet; `passes` judge one conversation at a
-//! time (the `evidence` module is the evidence gate's machinery they use); `corpus` writes
-//! findings, dispositions and ledgers.
+//! Data flows one way, and so do the modules: each uses only those below it (checked by
+//! `tests/architecture.rs`).
+//!
+//! - [`ingest`]: one [`ingest::Adapter`] per source format, in one ordered registry; each reads
+//!   a file into canonical rows ([`model`]) and quarantine records.
+//! - [`store`]: the rows as Parquet parts with a manifest, written atomically.
+//! - [`passes`]: the checks, pure functions of one conversation and the configuration
+//!   ([`config`]), using the evidence gate's machinery ([`evidence`]).
+//! - [`corpus`]: findings, dispositions, ledgers, agreement, as Parquet.
+//! - [`pipeline`]: the batch in stages (inputs, readers, writer, checking tap, audit of parts);
+//!   [`ingest()`](fn@ingest) and [`audit()`](fn@audit) are its entry points.
+//! - `report` (feature `reports`): what people read, from a corpus.
+//! - [`cli`]: the command line, the only module that knows clap.
 
 pub mod cli;
 pub mod config;
