@@ -8,6 +8,7 @@
 
 pub mod agentfootprint;
 pub(crate) mod chat;
+pub mod encoding;
 pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;

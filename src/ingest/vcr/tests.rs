@@ -36,7 +36,12 @@ fn detection_and_ids() {
         conversation_id("/a/b/test_groq/test_x[y-z].yaml"),
         "test_groq/test_x[y-z]"
     );
-    assert_eq!(base64_decode("aGk=").unwrap(), b"hi");
+    // A `!!binary` scalar is its decoded text.
+    let tagged = serde_norway::Value::Tagged(Box::new(serde_norway::value::TaggedValue {
+        tag: serde_norway::value::Tag::new("binary"),
+        value: serde_norway::Value::String("aGk=\n".into()),
+    }));
+    assert_eq!(yaml_to_json(tagged), json!("hi"));
 }
 
 #[test]
@@ -72,7 +77,7 @@ fn schemas_from_gemini_and_prompts() {
         "a": {"type": "STRING", "nullable": true},
         "b": {"any_of": [{"type": "INTEGER"}, {"type": "ARRAY", "items": {"type": "NUMBER"}}]}}});
     assert_eq!(
-        gemini_schema(&gemini),
+        gemini::gemini_schema(&gemini),
         json!({"type": "object", "properties": {
             "a": {"type": ["string", "null"]},
             "b": {"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "number"}}]}}})

@@ -24,6 +24,15 @@
 //! and "Fix the errors and try again.") becomes a `schema-retry` verdict row. The schema-attempt
 //! check reads only those neutral rows.
 
+mod anthropic;
+mod bedrock;
+mod cohere;
+mod gemini;
+mod openai_chat;
+mod openai_responses;
+mod xai;
+
+use crate::ingest::encoding::base64_lenient;
 use crate::ingest::limits::{read_document, NESTING_LIMIT};
 use crate::ingest::{Input, Limits, Locator, Quarantined, Sink};
 use crate::js;
@@ -106,13 +115,14 @@ struct ContractSpec {
 }
 
 /// A request in neutral form.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Request {
     messages: Vec<Msg>,
     contract: Option<ContractSpec>,
     previous_response_id: Option<String>,
     model: Option<String>,
-    provider: &'static str,
+    /// The provider that read it, and reads its response.
+    provider: &'static dyn Provider,
     uri: String,
     /// Not a model call (a token count).
     auxiliary: bool,
@@ -169,7 +179,7 @@ fn yaml_to_json(v: serde_norway::Value) -> Value {
             // `!!binary` scalars: the decoded text when it is UTF-8, else nothing.
             let tag = t.tag.to_string();
             match (tag.trim_start_matches('!'), t.value) {
-                ("binary", Y::String(s)) => base64_decode(&s)
+                ("binary", Y::String(s)) => base64_lenient(&s)
                     .and_then(|b| String::from_utf8(b).ok())
                     .map(Value::String)
                     .unwrap_or(Value::Null),
@@ -483,32 +493,6 @@ impl<'de> Visitor<'de> for Expanded<'_> {
     }
 }
 
-/// Standard base64 with padding and line breaks tolerated.
-fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            b'=' | b'\n' | b'\r' | b' ' => continue,
-            _ => return None,
-        } as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
 /// A request or response body: `parsed_body`, else `body` (a string, or `{string}`) parsed as
 /// JSON. Returns the raw text when it is not JSON.
 fn body_of(side: &Value) -> (Option<Value>, Option<String>) {
@@ -582,48 +566,6 @@ fn content_text(v: Option<&Value>) -> String {
 // ---------------------------------------------------------------------------------------------
 // Output contracts
 
-/// Gemini's OpenAPI-flavoured schema as JSON Schema: lower-case types, `any_of` -> `anyOf`,
-/// `property_ordering` dropped.
-fn gemini_schema(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut out = Map::new();
-            for (k, val) in m {
-                match k.as_str() {
-                    "property_ordering" | "propertyOrdering" => {}
-                    "type" => {
-                        out.insert(
-                            "type".into(),
-                            match val {
-                                Value::String(t) => Value::String(t.to_lowercase()),
-                                other => other.clone(),
-                            },
-                        );
-                    }
-                    "any_of" | "anyOf" => {
-                        out.insert("anyOf".into(), gemini_schema(val));
-                    }
-                    "nullable" if val == &Value::Bool(true) => {
-                        out.insert("nullable".into(), val.clone());
-                    }
-                    _ => {
-                        out.insert(k.clone(), gemini_schema(val));
-                    }
-                }
-            }
-            // `nullable: true` means null is allowed too.
-            if out.remove("nullable").is_some() {
-                if let Some(Value::String(t)) = out.get("type").cloned() {
-                    out.insert("type".into(), json!([t, "null"]));
-                }
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(gemini_schema).collect()),
-        other => other.clone(),
-    }
-}
-
 /// A schema given as JSON text (Bedrock, xAI) or as a value.
 fn schema_value(v: &Value) -> Option<Value> {
     match v {
@@ -690,418 +632,77 @@ fn contract_of(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Providers
+
+/// One provider's wire shapes, each mapped onto the neutral request and response.
+trait Provider: Sync {
+    /// The name each model call's payload records.
+    fn name(&self) -> &'static str;
+    /// Does a request (its JSON body and URI) have this provider's shape? Asked in the order of
+    /// [`PROVIDERS`]; a request can pass more than one test, so the order is part of the rule.
+    fn matches(&self, body: &Value, uri: &str) -> bool;
+    /// Read the request's messages and output contract.
+    fn parse_request(&self, body: &Value, req: &mut Request);
+    /// Read the response's message and stop (its id is read before, the same for all).
+    fn parse_response(&self, body: &Value, resp: &mut Response);
+    /// The body a non-streamed call returns, from a streamed response's event chunks. A provider
+    /// without a stream form of its own is read as OpenAI chat deltas.
+    fn assemble_stream(&self, chunks: &[Value]) -> Value {
+        openai_chat::assemble_deltas(chunks)
+    }
+}
+
+impl std::fmt::Debug for dyn Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The HTTP providers in matching order: the first whose test a request passes reads it and its
+/// response. (xAI's gRPC samples are known by the interaction's shape instead.)
+const PROVIDERS: &[&dyn Provider] = &[
+    &gemini::Gemini,
+    &openai_responses::OpenAiResponses,
+    &bedrock::Bedrock,
+    &anthropic::Anthropic,
+    &cohere::Cohere,
+    &openai_chat::OpenAiChat,
+];
+
+// ---------------------------------------------------------------------------------------------
 // Requests
 
 fn parse_request(body: &Value, uri: &str) -> Result<Request, String> {
-    let mut req = Request {
-        uri: uri.to_string(),
-        model: s(body, "model"),
-        ..Request::default()
-    };
-    if uri.contains("count_tokens") {
-        req.auxiliary = true;
-    }
-    if body.get("contents").is_some() {
-        req.provider = "google";
-        google_request(body, &mut req);
-    } else if body.get("input").is_some() || uri.ends_with("/responses") {
-        req.provider = "openai-responses";
-        responses_request(body, &mut req);
-    } else if uri.contains("/converse") || body.get("toolConfig").is_some() {
-        req.provider = "bedrock";
-        bedrock_request(body, &mut req);
-    } else if uri.contains("anthropic") || uri.contains("/v1/messages") {
-        req.provider = "anthropic";
-        anthropic_request(body, &mut req);
-    } else if body.get("messages").is_some() {
-        req.provider = if uri.contains("cohere") {
-            "cohere"
-        } else {
-            "openai-chat"
-        };
-        chat_request(body, &mut req);
-    } else {
-        return Err(
+    let provider = PROVIDERS
+        .iter()
+        .copied()
+        .find(|p| p.matches(body, uri))
+        .ok_or_else(|| {
             "request body is neither chat messages, Responses input, Anthropic messages, \
-                    Gemini contents nor Bedrock messages"
-                .into(),
-        );
-    }
-    Ok(req)
+             Gemini contents nor Bedrock messages"
+                .to_string()
+        })?;
+    Ok(request_as(provider, body, uri))
+}
+
+/// A request read by the given provider.
+fn request_as(provider: &'static dyn Provider, body: &Value, uri: &str) -> Request {
+    let mut req = Request {
+        messages: Vec::new(),
+        contract: None,
+        previous_response_id: None,
+        model: s(body, "model"),
+        provider,
+        uri: uri.to_string(),
+        auxiliary: uri.contains("count_tokens"),
+    };
+    provider.parse_request(body, &mut req);
+    req
 }
 
 fn role_of(v: &Value) -> Option<Role> {
     let r = v.get("role").and_then(Value::as_str)?;
     Role::parse(r.trim_start_matches("ROLE_").to_lowercase().as_str())
-}
-
-/// OpenAI chat completions and compatible servers (and Cohere v2, xAI samples).
-fn chat_request(body: &Value, req: &mut Request) {
-    let mut instructions = Vec::new();
-    for m in arr(body, "messages") {
-        let Some(role) = role_of(m) else { continue };
-        let text = content_text(m.get("content"));
-        match role {
-            Role::Tool => {
-                req.messages
-                    .push(Msg::tool(s(m, "tool_call_id"), s(m, "name"), text, false))
-            }
-            Role::Assistant => {
-                let mut msg = Msg::new(Role::Assistant, text);
-                msg.calls = chat_calls(arr(m, "tool_calls"));
-                req.messages.push(msg);
-            }
-            Role::System => {
-                instructions.push(text.clone());
-                req.messages.push(Msg::new(Role::System, text));
-            }
-            Role::User => req.messages.push(Msg::new(Role::User, text)),
-        }
-    }
-    let tools: Vec<(String, Value)> = arr(body, "tools")
-        .iter()
-        .filter_map(|t| {
-            let f = t.get("function").unwrap_or(t);
-            Some((s(f, "name")?, f.get("parameters").and_then(schema_value)?))
-        })
-        .collect();
-    let rf = body.get("response_format");
-    let native = rf
-        .filter(|r| s(r, "type").as_deref() == Some("json_schema"))
-        .and_then(|r| r.get("json_schema"))
-        .and_then(|j| j.get("schema").and_then(schema_value))
-        .or_else(|| {
-            // xAI's gRPC form: `{format_type: FORMAT_TYPE_JSON_SCHEMA, schema: "<json>"}`.
-            rf.filter(|r| s(r, "format_type").as_deref() == Some("FORMAT_TYPE_JSON_SCHEMA"))
-                .and_then(|r| r.get("schema").and_then(schema_value))
-        });
-    let json_mode = rf.is_some_and(|r| s(r, "type").as_deref() == Some("json_object"));
-    req.contract = contract_of(native, json_mode, &tools, &instructions);
-}
-
-fn chat_calls(calls: &[Value]) -> Vec<Call> {
-    calls
-        .iter()
-        .filter_map(|c| {
-            let f = c.get("function").unwrap_or(c);
-            Some(Call {
-                id: s(c, "id"),
-                name: s(f, "name")?,
-                args: args_text(f.get("arguments")),
-            })
-        })
-        .collect()
-}
-
-fn responses_request(body: &Value, req: &mut Request) {
-    let mut instructions: Vec<String> = s(body, "instructions").into_iter().collect();
-    req.previous_response_id = s(body, "previous_response_id");
-    let input = match body.get("input") {
-        Some(Value::String(t)) => vec![json!({"role": "user", "content": t})],
-        Some(Value::Array(items)) => items.clone(),
-        _ => Vec::new(),
-    };
-    for item in &input {
-        match s(item, "type").as_deref() {
-            Some("function_call") => {
-                let call = Call {
-                    id: s(item, "call_id"),
-                    name: s(item, "name").unwrap_or_default(),
-                    args: args_text(item.get("arguments")),
-                };
-                // Consecutive calls belong to one assistant turn.
-                match req.messages.last_mut() {
-                    Some(m) if m.role == Role::Assistant && m.text.is_empty() => m.calls.push(call),
-                    _ => {
-                        let mut m = Msg::new(Role::Assistant, "");
-                        m.calls.push(call);
-                        req.messages.push(m);
-                    }
-                }
-            }
-            Some("function_call_output") => req.messages.push(Msg::tool(
-                s(item, "call_id"),
-                None,
-                content_text(item.get("output")),
-                false,
-            )),
-            Some("message") | None => {
-                let Some(role) = role_of(item) else { continue };
-                let text = content_text(item.get("content"));
-                if role == Role::System {
-                    instructions.push(text.clone());
-                }
-                req.messages.push(Msg::new(role, text));
-            }
-            // Reasoning items, server tool calls: not messages.
-            Some(_) => {}
-        }
-    }
-    let tools: Vec<(String, Value)> = arr(body, "tools")
-        .iter()
-        .filter(|t| s(t, "type").as_deref() == Some("function"))
-        .filter_map(|t| Some((s(t, "name")?, t.get("parameters").and_then(schema_value)?)))
-        .collect();
-    let format = body.get("text").and_then(|t| t.get("format"));
-    let native = format
-        .filter(|f| s(f, "type").as_deref() == Some("json_schema"))
-        .and_then(|f| f.get("schema").and_then(schema_value));
-    let json_mode = format.is_some_and(|f| s(f, "type").as_deref() == Some("json_object"));
-    req.contract = contract_of(native, json_mode, &tools, &instructions);
-}
-
-/// Anthropic content blocks of one message, split into neutral messages.
-fn anthropic_blocks(role: Role, content: Option<&Value>, out: &mut Vec<Msg>) {
-    let blocks = match content {
-        Some(Value::String(t)) => {
-            out.push(Msg::new(role, t.clone()));
-            return;
-        }
-        Some(Value::Array(b)) => b,
-        _ => return,
-    };
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    for b in blocks {
-        match s(b, "type").as_deref() {
-            Some("text") => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
-            Some("tool_use") => calls.push(Call {
-                id: s(b, "id"),
-                name: s(b, "name").unwrap_or_default(),
-                args: args_text(b.get("input")),
-            }),
-            Some("tool_result") => out.push(Msg::tool(
-                s(b, "tool_use_id"),
-                None,
-                content_text(b.get("content")),
-                b.get("is_error").and_then(Value::as_bool) == Some(true),
-            )),
-            _ => {}
-        }
-    }
-    if !text.is_empty() || !calls.is_empty() || role == Role::Assistant {
-        let mut m = Msg::new(role, text);
-        m.calls = calls;
-        if !(role == Role::User && m.text.is_empty()) {
-            out.push(m);
-        }
-    }
-}
-
-fn anthropic_request(body: &Value, req: &mut Request) {
-    let system = content_text(body.get("system"));
-    let mut instructions = Vec::new();
-    if !system.is_empty() {
-        instructions.push(system.clone());
-        req.messages.push(Msg::new(Role::System, system));
-    }
-    for m in arr(body, "messages") {
-        let Some(role) = role_of(m) else { continue };
-        anthropic_blocks(role, m.get("content"), &mut req.messages);
-    }
-    let tools: Vec<(String, Value)> = arr(body, "tools")
-        .iter()
-        .filter_map(|t| Some((s(t, "name")?, t.get("input_schema").and_then(schema_value)?)))
-        .collect();
-    let format = body
-        .get("output_format")
-        .or_else(|| body.get("output_config").and_then(|c| c.get("format")));
-    let native = format
-        .filter(|f| s(f, "type").as_deref() == Some("json_schema"))
-        .and_then(|f| f.get("schema").and_then(schema_value));
-    req.contract = contract_of(native, false, &tools, &instructions);
-}
-
-/// Gemini parts of one content, split into neutral messages.
-fn google_parts(role: Role, parts: &[Value], out: &mut Vec<Msg>) {
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    for p in parts {
-        if p.get("thought").and_then(Value::as_bool) == Some(true) {
-            continue;
-        }
-        if let Some(t) = p.get("text").and_then(Value::as_str) {
-            text.push_str(t);
-        }
-        if let Some(fc) = p.get("functionCall").or_else(|| p.get("function_call")) {
-            calls.push(Call {
-                id: s(fc, "id"),
-                name: s(fc, "name").unwrap_or_default(),
-                args: args_text(fc.get("args")),
-            });
-        }
-        if let Some(fr) = p
-            .get("functionResponse")
-            .or_else(|| p.get("function_response"))
-        {
-            let response = fr.get("response").cloned().unwrap_or(Value::Null);
-            let (text, error) = match (&response.get("return_value"), &response.get("error")) {
-                (Some(v), _) => (content_text(Some(v)), false),
-                (None, Some(e)) => (content_text(Some(e)), true),
-                _ => (js::stringify(&response), false),
-            };
-            out.push(Msg::tool(s(fr, "id"), s(fr, "name"), text, error));
-        }
-    }
-    if !text.is_empty() || !calls.is_empty() || (role == Role::Assistant && parts.is_empty()) {
-        let mut m = Msg::new(role, text);
-        m.calls = calls;
-        out.push(m);
-    }
-}
-
-fn google_request(body: &Value, req: &mut Request) {
-    let mut instructions = Vec::new();
-    let system = body
-        .get("systemInstruction")
-        .or_else(|| body.get("system_instruction"));
-    if let Some(sys) = system {
-        let text = content_text(sys.get("parts"));
-        if !text.is_empty() {
-            instructions.push(text.clone());
-            req.messages.push(Msg::new(Role::System, text));
-        }
-    }
-    for c in arr(body, "contents") {
-        let role = match s(c, "role").as_deref() {
-            Some("model") => Role::Assistant,
-            _ => Role::User,
-        };
-        google_parts(role, arr(c, "parts"), &mut req.messages);
-    }
-    let tools: Vec<(String, Value)> = arr(body, "tools")
-        .iter()
-        .flat_map(|t| {
-            t.get("functionDeclarations")
-                .or_else(|| t.get("function_declarations"))
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|d| {
-            let schema = d
-                .get("parameters_json_schema")
-                .or_else(|| d.get("parametersJsonSchema"))
-                .cloned()
-                .or_else(|| d.get("parameters").map(gemini_schema))?;
-            Some((s(&d, "name")?, schema))
-        })
-        .collect();
-    let config = body
-        .get("generationConfig")
-        .or_else(|| body.get("generation_config"));
-    let native = config.and_then(|g| {
-        g.get("responseJsonSchema")
-            .or_else(|| g.get("response_json_schema"))
-            .cloned()
-            .or_else(|| {
-                g.get("responseSchema")
-                    .or_else(|| g.get("response_schema"))
-                    .map(gemini_schema)
-            })
-    });
-    let json_mode = config.is_some_and(|g| {
-        s(g, "responseMimeType").or_else(|| s(g, "response_mime_type"))
-            == Some("application/json".into())
-    });
-    req.contract = contract_of(native, json_mode, &tools, &instructions);
-}
-
-fn bedrock_blocks(role: Role, blocks: &[Value], out: &mut Vec<Msg>) {
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    for b in blocks {
-        if let Some(t) = b.get("text").and_then(Value::as_str) {
-            text.push_str(t);
-        }
-        // A server-side tool (run by the provider inside the answer) is not the agent's call.
-        let server_side = role == Role::Assistant
-            && (b.get("toolResult").is_some()
-                || b.get("toolUse")
-                    .is_some_and(|tu| s(tu, "type").as_deref() == Some("server_tool_use")));
-        if server_side {
-            continue;
-        }
-        if let Some(tu) = b.get("toolUse") {
-            calls.push(Call {
-                id: s(tu, "toolUseId"),
-                name: s(tu, "name").unwrap_or_default(),
-                args: args_text(tu.get("input")),
-            });
-        }
-        if let Some(tr) = b.get("toolResult") {
-            let text = arr(tr, "content")
-                .iter()
-                .map(|c| match c.get("json") {
-                    Some(j) => js::stringify(j),
-                    None => c
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join("");
-            out.push(Msg::tool(
-                s(tr, "toolUseId"),
-                None,
-                text,
-                s(tr, "status").as_deref() == Some("error"),
-            ));
-        }
-    }
-    if !text.is_empty() || !calls.is_empty() {
-        let mut m = Msg::new(role, text);
-        m.calls = calls;
-        out.push(m);
-    }
-}
-
-fn bedrock_request(body: &Value, req: &mut Request) {
-    let mut instructions = Vec::new();
-    let system = content_text(body.get("system"));
-    if !system.is_empty() {
-        instructions.push(system.clone());
-        req.messages.push(Msg::new(Role::System, system));
-    }
-    for m in arr(body, "messages") {
-        let Some(role) = role_of(m) else { continue };
-        bedrock_blocks(role, arr(m, "content"), &mut req.messages);
-    }
-    let tools: Vec<(String, Value)> = body
-        .get("toolConfig")
-        .map(|c| arr(c, "tools"))
-        .unwrap_or(&[])
-        .iter()
-        .filter_map(|t| {
-            let spec = t.get("toolSpec")?;
-            let schema = spec
-                .get("inputSchema")?
-                .get("json")
-                .and_then(schema_value)?;
-            Some((s(spec, "name")?, schema))
-        })
-        .collect();
-    let native = body
-        .get("outputConfig")
-        .and_then(|c| c.get("textFormat"))
-        .filter(|f| s(f, "type").as_deref() == Some("json_schema"))
-        .and_then(|f| f.get("structure"))
-        .and_then(|st| st.get("jsonSchema"))
-        .and_then(|j| j.get("schema").and_then(schema_value));
-    req.contract = contract_of(native, false, &tools, &instructions);
-}
-
-/// xAI's recorded gRPC samples (`request_sample.json`): chat-like, tool parameters as JSON text.
-fn xai_request(body: &Value, uri: &str) -> Request {
-    let mut req = Request {
-        uri: uri.to_string(),
-        model: s(body, "model"),
-        provider: "xai",
-        ..Request::default()
-    };
-    chat_request(body, &mut req);
-    req
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1128,109 +729,17 @@ fn normalise_stop(raw: &str) -> String {
     }
 }
 
-fn parse_response(provider: &str, body: &Value) -> Response {
+fn parse_response(provider: &dyn Provider, body: &Value) -> Response {
     let mut resp = Response {
         id: s(body, "id").or_else(|| s(body, "responseId")),
         ..Response::default()
     };
-    match provider {
-        "google" => {
-            let cand = arr(body, "candidates")
-                .first()
-                .cloned()
-                .unwrap_or(Value::Null);
-            let mut msgs = Vec::new();
-            let parts = cand.get("content").map(|c| arr(c, "parts")).unwrap_or(&[]);
-            google_parts(Role::Assistant, parts, &mut msgs);
-            resp.message = msgs.into_iter().find(|m| m.role == Role::Assistant);
-            resp.stop = s(&cand, "finishReason").map(|r| normalise_stop(&r));
-        }
-        "openai-responses" => {
-            let mut m = Msg::new(Role::Assistant, "");
-            for item in arr(body, "output") {
-                match s(item, "type").as_deref() {
-                    Some("message") => {
-                        for c in arr(item, "content") {
-                            match s(c, "type").as_deref() {
-                                Some("output_text") => m
-                                    .text
-                                    .push_str(c.get("text").and_then(Value::as_str).unwrap_or("")),
-                                Some("refusal") => resp.stop = Some("refusal".into()),
-                                _ => {}
-                            }
-                        }
-                    }
-                    Some("function_call") => m.calls.push(Call {
-                        id: s(item, "call_id"),
-                        name: s(item, "name").unwrap_or_default(),
-                        args: args_text(item.get("arguments")),
-                    }),
-                    _ => {}
-                }
-            }
-            resp.message = Some(m);
-            if resp.stop.is_none() {
-                resp.stop = body
-                    .get("incomplete_details")
-                    .and_then(|d| s(d, "reason"))
-                    .map(|r| normalise_stop(&r))
-                    .or_else(|| s(body, "status"));
-            }
-        }
-        "anthropic" => {
-            let mut msgs = Vec::new();
-            anthropic_blocks(Role::Assistant, body.get("content"), &mut msgs);
-            resp.message = msgs.into_iter().find(|m| m.role == Role::Assistant);
-            resp.stop = s(body, "stop_reason").map(|r| normalise_stop(&r));
-        }
-        "bedrock" => {
-            let blocks = body
-                .get("output")
-                .and_then(|o| o.get("message"))
-                .map(|m| arr(m, "content"))
-                .unwrap_or(&[]);
-            let mut msgs = Vec::new();
-            bedrock_blocks(Role::Assistant, blocks, &mut msgs);
-            resp.message = Some(
-                msgs.into_iter()
-                    .find(|m| m.role == Role::Assistant)
-                    .unwrap_or_else(|| Msg::new(Role::Assistant, "")),
-            );
-            resp.stop = s(body, "stopReason").map(|r| normalise_stop(&r));
-        }
-        "cohere" => {
-            let m = body.get("message").cloned().unwrap_or(Value::Null);
-            let mut msg = Msg::new(Role::Assistant, content_text(m.get("content")));
-            msg.calls = chat_calls(arr(&m, "tool_calls"));
-            resp.message = Some(msg);
-            resp.stop = s(body, "finish_reason").map(|r| normalise_stop(&r));
-        }
-        "xai" => {
-            let out = arr(body, "outputs").first().cloned().unwrap_or(Value::Null);
-            let m = out.get("message").cloned().unwrap_or(Value::Null);
-            let mut msg = Msg::new(Role::Assistant, content_text(m.get("content")));
-            msg.calls = chat_calls(arr(&m, "tool_calls"));
-            resp.message = Some(msg);
-            resp.stop = s(&out, "finish_reason").map(|r| normalise_stop(&r));
-        }
-        _ => {
-            let choice = arr(body, "choices").first().cloned().unwrap_or(Value::Null);
-            let m = choice.get("message").cloned().unwrap_or(Value::Null);
-            let mut msg = Msg::new(Role::Assistant, content_text(m.get("content")));
-            msg.calls = chat_calls(arr(&m, "tool_calls"));
-            resp.message = Some(msg);
-            resp.stop = if m.get("refusal").is_some_and(|r| !r.is_null()) {
-                Some("refusal".into())
-            } else {
-                s(&choice, "finish_reason").map(|r| normalise_stop(&r))
-            };
-        }
-    }
+    provider.parse_response(body, &mut resp);
     resp
 }
 
 /// Assemble a streamed (server-sent events) response into the body a non-streamed call returns.
-fn assemble_stream(provider: &str, text: &str) -> Option<Value> {
+fn assemble_stream(provider: &dyn Provider, text: &str) -> Option<Value> {
     let chunks: Vec<Value> = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
@@ -1249,103 +758,7 @@ fn assemble_stream(provider: &str, text: &str) -> Option<Value> {
     {
         return Some(done.clone());
     }
-    match provider {
-        "google" => {
-            let mut parts = Vec::new();
-            let mut finish = Value::Null;
-            for c in &chunks {
-                if let Some(cand) = arr(c, "candidates").first() {
-                    if let Some(p) = cand.get("content").map(|c| arr(c, "parts")) {
-                        parts.extend(p.iter().cloned());
-                    }
-                    if let Some(f) = cand.get("finishReason") {
-                        finish = f.clone();
-                    }
-                }
-            }
-            Some(
-                json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": finish}]}),
-            )
-        }
-        "anthropic" => {
-            let mut blocks: Vec<Value> = Vec::new();
-            let mut partial_json: BTreeMap<usize, String> = BTreeMap::new();
-            let mut stop = Value::Null;
-            for c in &chunks {
-                match s(c, "type").as_deref() {
-                    Some("content_block_start") => {
-                        blocks.push(c.get("content_block").cloned().unwrap_or(Value::Null))
-                    }
-                    Some("content_block_delta") => {
-                        let i = c.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                        let d = c.get("delta").cloned().unwrap_or(Value::Null);
-                        if let (Some(t), Some(Value::Object(b))) =
-                            (d.get("text").and_then(Value::as_str), blocks.get_mut(i))
-                        {
-                            let old = b.get("text").and_then(Value::as_str).unwrap_or("");
-                            let joined = format!("{old}{t}");
-                            b.insert("text".into(), json!(joined));
-                        }
-                        if let Some(p) = d.get("partial_json").and_then(Value::as_str) {
-                            partial_json.entry(i).or_default().push_str(p);
-                        }
-                    }
-                    Some("message_delta") => {
-                        if let Some(r) = c.get("delta").and_then(|d| d.get("stop_reason")) {
-                            stop = r.clone();
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            for (i, p) in partial_json {
-                if let Some(Value::Object(b)) = blocks.get_mut(i) {
-                    b.insert("input".into(), js::parse_json(&p).unwrap_or(json!(p)));
-                }
-            }
-            Some(json!({"content": blocks, "stop_reason": stop}))
-        }
-        _ => {
-            // OpenAI chat completions deltas.
-            let mut content = String::new();
-            let mut calls: BTreeMap<u64, (Option<String>, String, String)> = BTreeMap::new();
-            let mut finish = Value::Null;
-            for c in &chunks {
-                let Some(choice) = arr(c, "choices").first() else {
-                    continue;
-                };
-                if let Some(f) = choice.get("finish_reason").filter(|f| !f.is_null()) {
-                    finish = f.clone();
-                }
-                let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
-                if let Some(t) = delta.get("content").and_then(Value::as_str) {
-                    content.push_str(t);
-                }
-                for tc in arr(&delta, "tool_calls") {
-                    let i = tc.get("index").and_then(Value::as_u64).unwrap_or(0);
-                    let e = calls.entry(i).or_default();
-                    if let Some(id) = s(tc, "id") {
-                        e.0 = Some(id);
-                    }
-                    if let Some(f) = tc.get("function") {
-                        if let Some(n) = f.get("name").and_then(Value::as_str) {
-                            e.1.push_str(n);
-                        }
-                        if let Some(a) = f.get("arguments").and_then(Value::as_str) {
-                            e.2.push_str(a);
-                        }
-                    }
-                }
-            }
-            let tool_calls: Vec<Value> = calls
-                .into_values()
-                .map(|(id, name, args)| json!({"id": id, "function": {"name": name, "arguments": args}}))
-                .collect();
-            Some(
-                json!({"choices": [{"message": {"content": content, "tool_calls": tool_calls}, "finish_reason": finish}]}),
-            )
-        }
-    }
+    Some(provider.assemble_stream(&chunks))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1707,7 +1120,7 @@ impl<'c> RunBuilder<'c> {
             }
         }
         let mut payload = json!({
-            "provider": ex.request.provider,
+            "provider": ex.request.provider.name(),
             "uri": ex.request.uri,
             "status": ex.response.status,
             "stopReason": ex.response.stop,
@@ -1921,8 +1334,8 @@ fn exchange(
         it.get("request_sample").and_then(|r| r.get("json")),
         it.get("response_sample").and_then(|r| r.get("json")),
     ) {
-        let request = xai_request(rq, "xai-grpc");
-        let response = parse_response("xai", rs);
+        let request = request_as(&xai::Xai, rq, "xai-grpc");
+        let response = parse_response(&xai::Xai, rs);
         return Ok(Some(Exchange {
             record: i,
             request,
