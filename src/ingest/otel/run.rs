@@ -226,7 +226,63 @@ fn after_last_assistant(input: &[Msg]) -> &[Msg] {
     }
 }
 
+/// Build one run from its spans: the header, the messages its model calls exchanged, its
+/// landings and other rows in time order, then the rows that close it.
 pub(super) fn build_run(trace_id: &str, rs: &RunSpans<'_>) -> Run {
+    let (start_ns, end_ns) = bounds(rs);
+    let mut run = header(trace_id, rs, start_ns, end_ns);
+    let ex = Exchange::read(rs);
+    ex.set_turn(&mut run, rs.root);
+    let output_decl = output_declaration(&rs.chats);
+    let output_tools = output_tool_names(output_decl.as_ref(), &rs.tools);
+
+    let mut b = Builder {
+        events: Vec::new(),
+        spans: Vec::new(),
+        open: Vec::new(),
+    };
+    let begin = rs
+        .chats
+        .first()
+        .and_then(|c| c.start_ns)
+        .or(start_ns)
+        .unwrap_or(0);
+    b.opening(rs, output_decl.as_ref(), begin);
+    let (seen, key) = b.model_calls(rs, &ex, begin);
+    b.transcript_tail(rs, &ex, &seen, key, end_ns);
+    b.tool_spans(rs);
+    b.exceptions(rs, key);
+    b.close_landings(&output_tools);
+    let mut events = b.into_events();
+
+    run.answer = answer(rs.root, &ex.outputs);
+    let accepted = run.answer.is_some() && rs.root.is_none_or(|r| r.status != 2);
+    output::add_rows(&mut events, output_decl.as_ref(), &output_tools, accepted);
+    outcome_rows(&run, rs.root, &ex, end_ns, &mut events);
+    events.extend(
+        context(rs, &ex)
+            .iter()
+            .map(|m| message_event(m, EventKind::Context)),
+    );
+    run.events = events;
+    run.renumber();
+    run
+}
+
+/// The run's start and end: the agent span's, else the earliest start and latest end of its
+/// spans.
+fn bounds(rs: &RunSpans<'_>) -> (Option<i64>, Option<i64>) {
+    match rs.root {
+        Some(r) => (r.start_ns, r.end_ns),
+        None => (
+            rs.all.iter().filter_map(|s| s.start_ns).min(),
+            rs.all.iter().filter_map(|s| s.end_ns).max(),
+        ),
+    }
+}
+
+/// The run's identity, conversation, format, source, agent, model and times.
+fn header(trace_id: &str, rs: &RunSpans<'_>, start_ns: Option<i64>, end_ns: Option<i64>) -> Run {
     let root = rs.root;
     let first = rs.all.first().copied();
     let mut run = Run {
@@ -261,245 +317,315 @@ pub(super) fn build_run(trace_id: &str, rs: &RunSpans<'_>) -> Run {
         .find_map(|c| model_of(c))
         .or_else(|| root.and_then(model_of))
         .map(str::to_string);
-    let (start_ns, end_ns) = match root {
-        Some(r) => (r.start_ns, r.end_ns),
-        None => (
-            rs.all.iter().filter_map(|s| s.start_ns).min(),
-            rs.all.iter().filter_map(|s| s.end_ns).max(),
-        ),
-    };
     run.started_ms = start_ns.map(|n| n.div_euclid(1_000_000));
     run.ended_ms = end_ns.map(|n| n.div_euclid(1_000_000));
     run.duration_ms = match (start_ns, end_ns) {
         (Some(s), Some(e)) if e >= s => Some((e - s) as f64 / 1e6),
         _ => None,
     };
+    run
+}
 
-    let inputs: Vec<Vec<Msg>> = rs
-        .chats
-        .iter()
-        .map(|c| input_messages(c).unwrap_or_default())
-        .collect();
-    let outputs: Vec<Vec<Msg>> = rs
-        .chats
-        .iter()
-        .map(|c| output_messages(c).unwrap_or_default())
-        .collect();
-    let transcript: Option<Vec<Msg>> = root
-        .and_then(|r| r.attr("pydantic_ai.all_messages"))
-        .map(|v| messages_of(v, Role::User));
-    let opening: &[Msg] = match (inputs.first(), &transcript) {
-        (Some(first), _) => first,
-        (None, Some(all)) => all,
-        (None, None) => &[],
-    };
-    // Where the run's own messages begin: pydantic-ai says so when history was passed;
-    // otherwise at the last user message of the first model call's input.
-    let start = root
-        .and_then(|r| r.int_attr("pydantic_ai.new_message_index"))
-        .and_then(|i| usize::try_from(i).ok())
-        .filter(|&i| i < opening.len())
-        .or_else(|| opening.iter().rposition(Msg::is_user_turn))
-        .unwrap_or(0);
-    if opening.is_empty() {
-        run.turn = u32::from(root.is_some());
-    } else {
-        run.turn = opening[..=start]
+/// What a run's model calls were given and returned, pydantic-ai's whole transcript on the agent
+/// span, and where the run's own messages begin.
+struct Exchange {
+    /// One list per model call, in call order.
+    inputs: Vec<Vec<Msg>>,
+    outputs: Vec<Vec<Msg>>,
+    transcript: Option<Vec<Msg>>,
+    /// Index of the run's first own message in [`Exchange::opening`].
+    start: usize,
+}
+
+impl Exchange {
+    fn read(rs: &RunSpans<'_>) -> Exchange {
+        let root = rs.root;
+        let inputs: Vec<Vec<Msg>> = rs
+            .chats
             .iter()
-            .filter(|m| m.is_user_turn())
-            .count() as u32;
-        run.user_message = opening
-            .get(start)
-            .filter(|m| m.is_user_turn())
-            .and_then(|m| m.text.clone());
-    }
-    if run.user_message.is_none() {
-        run.user_message = root
-            .and_then(oi::run_input)
-            .filter(|t| !t.is_empty())
-            .map(str::to_string);
+            .map(|c| input_messages(c).unwrap_or_default())
+            .collect();
+        let outputs: Vec<Vec<Msg>> = rs
+            .chats
+            .iter()
+            .map(|c| output_messages(c).unwrap_or_default())
+            .collect();
+        let transcript: Option<Vec<Msg>> = root
+            .and_then(|r| r.attr("pydantic_ai.all_messages"))
+            .map(|v| messages_of(v, Role::User));
+        let mut ex = Exchange {
+            inputs,
+            outputs,
+            transcript,
+            start: 0,
+        };
+        let opening = ex.opening();
+        // Where the run's own messages begin: pydantic-ai says so when history was passed;
+        // otherwise at the last user message of the first model call's input.
+        let start = root
+            .and_then(|r| r.int_attr("pydantic_ai.new_message_index"))
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|&i| i < opening.len())
+            .or_else(|| opening.iter().rposition(Msg::is_user_turn))
+            .unwrap_or(0);
+        ex.start = start;
+        ex
     }
 
-    let output_decl = output_declaration(&rs.chats);
-    let mut output_tools: HashSet<String> = output_decl
-        .as_ref()
+    /// The messages the run opened with: the first model call's input, else the transcript.
+    fn opening(&self) -> &[Msg] {
+        match (self.inputs.first(), &self.transcript) {
+            (Some(first), _) => first,
+            (None, Some(all)) => all,
+            (None, None) => &[],
+        }
+    }
+
+    /// The run's turn (the user messages up to its own) and its user message.
+    fn set_turn(&self, run: &mut Run, root: Option<&Span>) {
+        let opening = self.opening();
+        let start = self.start;
+        if opening.is_empty() {
+            run.turn = u32::from(root.is_some());
+        } else {
+            run.turn = opening[..=start]
+                .iter()
+                .filter(|m| m.is_user_turn())
+                .count() as u32;
+            run.user_message = opening
+                .get(start)
+                .filter(|m| m.is_user_turn())
+                .and_then(|m| m.text.clone());
+        }
+        if run.user_message.is_none() {
+            run.user_message = root
+                .and_then(oi::run_input)
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+        }
+    }
+}
+
+/// The run's output tools: those declared, and those run as an output function.
+fn output_tool_names(decl: Option<&Value>, tools: &[&Span]) -> HashSet<String> {
+    let mut output_tools: HashSet<String> = decl
         .and_then(|d| d.get("output_tools"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_string))
         .collect();
-    for t in &rs.tools {
+    for t in tools {
         if t.name == "running output function" {
             if let Some(n) = tool_name(t) {
                 output_tools.insert(n);
             }
         }
     }
+    output_tools
+}
 
-    let mut b = Builder {
-        events: Vec::new(),
-        spans: Vec::new(),
-        open: Vec::new(),
-    };
-    let begin = rs
-        .chats
-        .first()
-        .and_then(|c| c.start_ns)
-        .or(start_ns)
-        .unwrap_or(0);
-    let system = rs
-        .chats
-        .first()
-        .and_then(|c| instructions(c))
-        .or_else(|| root.and_then(instructions));
-    if let Some(sys) = &system {
-        b.message(sys, begin, None);
-    }
-    if let Some(decl) = &output_decl {
-        let mut e = Event::new(EventKind::Other);
-        e.source_type = Some("pydantic_ai.output".into());
-        e.payload = Some(js::stringify(decl));
-        b.push(begin, e);
-    }
-    let mut seen: Vec<Msg> = Vec::new();
-    let mut key = begin;
-    for (j, chat) in rs.chats.iter().enumerate() {
-        let input = &inputs[j];
-        let new: &[Msg] = if j == 0 {
-            &input[start.min(input.len())..]
-        } else if input.len() >= seen.len() && input[..seen.len()] == seen[..] {
-            &input[seen.len()..]
-        } else {
-            after_last_assistant(input)
-        };
-        key = chat.start_ns.unwrap_or(key);
-        let step = j as u32 + 1;
-        for m in new {
-            b.message(m, key, (j > 0).then_some(j as u32));
+/// One model-call span as a model-call row: model, token counts, finish reasons, status.
+fn model_call_event(chat: &Span, step: u32) -> Event {
+    let mut call = Event::new(EventKind::ModelCall);
+    call.source_type = Some(chat.name.clone());
+    call.role = Some(Role::Assistant);
+    call.iteration = Some(step);
+    call.timestamp_ms = chat.start_ms();
+    call.duration_ms = chat.duration_ms();
+    call.error = chat.status == 2;
+    let mut p = Map::new();
+    p.insert("span_id".into(), Value::String(chat.span_id.clone()));
+    for k in [
+        "gen_ai.request.model",
+        "gen_ai.response.model",
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "gen_ai.response.finish_reasons",
+        "llm.model_name",
+        "llm.token_count.prompt",
+        "llm.token_count.completion",
+    ] {
+        if let Some(v) = chat.attr(k) {
+            p.insert(k.into(), v.clone());
         }
-        let mut call = Event::new(EventKind::ModelCall);
-        call.source_type = Some(chat.name.clone());
-        call.role = Some(Role::Assistant);
-        call.iteration = Some(step);
-        call.timestamp_ms = chat.start_ms();
-        call.duration_ms = chat.duration_ms();
-        call.error = chat.status == 2;
-        let mut p = Map::new();
-        p.insert("span_id".into(), Value::String(chat.span_id.clone()));
-        for k in [
-            "gen_ai.request.model",
-            "gen_ai.response.model",
-            "gen_ai.usage.input_tokens",
-            "gen_ai.usage.output_tokens",
-            "gen_ai.response.finish_reasons",
-            "llm.model_name",
-            "llm.token_count.prompt",
-            "llm.token_count.completion",
-        ] {
-            if let Some(v) = chat.attr(k) {
-                p.insert(k.into(), v.clone());
+    }
+    if let Some(m) = &chat.status_message {
+        p.insert("status_message".into(), Value::String(m.clone()));
+    }
+    call.payload = Some(js::stringify(&Value::Object(p)));
+    call
+}
+
+impl<'a> Builder<'a> {
+    /// The system instructions and pydantic-ai's output declaration, at the run's beginning.
+    fn opening(&mut self, rs: &RunSpans<'_>, decl: Option<&Value>, begin: i64) {
+        let system = rs
+            .chats
+            .first()
+            .and_then(|c| instructions(c))
+            .or_else(|| rs.root.and_then(instructions));
+        if let Some(sys) = &system {
+            self.message(sys, begin, None);
+        }
+        if let Some(decl) = decl {
+            let mut e = Event::new(EventKind::Other);
+            e.source_type = Some("pydantic_ai.output".into());
+            e.payload = Some(js::stringify(decl));
+            self.push(begin, e);
+        }
+    }
+
+    /// Each model call: the messages its input added, the call, and its output. Returns what the
+    /// last call saw (its input and output) and the time key reached.
+    fn model_calls(&mut self, rs: &RunSpans<'_>, ex: &Exchange, begin: i64) -> (Vec<Msg>, i64) {
+        let mut seen: Vec<Msg> = Vec::new();
+        let mut key = begin;
+        for (j, chat) in rs.chats.iter().enumerate() {
+            let input = &ex.inputs[j];
+            let new: &[Msg] = if j == 0 {
+                &input[ex.start.min(input.len())..]
+            } else if input.len() >= seen.len() && input[..seen.len()] == seen[..] {
+                &input[seen.len()..]
+            } else {
+                after_last_assistant(input)
+            };
+            key = chat.start_ns.unwrap_or(key);
+            let step = j as u32 + 1;
+            for m in new {
+                self.message(m, key, (j > 0).then_some(j as u32));
             }
+            self.push(key, model_call_event(chat, step));
+            key = chat.end_ns.unwrap_or(key);
+            for m in &ex.outputs[j] {
+                self.message(m, key, Some(step));
+            }
+            seen = input.iter().chain(ex.outputs[j].iter()).cloned().collect();
         }
-        if let Some(m) = &chat.status_message {
-            p.insert("status_message".into(), Value::String(m.clone()));
-        }
-        call.payload = Some(js::stringify(&Value::Object(p)));
-        b.push(key, call);
-        key = chat.end_ns.unwrap_or(key);
-        for m in &outputs[j] {
-            b.message(m, key, Some(step));
-        }
-        seen = input.iter().chain(outputs[j].iter()).cloned().collect();
+        (seen, key)
     }
-    // What the run's transcript holds beyond the last model call (the output tool's own result).
-    if let Some(all) = &transcript {
+
+    /// What the run's transcript holds beyond the last model call (the output tool's own
+    /// result); the whole transcript from the run's start when there was no model call.
+    fn transcript_tail(
+        &mut self,
+        rs: &RunSpans<'_>,
+        ex: &Exchange,
+        seen: &[Msg],
+        key: i64,
+        end_ns: Option<i64>,
+    ) {
+        let Some(all) = &ex.transcript else {
+            return;
+        };
         if rs.chats.is_empty() {
-            for m in &all[start.min(all.len())..] {
-                b.message(m, key, None);
+            for m in &all[ex.start.min(all.len())..] {
+                self.message(m, key, None);
             }
         } else if all.len() > seen.len() && all[..seen.len()] == seen[..] {
             let tail_key = end_ns.unwrap_or(key).max(key);
             for m in &all[seen.len()..] {
-                b.message(m, tail_key, Some(rs.chats.len() as u32));
+                self.message(m, tail_key, Some(rs.chats.len() as u32));
             }
         }
     }
-    for t in &rs.tools {
-        let done_before = rs
-            .chats
+
+    /// Every tool span, in the iteration of the model calls that ended before it started.
+    fn tool_spans(&mut self, rs: &RunSpans<'a>) {
+        for &t in &rs.tools {
+            let done_before = rs
+                .chats
+                .iter()
+                .filter(|c| match (c.end_ns, t.start_ns) {
+                    (Some(e), Some(s)) => e <= s,
+                    _ => false,
+                })
+                .count() as u32;
+            self.tool_span(t, (done_before > 0).then_some(done_before));
+        }
+    }
+
+    /// One `exception` row per exception event of any span of the run.
+    fn exceptions(&mut self, rs: &RunSpans<'_>, key: i64) {
+        for s in &rs.all {
+            for ev in s.events.iter().filter(|e| e.name == "exception") {
+                let mut e = Event::new(EventKind::Other);
+                e.source_type = Some("exception".into());
+                e.error = true;
+                let kind = ev.attrs.get("exception.type").and_then(Value::as_str);
+                let message = ev.attrs.get("exception.message").and_then(Value::as_str);
+                e.text = match (kind, message) {
+                    (Some(k), Some(m)) => Some(format!("{k}: {m}")),
+                    (Some(k), None) => Some(k.to_string()),
+                    (None, Some(m)) => Some(m.to_string()),
+                    (None, None) => None,
+                };
+                let at = ev.time_ns.or(s.end_ns).unwrap_or(key);
+                e.timestamp_ms = ms(at);
+                let mut p = Map::new();
+                p.insert("span_id".into(), Value::String(s.span_id.clone()));
+                p.insert("span".into(), Value::String(s.name.clone()));
+                for (k, v) in &ev.attrs {
+                    p.insert(k.clone(), v.clone());
+                }
+                e.payload = Some(js::stringify(&Value::Object(p)));
+                self.push(at, e);
+            }
+        }
+    }
+
+    /// Every landing: a failed one marks its tool message as an error; each gets its flags and
+    /// payload.
+    fn close_landings(&mut self, output_tools: &HashSet<String>) {
+        let failed: HashSet<String> = self
+            .events
             .iter()
-            .filter(|c| match (c.end_ns, t.start_ns) {
-                (Some(e), Some(s)) => e <= s,
-                _ => false,
-            })
-            .count() as u32;
-        b.tool_span(t, (done_before > 0).then_some(done_before));
-    }
-    for s in &rs.all {
-        for ev in s.events.iter().filter(|e| e.name == "exception") {
-            let mut e = Event::new(EventKind::Other);
-            e.source_type = Some("exception".into());
-            e.error = true;
-            let kind = ev.attrs.get("exception.type").and_then(Value::as_str);
-            let message = ev.attrs.get("exception.message").and_then(Value::as_str);
-            e.text = match (kind, message) {
-                (Some(k), Some(m)) => Some(format!("{k}: {m}")),
-                (Some(k), None) => Some(k.to_string()),
-                (None, Some(m)) => Some(m.to_string()),
-                (None, None) => None,
-            };
-            let at = ev.time_ns.or(s.end_ns).unwrap_or(key);
-            e.timestamp_ms = ms(at);
-            let mut p = Map::new();
-            p.insert("span_id".into(), Value::String(s.span_id.clone()));
-            p.insert("span".into(), Value::String(s.name.clone()));
-            for (k, v) in &ev.attrs {
-                p.insert(k.clone(), v.clone());
+            .filter(|(_, e)| e.kind() == EventKind::Landing && e.error)
+            .filter_map(|(_, e)| e.call_id.clone())
+            .collect();
+        for (_, e) in self.events.iter_mut() {
+            if e.kind() == EventKind::Message
+                && e.role == Some(Role::Tool)
+                && e.call_id.as_ref().is_some_and(|id| failed.contains(id))
+            {
+                e.error = true;
             }
-            e.payload = Some(js::stringify(&Value::Object(p)));
-            b.push(at, e);
+        }
+        for i in 0..self.events.len() {
+            if self.events[i].1.kind() != EventKind::Landing {
+                continue;
+            }
+            let output_tool = self.events[i]
+                .1
+                .tool_name
+                .as_ref()
+                .is_some_and(|n| output_tools.contains(n));
+            let payload = span_payload(self.spans[i], output_tool);
+            let l = &mut self.events[i].1;
+            if l.arguments.is_none() {
+                l.flags |= LandingFlags::CONTENT_OMITTED;
+            }
+            l.payload = payload;
         }
     }
 
-    // Every landing: flags, payload.
-    let failed: HashSet<String> = b
-        .events
-        .iter()
-        .filter(|(_, e)| e.kind() == EventKind::Landing && e.error)
-        .filter_map(|(_, e)| e.call_id.clone())
-        .collect();
-    for (_, e) in b.events.iter_mut() {
-        if e.kind() == EventKind::Message
-            && e.role == Some(Role::Tool)
-            && e.call_id.as_ref().is_some_and(|id| failed.contains(id))
-        {
-            e.error = true;
-        }
+    /// The events in time order (stable: rows of one key keep the order they were added in).
+    fn into_events(self) -> Vec<Event> {
+        let Builder { mut events, .. } = self;
+        events.sort_by_key(|(k, _)| *k);
+        events.into_iter().map(|(_, e)| e).collect()
     }
-    for i in 0..b.events.len() {
-        if b.events[i].1.kind() != EventKind::Landing {
-            continue;
-        }
-        let output_tool = b.events[i]
-            .1
-            .tool_name
-            .as_ref()
-            .is_some_and(|n| output_tools.contains(n));
-        let payload = span_payload(b.spans[i], output_tool);
-        let l = &mut b.events[i].1;
-        if l.arguments.is_none() {
-            l.flags |= LandingFlags::CONTENT_OMITTED;
-        }
-        l.payload = payload;
-    }
-    let Builder { mut events, .. } = b;
-    events.sort_by_key(|(k, _)| *k);
-    let mut events: Vec<Event> = events.into_iter().map(|(_, e)| e).collect();
+}
 
-    run.answer = answer(root, &outputs);
-    let accepted = run.answer.is_some() && root.is_none_or(|r| r.status != 2);
-    output::add_rows(&mut events, output_decl.as_ref(), &output_tools, accepted);
+/// The rows that close a run: `run_error` when the agent run itself failed, and the answer row
+/// (without text when the run answered but its content was not recorded).
+fn outcome_rows(
+    run: &Run,
+    root: Option<&Span>,
+    ex: &Exchange,
+    end_ns: Option<i64>,
+    events: &mut Vec<Event>,
+) {
     let end_key = end_ns.map(|n| n.div_euclid(1_000_000));
     // The agent run itself failed.
     if let Some(r) = root.filter(|r| r.status == 2) {
@@ -511,9 +637,10 @@ pub(super) fn build_run(trace_id: &str, rs: &RunSpans<'_>) -> Run {
         events.push(e);
     }
     let failed = root.is_some_and(|r| r.status == 2);
-    let omitted = inputs
+    let omitted = ex
+        .inputs
         .iter()
-        .chain(outputs.iter())
+        .chain(ex.outputs.iter())
         .flatten()
         .any(|m| m.omitted || m.calls.iter().any(|c| c.arguments.is_none()));
     if run.answer.is_some() || (omitted && !failed) {
@@ -527,17 +654,21 @@ pub(super) fn build_run(trace_id: &str, rs: &RunSpans<'_>) -> Run {
         e.timestamp_ms = end_key;
         events.push(e);
     }
-    // The history the answer was judged against.
-    let last = rs.chats.len().checked_sub(1);
-    let context: Vec<Msg> = match last {
+}
+
+/// The history the answer was judged against: the last model call's instructions, input and
+/// output, else the instructions and pydantic-ai's transcript.
+fn context(rs: &RunSpans<'_>, ex: &Exchange) -> Vec<Msg> {
+    let root = rs.root;
+    match rs.chats.len().checked_sub(1) {
         Some(l) => {
             let sys = instructions(rs.chats[l]).or_else(|| root.and_then(instructions));
             sys.into_iter()
-                .chain(inputs[l].iter().cloned())
-                .chain(outputs[l].iter().cloned())
+                .chain(ex.inputs[l].iter().cloned())
+                .chain(ex.outputs[l].iter().cloned())
                 .collect()
         }
-        None => match &transcript {
+        None => match &ex.transcript {
             Some(all) => root
                 .and_then(instructions)
                 .into_iter()
@@ -545,11 +676,7 @@ pub(super) fn build_run(trace_id: &str, rs: &RunSpans<'_>) -> Run {
                 .collect(),
             None => Vec::new(),
         },
-    };
-    events.extend(context.iter().map(|m| message_event(m, EventKind::Context)));
-    run.events = events;
-    run.renumber();
-    run
+    }
 }
 
 /// The run's answer: pydantic-ai's `final_result`, OpenInference's agent `output.value`, the
