@@ -23,7 +23,7 @@
 //! would name a message the model never saw). Without recorded content (`include_content=False`)
 //! only the contract and the marks are written, flagged `contentOmitted`.
 
-use super::RETRY_FRAME;
+use super::messages::RETRY_FRAME;
 use crate::js;
 use crate::model::vocab;
 use crate::model::{Event, EventKind, Role};

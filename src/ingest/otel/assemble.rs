@@ -1,0 +1,332 @@
+//! A complete trace into runs: spans classified, grouped by their agent (or call id, or user
+//! turn), and each group built into a run; the runs merged into conversations.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::messages::{input_messages, output_messages, tool_call_id};
+use super::run::{build_run, RunSpans};
+use super::wire::Span;
+use super::FORMAT;
+use crate::ingest::openinference as oi;
+use crate::ingest::{Quarantined, Severity, Sink};
+use crate::model::{Conversation, Run};
+
+pub(super) fn note(span: &Span, severity: Severity, reason: String) -> Quarantined {
+    let mut q = Quarantined::dropped(&span.file, span.locator.clone(), reason);
+    q.severity = severity;
+    q.format = Some(FORMAT);
+    q
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Agent,
+    Chat,
+    Tool,
+    Other,
+}
+
+fn classify(s: &Span) -> Class {
+    let op = s.op().unwrap_or("");
+    if op == "invoke_agent"
+        || s.name.starts_with("invoke_agent")
+        || s.name == "agent run"
+        || oi::is_agent(s)
+    {
+        return Class::Agent;
+    }
+    if op == "execute_tool"
+        || s.name.starts_with("execute_tool")
+        || s.name == "running tool"
+        || s.name == "running output function"
+        || oi::is_tool(s)
+    {
+        return Class::Tool;
+    }
+    if matches!(
+        op,
+        "chat" | "text_completion" | "generate_content" | "completion"
+    ) || oi::is_llm(s)
+        || s.attrs.contains_key("gen_ai.input.messages")
+        || s.attrs.contains_key("gen_ai.output.messages")
+        || s.attrs.contains_key("gen_ai.prompt.0.role")
+        || s.attrs.contains_key("gen_ai.completion.0.role")
+    {
+        return Class::Chat;
+    }
+    Class::Other
+}
+
+fn call_id_of(s: &Span) -> Option<&str> {
+    s.str_attr("gen_ai.agent.call.id").filter(|c| !c.is_empty())
+}
+
+/// Conversations built during one call of the stitcher, merged by conversation id.
+#[derive(Default)]
+pub(super) struct Built {
+    conversations: Vec<(Conversation, u64)>,
+}
+
+impl Built {
+    fn add(&mut self, run: Run, record: u64) {
+        match self
+            .conversations
+            .iter_mut()
+            .find(|(c, _)| c.id == run.conversation_id)
+        {
+            Some((c, r)) => {
+                *r = (*r).min(record);
+                c.runs.push(run);
+            }
+            None => self.conversations.push((
+                Conversation {
+                    id: run.conversation_id.clone(),
+                    runs: vec![run],
+                    ..Default::default()
+                },
+                record,
+            )),
+        }
+    }
+
+    /// Hand everything to the sink, runs in the order the store reads them back.
+    pub(super) fn flush(self, sink: &mut dyn Sink) {
+        for (mut conversation, record) in self.conversations {
+            conversation.runs.sort_by(|a, b| {
+                (a.turn, a.started_ms, &a.run_id).cmp(&(b.turn, b.started_ms, &b.run_id))
+            });
+            sink.conversation(conversation, record);
+        }
+    }
+}
+
+/// Build the runs of one trace.
+pub(super) fn assemble(
+    trace_id: &str,
+    mut spans: Vec<Span>,
+    sink: &mut dyn Sink,
+    built: &mut Built,
+) {
+    spans.sort_by(|a, b| {
+        (
+            a.start_ns.unwrap_or(i64::MAX),
+            a.end_ns.unwrap_or(i64::MAX),
+            &a.span_id,
+        )
+            .cmp(&(
+                b.start_ns.unwrap_or(i64::MAX),
+                b.end_ns.unwrap_or(i64::MAX),
+                &b.span_id,
+            ))
+    });
+    let n = spans.len();
+    let index: HashMap<&str, usize> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id.as_str(), i))
+        .collect();
+    let ids: HashSet<&str> = index.keys().copied().collect();
+    let mut class: Vec<Class> = spans.iter().map(classify).collect();
+    // OpenInference traces without an agent span: a root CHAIN span is the run.
+    let promoted: Vec<usize> = if class.contains(&Class::Agent) {
+        Vec::new()
+    } else {
+        (0..n)
+            .filter(|&i| oi::is_chain(&spans[i]) && spans[i].is_root(&ids))
+            .collect()
+    };
+    for &i in &promoted {
+        class[i] = Class::Agent;
+    }
+    let parent_of = |i: usize| -> Option<usize> {
+        let s = &spans[i];
+        if s.remote_parent {
+            return None;
+        }
+        s.parent_id.as_deref().and_then(|p| index.get(p).copied())
+    };
+    let owner: Vec<Option<usize>> = (0..n)
+        .map(|i| {
+            let mut cur = Some(i);
+            let mut steps = 0;
+            while let Some(c) = cur {
+                if class[c] == Class::Agent {
+                    return Some(c);
+                }
+                steps += 1;
+                if steps > n {
+                    break;
+                }
+                cur = parent_of(c);
+            }
+            None
+        })
+        .collect();
+    let agent_by_call: HashMap<&str, usize> = (0..n)
+        .filter(|&i| class[i] == Class::Agent)
+        .filter_map(|i| call_id_of(&spans[i]).map(|c| (c, i)))
+        .collect();
+
+    #[derive(PartialEq, Eq, Hash, Clone)]
+    enum Key {
+        Agent(usize),
+        Call(String),
+        Turns,
+    }
+    let mut groups: Vec<(Key, Vec<usize>)> = Vec::new();
+    let mut group_of: HashMap<Key, usize> = HashMap::new();
+    for i in 0..n {
+        let key = match (class[i], owner[i]) {
+            (_, Some(a)) => Key::Agent(a),
+            (Class::Other, None) => continue,
+            (_, None) => match call_id_of(&spans[i]) {
+                Some(c) => match agent_by_call.get(c) {
+                    Some(&a) => Key::Agent(a),
+                    None => Key::Call(c.to_string()),
+                },
+                None => Key::Turns,
+            },
+        };
+        match group_of.get(&key) {
+            Some(&g) => groups[g].1.push(i),
+            None => {
+                group_of.insert(key.clone(), groups.len());
+                groups.push((key, vec![i]));
+            }
+        }
+    }
+
+    let mut runs: Vec<(Run, u64)> = Vec::new();
+    for (key, members) in &groups {
+        let pick = |c: Class| -> Vec<&Span> {
+            members
+                .iter()
+                .filter(|&&i| class[i] == c && !matches!(key, Key::Agent(a) if *a == i))
+                .map(|&i| &spans[i])
+                .collect()
+        };
+        let record = members.iter().map(|&i| spans[i].record).min().unwrap_or(0);
+        let all: Vec<&Span> = members.iter().map(|&i| &spans[i]).collect();
+        match key {
+            Key::Agent(a) => {
+                let root = &spans[*a];
+                let chats = pick(Class::Chat);
+                let tools = pick(Class::Tool);
+                if promoted.contains(a) && chats.is_empty() && tools.is_empty() {
+                    continue;
+                }
+                let run_id = call_id_of(root)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("{trace_id}:{}", root.span_id));
+                let rs = RunSpans {
+                    run_id,
+                    root: Some(root),
+                    chats,
+                    tools,
+                    all,
+                };
+                runs.push((build_run(trace_id, &rs), record));
+            }
+            Key::Call(call) => {
+                let rs = RunSpans {
+                    run_id: call.clone(),
+                    root: None,
+                    chats: pick(Class::Chat),
+                    tools: pick(Class::Tool),
+                    all,
+                };
+                runs.push((build_run(trace_id, &rs), record));
+            }
+            Key::Turns => {
+                for rs in split_by_turn(trace_id, pick(Class::Chat), pick(Class::Tool)) {
+                    let record = rs.all.iter().map(|s| s.record).min().unwrap_or(record);
+                    runs.push((build_run(trace_id, &rs), record));
+                }
+            }
+        }
+    }
+
+    if runs.is_empty() {
+        for s in &spans {
+            sink.quarantine(note(
+                s,
+                Severity::Dropped,
+                format!(
+                    "span {} ({:?}) belongs to trace {trace_id}, which holds no agent, model-call \
+                     or tool span (no GenAI or OpenInference attributes): nothing to audit",
+                    s.span_id, s.name
+                ),
+            ));
+        }
+        return;
+    }
+    for (run, record) in runs {
+        built.add(run, record);
+    }
+}
+
+/// Model-call and tool spans with no agent around them: one run per user turn, the turn of a
+/// model call being the number of user messages in its input.
+fn split_by_turn<'a>(
+    trace_id: &str,
+    chats: Vec<&'a Span>,
+    tools: Vec<&'a Span>,
+) -> Vec<RunSpans<'a>> {
+    let mut by_turn: BTreeMap<usize, Vec<&'a Span>> = BTreeMap::new();
+    for chat in &chats {
+        let turn = input_messages(chat)
+            .map(|m| m.iter().filter(|m| m.is_user_turn()).count())
+            .unwrap_or(0);
+        by_turn.entry(turn).or_default().push(chat);
+    }
+    if by_turn.is_empty() {
+        by_turn.insert(0, Vec::new());
+    }
+    let mut tools_by_turn: BTreeMap<usize, Vec<&'a Span>> = BTreeMap::new();
+    for tool in tools {
+        let call = tool_call_id(tool);
+        let by_call = call.and_then(|id| {
+            by_turn.iter().find_map(|(turn, chats)| {
+                chats
+                    .iter()
+                    .any(|c| {
+                        output_messages(c).is_some_and(|out| {
+                            out.iter()
+                                .any(|m| m.calls.iter().any(|k| k.id.as_deref() == Some(id)))
+                        })
+                    })
+                    .then_some(*turn)
+            })
+        });
+        let by_time = || {
+            by_turn
+                .iter()
+                .filter(|(_, chats)| {
+                    chats
+                        .iter()
+                        .any(|c| c.end_ns.unwrap_or(i64::MIN) <= tool.start_ns.unwrap_or(i64::MAX))
+                })
+                .map(|(t, _)| *t)
+                .next_back()
+        };
+        let turn = by_call
+            .or_else(by_time)
+            .unwrap_or_else(|| *by_turn.keys().next().expect("one turn at least"));
+        tools_by_turn.entry(turn).or_default().push(tool);
+    }
+    by_turn
+        .into_iter()
+        .map(|(turn, chats)| {
+            let tools = tools_by_turn.remove(&turn).unwrap_or_default();
+            let mut all: Vec<&Span> = chats.iter().chain(tools.iter()).copied().collect();
+            all.sort_by_key(|s| (s.start_ns.unwrap_or(i64::MAX), s.record));
+            RunSpans {
+                run_id: format!("{trace_id}#{turn}"),
+                root: None,
+                chats,
+                tools,
+                all,
+            }
+        })
+        .collect()
+}
