@@ -524,7 +524,9 @@ pub(super) fn normalize_id(s: &str, bytes: usize) -> Option<String> {
     }
     let hex = if s.len() == bytes * 2 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
         s.to_ascii_lowercase()
-    } else if let Some(raw) = base64_decode(s).filter(|raw| raw.len() == bytes) {
+    } else if let Some(raw) =
+        crate::ingest::encoding::base64_lenient(s).filter(|raw| raw.len() == bytes)
+    {
         raw.iter().map(|b| format!("{b:02x}")).collect()
     } else {
         s.to_string()
@@ -534,30 +536,6 @@ pub(super) fn normalize_id(s: &str, bytes: usize) -> Option<String> {
     } else {
         Some(hex)
     }
-}
-
-fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0u32;
-    for c in s.trim_end_matches('=').bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        } as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
 }
 
 /// An int64 written as a JSON string or number.
