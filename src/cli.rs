@@ -54,6 +54,20 @@ pub struct ReadArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// The largest record (a line, a simulation, a sample, a file read whole) held at once, in
+    /// MiB; a larger one is quarantined with this limit named. No real recording comes near the
+    /// default; memory at the limit is about ten times the record.
+    #[arg(long, value_name = "MIB", default_value_t = crate::ingest::Limits::DEFAULT_RECORD_BYTES >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_record_mib: u64,
+}
+
+impl ReadArgs {
+    fn limits(&self) -> crate::ingest::Limits {
+        crate::ingest::Limits {
+            record_bytes: self.max_record_mib << 20,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -242,6 +256,7 @@ fn run_ingest(args: IngestArgs) -> ExitCode {
         format: args.read.format,
         threads: threads(args.read.threads),
         progress: !args.read.quiet,
+        limits: args.read.limits(),
     };
     match ingest(&args.inputs, &args.out, &opts) {
         Ok(summary) => {
@@ -276,6 +291,7 @@ fn run_audit(args: AuditArgs) -> ExitCode {
         format: args.read.format,
         progress: !args.read.quiet,
         include_values: args.include_values,
+        limits: args.read.limits(),
     };
     match crate::pipeline::audit::audit(&args.inputs, &args.out, &opts) {
         Ok(summary) => {

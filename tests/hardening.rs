@@ -410,3 +410,41 @@ fn an_interrupted_run_leaves_no_staging_behind() {
         assert!(left.is_empty(), "SIG{signal} left {left:?}");
     }
 }
+
+#[test]
+fn the_record_limit_is_set_on_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // The sample file, with one line padded past 1 MiB.
+    let text = std::fs::read_to_string(sample_file()).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let last = lines.pop().unwrap();
+    let padded = format!(
+        "{}, \"pad\": \"{}\"}}",
+        last.trim_end().trim_end_matches('}'),
+        "x".repeat(1_200_000)
+    );
+    lines.push(padded);
+    let file = dir.path().join("big.ndjson");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let read = |mib: &str, out: &str| {
+        let out = dir.path().join(out);
+        let o = run(&[
+            "ingest",
+            s(&file),
+            "--quiet",
+            "--max-record-mib",
+            mib,
+            "--out",
+            s(&out),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(out.join("quarantine.jsonl")).unwrap()
+    };
+    let strict = read("1", "one");
+    assert!(strict.contains("over the 1 MiB record limit"), "{strict}");
+    let default = read("32", "default");
+    assert!(!default.contains("record limit"), "{default}");
+    // Nonsense is refused by the command line itself.
+    let o = run(&["ingest", s(&file), "--max-record-mib", "0", "--out", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+}

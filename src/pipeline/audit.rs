@@ -35,6 +35,8 @@ pub struct AuditOptions {
     pub format: Option<Format>,
     pub progress: bool,
     pub include_values: bool,
+    /// What an adapter may hold at once, for an audit of raw inputs.
+    pub limits: crate::ingest::Limits,
 }
 
 /// Counts per check, for the manifest and the terminal table.
@@ -406,6 +408,7 @@ fn store_of(
             format: opts.format,
             threads: opts.threads,
             progress: opts.progress,
+            limits: opts.limits,
         },
         Some((&checker, &staging.join(CHECKED_DIR))),
     )?;

@@ -47,6 +47,8 @@ pub struct IngestOptions {
     pub threads: usize,
     /// Show a progress bar (only drawn when stderr is a terminal).
     pub progress: bool,
+    /// What an adapter may hold at once (the record limit).
+    pub limits: crate::ingest::Limits,
 }
 
 /// What an ingest did.
@@ -174,7 +176,7 @@ fn read_one(
     path: &Path,
     size: u64,
     display: &str,
-    forced: Option<Format>,
+    opts: &IngestOptions,
     tx: &SyncSender<Message>,
     bound: &ByteBound,
     pool: &rayon::ThreadPool,
@@ -186,7 +188,7 @@ fn read_one(
         digest: None,
         pool,
     };
-    let detected = match forced {
+    let detected = match opts.format {
         Some(f) => Ok(Some(f)),
         None => crate::ingest::read_head(path).map(|head| {
             if head.is_empty() {
@@ -214,7 +216,10 @@ fn read_one(
             (None, None)
         }
         Ok(Some(format)) => {
-            let input = Input::new(path, display);
+            let input = Input {
+                limits: opts.limits,
+                ..Input::new(path, display)
+            };
             match read_file(format, &input, &mut sink) {
                 Ok(()) => (Some(format), None),
                 Err(e) => (Some(format), Some(format!("cannot read {display}: {e}"))),
@@ -415,7 +420,7 @@ fn run_stages(
                         &files[i],
                         inputs.sizes[i],
                         &inputs.displays[i],
-                        opts.format,
+                        opts,
                         &tx,
                         &bounds[i],
                         &digest_pool,
