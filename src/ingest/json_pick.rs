@@ -206,8 +206,8 @@ pub(crate) struct Counted<R> {
 }
 
 impl<R: BufRead> Read for Counted<R> {
-    /// serde_json asks for one byte at a time; this path copies straight out of the buffer
-    /// (going through `BufReader::read` cost a quarter of a tau2 ingest, issue 8).
+    /// serde_json asks for one byte at a time, so this path copies straight out of the buffer:
+    /// a call through `BufReader::read` per byte is a large share of a streamed ingest.
     #[inline]
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         let available = self.inner.fill_buf()?;
