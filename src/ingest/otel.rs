@@ -1055,7 +1055,6 @@ impl Built {
                 Conversation {
                     id: run.conversation_id.clone(),
                     runs: vec![run],
-                    ..Default::default()
                 },
                 record,
             )),
