@@ -539,6 +539,38 @@ mod tests {
         )
     }
 
+    /// The result-fingerprint digest goes to exactly the landings the check compares: answered
+    /// ones sharing tool and arguments fingerprint (arguments that differ only in key order
+    /// share it). So a conversation read without result text but with the digest is checked,
+    /// not declined, and the same as with its text.
+    #[test]
+    fn the_digest_fingerprints_the_landings_the_check_compares() {
+        let mut unanswered = landing("t", r#"{"q":1}"#, "", "c9");
+        unanswered.flags |= LandingFlags::UNANSWERED;
+        let mut conv = run_of(vec![
+            landing("t", r#"{"a":1,"b":2}"#, "same", "c1"),
+            landing("t", r#"{"b":2,"a":1}"#, "same", "c2"),
+            landing("t", r#"{"q":1}"#, "once", "c3"),
+            unanswered,
+            landing("u", r#"{"a":1,"b":2}"#, "other tool", "c4"),
+        ]);
+        let given: Vec<usize> = ResultFingerprint
+            .compute(&conv.runs[0])
+            .into_iter()
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(given, [0, 1]);
+        let whole = check(&conv, Config::default());
+        assert_eq!(whole[0].disposition, Disposition::CheckedFail);
+        crate::model::digest::fill(&mut conv.runs[0], RepeatedCall.digests());
+        for e in &mut conv.runs[0].events {
+            e.text = None;
+        }
+        let ctx = PassContext::default();
+        let digested = RepeatedCall.check_digested(&conv, &ctx);
+        assert_eq!(digested, Some(whole));
+    }
+
     #[test]
     fn spec_keys() {
         let k = call_key(
