@@ -102,10 +102,9 @@ impl Contribution {
 /// being written (removed before the corpus is complete).
 const CHECKED_DIR: &str = "checked-during-ingest";
 
-/// Every pass's outcomes for one conversation, as corpus rows. `None` when the conversation
-/// was read without the text of its tool results and some pass needs it
+/// Every pass's outcomes for one conversation, as corpus rows; `elided`: the conversation was
+/// read without the text of its tool results. `None` when it was and some pass needs that text
 /// ([`Pass::check_digested`]).
-/// `elided`: it was read without the text of its tool results.
 fn try_audit_conversation(
     conversation: &Conversation,
     elided: bool,
