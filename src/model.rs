@@ -12,6 +12,7 @@
 //!   check result the recording framework filed itself). Everything else is
 //!   [`EventKind::Other`], kept so that nothing recorded is lost.
 
+pub mod digest;
 pub mod vocab;
 
 use serde::{Deserialize, Serialize};
@@ -126,14 +127,10 @@ pub struct Event {
     /// The original record as JSON text, for formats whose payload carries more than the
     /// canonical columns (agentfootprint envelopes).
     pub payload: Option<String>,
-    /// A landing's result fingerprint (`js::fingerprint` of the result the model read), worked
-    /// out when the result may be needed without its text: see [`crate::store::digest`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result_fingerprint: Option<String>,
-    /// A tool message's evidence digest: what the evidence gate can ever look up in it. See
-    /// [`crate::evidence::EvidenceDigest`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<crate::evidence::EvidenceDigest>,
+    /// What checks keep of a tool result ([`digest`]), worked out at ingest for the events
+    /// whose result a check may need without its text.
+    #[serde(skip)]
+    pub digests: digest::Digests,
 }
 
 /// Bit flags on a landing event.
@@ -228,11 +225,6 @@ impl Run {
 pub struct Conversation {
     pub id: String,
     pub runs: Vec<Run>,
-    /// Read back from a store without the text of its tool results (landings and tool
-    /// messages): the checks have their digests instead. A check that needs the text declines
-    /// it ([`crate::passes::Pass::check_digested`]) and the conversation is read again whole.
-    #[serde(skip)]
-    pub results_elided: bool,
 }
 
 /// A message as a check reads it: the history the model saw.

@@ -24,28 +24,7 @@ const LAYERS: &[&[&str]] = &[
 ];
 
 /// Arrows that still point up, each with what removes it.
-const KNOWN_UPWARD: &[(&str, &str, &str)] = &[
-    (
-        "model",
-        "evidence",
-        "the model carries the evidence digest of a tool message",
-    ),
-    (
-        "model",
-        "passes",
-        "the model carries check caches (result fingerprints)",
-    ),
-    (
-        "model",
-        "store",
-        "the model names the store's digest helpers",
-    ),
-    (
-        "store",
-        "passes",
-        "the store computes result fingerprints and asks which envelopes checks read",
-    ),
-];
+const KNOWN_UPWARD: &[(&str, &str, &str)] = &[];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|row| row.contains(&module))

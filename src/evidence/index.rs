@@ -9,7 +9,6 @@ use crate::js;
 use crate::model::{HistoryMessage, Role};
 use hashbrown::hash_map::EntryRef;
 use rustc_hash::FxBuildHasher;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::model::vocab::{EVIDENCE_FRAME_PREFIX, SCHEMA_FRAME_PREFIX};
@@ -382,23 +381,7 @@ impl Collector {
     }
 }
 
-/// What the evidence gate can ever look up in one tool result, worked out once when the result
-/// is stored, so that an audit of the store judges answers without reading results again.
-///
-/// A watching index (the common case) keeps answer values only; every value is a token, made
-/// of token characters only, and holds a digit unless a declared shape made it a value. The
-/// digest keeps exactly the forms that could be one of them or spell one (`0x12ab` spells
-/// `12ab`), and counts every form the walk offered for the budget. See
-/// [`EvidenceIndex::push_digest`] for when it stands for the text.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EvidenceDigest {
-    /// The normalised forms the result offers that hold an ASCII digit and only token
-    /// characters, in the order offered (repeats kept: removing them cost more at ingest than
-    /// it saved), joined by `\n` (which no such form holds).
-    pub forms: String,
-    /// How many forms the walk of the whole result offered, repeats included.
-    pub offered: u32,
-}
+pub use crate::model::digest::EvidenceDigest;
 
 /// The forms a digesting collector keeps (see [`EvidenceDigest`]).
 #[derive(Debug, Default)]

@@ -446,7 +446,6 @@ impl Assembler {
                         Conversation {
                             id: run.conversation_id.clone(),
                             runs: vec![run],
-                            ..Default::default()
                         },
                         first,
                     ));

@@ -234,7 +234,6 @@ pub fn build(
     Conversation {
         id: conversation_id.to_string(),
         runs,
-        ..Default::default()
     }
 }
 

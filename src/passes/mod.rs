@@ -12,6 +12,7 @@ pub mod schema_attempt;
 
 use crate::config::Config;
 use crate::corpus::{AgreementRow, Disposition, Draft};
+use crate::model::digest::Digest;
 use crate::model::Conversation;
 
 /// Options every pass may read.
@@ -68,12 +69,17 @@ pub trait Pass: Sync + Send {
     fn other_payloads(&self) -> &'static [&'static str] {
         &[]
     }
+    /// What the pass keeps of tool results: the digests it reads in
+    /// [`Pass::check_digested`]. The ingest works them out and the store keeps them beside the
+    /// text, naming them in its manifest.
+    fn digests(&self) -> &'static [&'static dyn Digest] {
+        &[]
+    }
     /// [`Pass::check`] for a conversation an audit read back from a store without the text of
-    /// its tool results ([`Conversation::results_elided`]), or `None` when the pass needs that
-    /// text to check it; the conversation is then read again whole and given to `check`.
-    /// Stores keep what checks read of results in digests ([`crate::store::digest`]): a
-    /// landing's result fingerprint where its run calls the same tool with the same arguments
-    /// text again, and each tool message's evidence forms. The default is the safe answer.
+    /// its tool results, or `None` when the pass needs that text to check it; the conversation
+    /// is then read again whole and given to `check`. Its landings and tool messages carry the
+    /// values of the digests the store holds of those the pass declares ([`Pass::digests`]);
+    /// one the store does not hold is missing. The default is the safe answer.
     fn check_digested(
         &self,
         _conversation: &Conversation,
@@ -81,18 +87,6 @@ pub trait Pass: Sync + Send {
     ) -> Option<Vec<RunOutcome>> {
         None
     }
-}
-
-/// The source types of `other` rows whose envelope some registered pass reads (gathered once:
-/// the store reader asks for every batch, an audit of raw inputs for every conversation).
-pub fn other_payload_types() -> &'static [&'static str] {
-    static TYPES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    TYPES.get_or_init(|| {
-        registry()
-            .iter()
-            .flat_map(|p| p.other_payloads().iter().copied())
-            .collect()
-    })
 }
 
 /// Every registered pass, in the order they run and report.

@@ -17,11 +17,45 @@ use crate::evidence::{
     Reading,
 };
 use crate::js;
+use crate::model::digest::{Digest, DigestKind, DigestValue};
 use crate::model::{Conversation, EventKind, Role, Run};
 use crate::passes::{Pass, PassContext, RunOutcome};
 use serde_json::{json, Value};
 
 pub struct PriorTurnEvidence;
+
+/// The evidence digest of every tool message of the conversation
+/// ([`crate::evidence::digest_result`]): what a watching index takes instead of its text.
+pub struct EvidenceForms;
+
+/// The name [`EvidenceForms`] is stored and read under.
+const EVIDENCE: &str = "evidence";
+
+impl Digest for EvidenceForms {
+    fn name(&self) -> &'static str {
+        EVIDENCE
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn kind(&self) -> DigestKind {
+        DigestKind::Evidence
+    }
+
+    fn compute(&self, run: &Run) -> Vec<(usize, DigestValue)> {
+        run.events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind() == EventKind::Message && e.role == Some(Role::Tool))
+            .map(|(i, e)| {
+                let digest = crate::evidence::digest_result(e.text_or_empty());
+                (i, DigestValue::Evidence(digest))
+            })
+            .collect()
+    }
+}
 
 impl Pass for PriorTurnEvidence {
     fn name(&self) -> &'static str {
@@ -36,15 +70,10 @@ impl Pass for PriorTurnEvidence {
         // Indexes that keep only the forms the answers look up first, fed from the results'
         // digests where they stand for the text; in the rare conversation whose tool results
         // offer more forms than the budget, full indexes.
-        match judge(conversation, ctx, true) {
+        match judge(conversation, ctx, true, false) {
             Judged::Outcomes(outcomes) => outcomes,
             Judged::Overflowed | Judged::NeedsText => {
-                assert!(
-                    !conversation.results_elided,
-                    "prior-turn-evidence was given a conversation without the result text it \
-                     said it needs"
-                );
-                match judge(conversation, ctx, false) {
+                match judge(conversation, ctx, false, false) {
                     Judged::Outcomes(outcomes) => outcomes,
                     _ => unreachable!("a full index reads text and does not overflow"),
                 }
@@ -52,12 +81,16 @@ impl Pass for PriorTurnEvidence {
         }
     }
 
+    fn digests(&self) -> &'static [&'static dyn Digest] {
+        &[&EvidenceForms]
+    }
+
     fn check_digested(
         &self,
         conversation: &Conversation,
         ctx: &PassContext,
     ) -> Option<Vec<RunOutcome>> {
-        match judge(conversation, ctx, true) {
+        match judge(conversation, ctx, true, true) {
             Judged::Outcomes(outcomes) => Some(outcomes),
             Judged::Overflowed | Judged::NeedsText => None,
         }
@@ -75,13 +108,14 @@ enum Judged {
 }
 
 /// Judge every run of the conversation, with [watching](EvidenceIndex::watching) indexes when
-/// `watching` is set or full ones otherwise.
+/// `watching` is set or full ones otherwise. `elided`: the conversation was read without the
+/// text of its tool results.
 ///
 /// Runs without recorded context judge the conversation's messages so far: each run's history
 /// extends the previous one, so one index is grown run by run instead of being rebuilt from
 /// the start for every turn. A watching index takes a tool message from its digest when it can
 /// ([`EvidenceIndex::push_digest`]), from its text otherwise.
-fn judge(conversation: &Conversation, ctx: &PassContext, watching: bool) -> Judged {
+fn judge(conversation: &Conversation, ctx: &PassContext, watching: bool, elided: bool) -> Judged {
     let cfg = &ctx.evidence;
     let has_context = |run: &Run| run.events_of(EventKind::Context).next().is_some();
     // Each run's answer values, which a watching index keeps (none for full indexes).
@@ -125,14 +159,14 @@ fn judge(conversation: &Conversation, ctx: &PassContext, watching: bool) -> Judg
                 let Some(msg) = e.as_history_message() else {
                     continue;
                 };
-                let digested = match &e.evidence {
+                let digested = match e.digests.evidence(EVIDENCE) {
                     Some(digest) if msg.role == Role::Tool => shared.push_digest(digest),
                     _ => false,
                 };
                 if digested {
                     continue;
                 }
-                if msg.role == Role::Tool && conversation.results_elided {
+                if msg.role == Role::Tool && elided {
                     return Judged::NeedsText;
                 }
                 shared.push(&msg);
@@ -415,7 +449,6 @@ mod tests {
         Conversation {
             id: "c".into(),
             runs: vec![run],
-            ..Default::default()
         }
     }
 

@@ -13,6 +13,7 @@
 use crate::config::RepeatedWhen;
 use crate::corpus::{Disposition, Draft, FindingColumns, Subject, Witness};
 use crate::js;
+use crate::model::digest::{Digest, DigestKind, DigestValue};
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Run};
 use crate::passes::{Pass, PassContext, RunOutcome};
 use serde_json::{json, Value};
@@ -150,12 +151,62 @@ impl Pass for RepeatedCall {
             .collect()
     }
 
+    fn digests(&self) -> &'static [&'static dyn Digest] {
+        &[&ResultFingerprint]
+    }
+
     fn check_digested(
         &self,
         conversation: &Conversation,
         ctx: &PassContext,
     ) -> Option<Vec<RunOutcome>> {
         (!conversation.runs.iter().any(needs_result_text)).then(|| self.check(conversation, ctx))
+    }
+}
+
+/// The result fingerprint of every answered landing that shares its tool and arguments with
+/// another answered landing of its run: the landings whose result [`judge`] compares (the
+/// same rule, [`calls_of`] and [`call_counts`]).
+pub struct ResultFingerprint;
+
+/// The name [`ResultFingerprint`] is stored and read under.
+const RESULT_FINGERPRINT: &str = "result-fingerprint";
+
+impl Digest for ResultFingerprint {
+    fn name(&self) -> &'static str {
+        RESULT_FINGERPRINT
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn kind(&self) -> DigestKind {
+        DigestKind::Fingerprint
+    }
+
+    fn compute(&self, run: &Run) -> Vec<(usize, DigestValue)> {
+        let (at, landed): (Vec<usize>, Vec<&Event>) = run
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                e.kind() == EventKind::Landing && !e.has_flag(LandingFlags::UNANSWERED)
+            })
+            .unzip();
+        let calls = calls_of(&landed);
+        let same_call = call_counts(&calls);
+        at.iter()
+            .zip(&landed)
+            .zip(&calls)
+            .filter(|(_, call)| same_call[call] > 1)
+            .map(|((&i, l), _)| {
+                (
+                    i,
+                    DigestValue::Fingerprint(result_fingerprint(l.text_or_empty())),
+                )
+            })
+            .collect()
     }
 }
 
@@ -173,7 +224,7 @@ fn needs_result_text(run: &Run) -> bool {
     landed
         .iter()
         .zip(&calls)
-        .any(|(l, call)| same_call[call] > 1 && l.result_fingerprint.is_none())
+        .any(|(l, call)| same_call[call] > 1 && l.digests.fingerprint(RESULT_FINGERPRINT).is_none())
 }
 
 fn check_run(run: &Run, ctx: &PassContext) -> RunOutcome {
@@ -260,8 +311,8 @@ fn judge(landed: &[&Event], ctx: &PassContext) -> RunOutcome {
         }
         let &(tool, ref args_fingerprint) = call;
         let mode = ctx.config.repeated_when(tool);
-        let result = match &landing.result_fingerprint {
-            Some(stored) => stored.clone(),
+        let result = match landing.digests.fingerprint(RESULT_FINGERPRINT) {
+            Some(stored) => stored.to_string(),
             None => result_fingerprint(landing.text_or_empty()),
         };
         let fp = keyed(tool, args_fingerprint.clone(), result, mode);
@@ -475,7 +526,6 @@ mod tests {
         Conversation {
             id: "c".into(),
             runs: vec![run],
-            ..Default::default()
         }
     }
 
@@ -487,6 +537,38 @@ mod tests {
                 ..PassContext::default()
             },
         )
+    }
+
+    /// The result-fingerprint digest goes to exactly the landings the check compares: answered
+    /// ones sharing tool and arguments fingerprint (arguments that differ only in key order
+    /// share it). So a conversation read without result text but with the digest is checked,
+    /// not declined, and the same as with its text.
+    #[test]
+    fn the_digest_fingerprints_the_landings_the_check_compares() {
+        let mut unanswered = landing("t", r#"{"q":1}"#, "", "c9");
+        unanswered.flags |= LandingFlags::UNANSWERED;
+        let mut conv = run_of(vec![
+            landing("t", r#"{"a":1,"b":2}"#, "same", "c1"),
+            landing("t", r#"{"b":2,"a":1}"#, "same", "c2"),
+            landing("t", r#"{"q":1}"#, "once", "c3"),
+            unanswered,
+            landing("u", r#"{"a":1,"b":2}"#, "other tool", "c4"),
+        ]);
+        let given: Vec<usize> = ResultFingerprint
+            .compute(&conv.runs[0])
+            .into_iter()
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(given, [0, 1]);
+        let whole = check(&conv, Config::default());
+        assert_eq!(whole[0].disposition, Disposition::CheckedFail);
+        crate::model::digest::fill(&mut conv.runs[0], RepeatedCall.digests());
+        for e in &mut conv.runs[0].events {
+            e.text = None;
+        }
+        let ctx = PassContext::default();
+        let digested = RepeatedCall.check_digested(&conv, &ctx);
+        assert_eq!(digested, Some(whole));
     }
 
     #[test]

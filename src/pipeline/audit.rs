@@ -104,11 +104,12 @@ impl Contribution {
 /// being written (removed before the corpus is complete).
 const CHECKED_DIR: &str = "checked-during-ingest";
 
-/// Every pass's outcomes for one conversation, as corpus rows. `None` when the conversation
-/// was read without the text of its tool results and some pass needs it
+/// Every pass's outcomes for one conversation, as corpus rows; `elided`: the conversation was
+/// read without the text of its tool results. `None` when it was and some pass needs that text
 /// ([`Pass::check_digested`]).
 fn try_audit_conversation(
     conversation: &Conversation,
+    elided: bool,
     passes: &[&'static dyn Pass],
     ctx: &PassContext,
 ) -> Option<Contribution> {
@@ -117,7 +118,7 @@ fn try_audit_conversation(
         ..Contribution::default()
     };
     for pass in passes {
-        let outcomes = if conversation.results_elided {
+        let outcomes = if elided {
             pass.check_digested(conversation, ctx)?
         } else {
             pass.check(conversation, ctx)
@@ -177,8 +178,8 @@ fn audit_conversation(
     passes: &[&'static dyn Pass],
     ctx: &PassContext,
 ) -> Contribution {
-    assert!(!conversation.results_elided);
-    try_audit_conversation(conversation, passes, ctx).expect("a whole conversation is checked")
+    try_audit_conversation(conversation, false, passes, ctx)
+        .expect("a whole conversation is checked")
 }
 
 /// The audit of raw inputs checks each conversation on the ingest's tap threads once the
@@ -192,7 +193,7 @@ struct CheckWhileIngesting<'a> {
 
 impl Tap for CheckWhileIngesting<'_> {
     fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>> {
-        let stored = crate::store::read::as_stored(conversation)?;
+        let stored = crate::store::read::as_stored(conversation, super::store_spec())?;
         let contribution = audit_conversation(&stored, self.passes, self.ctx);
         if !contribution.survives_json() {
             return None;
@@ -252,7 +253,7 @@ fn audit_part(
     let convs = store.read_part_without_results(part)?;
     let mut results: Vec<Option<Contribution>> = convs
         .par_iter()
-        .map(|(_, c)| try_audit_conversation(c, passes, ctx))
+        .map(|(_, c)| try_audit_conversation(c, true, passes, ctx))
         .collect();
     let needy: HashSet<String> = convs
         .iter()
@@ -314,8 +315,10 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         include_values: opts.include_values,
     };
     let source = store_of(inputs, staging.path(), opts, &passes, &ctx)?;
-    let store = Store::open(&source.dir)?;
-    let store_manifest = StoreManifest::read(&source.dir)?;
+    let spec = super::spec_of(&passes);
+    let store = Store::open(&source.dir)?.with_digests(&spec.digests);
+    refuse_missing_envelopes(&source.dir, &store.manifest, &passes)?;
+    let store_manifest = store.manifest.clone();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads.max(1))
         .build()
@@ -374,6 +377,35 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
     let corpus = staging.commit()?;
     Ok(AuditSummary { corpus, manifest })
+}
+
+/// Refuse a store that does not keep the envelopes of an `other` row type a check reads: the
+/// store would give those rows back without them and the check would see nothing. Stores
+/// whose manifest names no types kept those of
+/// [`ENVELOPE_TYPES_BEFORE_MANIFEST`](crate::store::ENVELOPE_TYPES_BEFORE_MANIFEST).
+fn refuse_missing_envelopes(
+    dir: &Path,
+    manifest: &StoreManifest,
+    passes: &[&'static dyn Pass],
+) -> io::Result<()> {
+    for pass in passes {
+        if let Some(t) = pass
+            .other_payloads()
+            .iter()
+            .find(|t| !manifest.holds_envelope_type(t))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} does not keep the envelopes of `{t}` rows, which check {} reads: \
+                     ingest its inputs again",
+                    dir.display(),
+                    pass.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The store an audit reads: the one given, or one ingested from raw inputs into the corpus

@@ -63,7 +63,7 @@ enum Message {
     /// [`ByteBound`] (0 when it holds none).
     Conversation(Conversation, u64, usize),
     /// A conversation whose digests are being worked out on the digest pool
-    /// ([`crate::store::digest::fill`]); it arrives on the receiver. Record and bytes as for
+    /// ([`super::fill_digests`]); it arrives on the receiver. Record and bytes as for
     /// `Conversation`.
     Digesting(Receiver<Conversation>, u64, usize),
     Quarantine(Quarantined),
@@ -109,7 +109,7 @@ impl Sink for ChannelSink<'_> {
         // reader reads on; the writer, which stores them, waits for them in file order.
         let (done, digested) = sync_channel(1);
         self.pool.spawn(move || {
-            crate::store::digest::fill(&mut conversation);
+            super::fill_digests(&mut conversation);
             let _ = done.send(conversation);
         });
         self.send(Message::Digesting(digested, record, size));
@@ -137,7 +137,7 @@ fn stitched(
     step(&mut stitchers.borrow_mut(), &mut out);
     let quarantined = out.quarantined.into_iter().map(Message::Quarantine);
     let built = out.conversations.into_iter().map(|(mut c, record)| {
-        crate::store::digest::fill(&mut c);
+        super::fill_digests(&mut c);
         Message::Conversation(c, record, 0)
     });
     quarantined.chain(built).collect()
@@ -266,7 +266,7 @@ pub fn ingest_tapped(
         .collect();
     let total_bytes: u64 = sizes.iter().sum();
     let parts = total_bytes.div_ceil(PART_INPUT_BYTES).max(1) as u32;
-    let store = StoreWriter::create(staging.path(), parts)?;
+    let store = StoreWriter::create(staging.path(), parts, super::store_spec())?;
     let tap_files = match tap {
         Some((_, dir)) => Some(TapFiles::create(dir, parts)?),
         None => None,
@@ -688,6 +688,14 @@ impl Writer<'_> {
             inputs: self.entries,
             counts,
             seconds: started.elapsed().as_secs_f64(),
+            digests: Some(super::store_spec().digest_entries()),
+            envelope_types: Some(
+                super::store_spec()
+                    .envelope_types
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect(),
+            ),
         })
     }
 }

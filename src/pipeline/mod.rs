@@ -9,3 +9,41 @@ pub mod ingest;
 pub mod inputs;
 pub mod queue;
 pub mod tap;
+
+use crate::model::Conversation;
+use crate::passes::Pass;
+use crate::store::StoreSpec;
+
+/// What `passes` need a store to keep: the digests they declare and the `other` envelope
+/// types they read, each once, in registry order.
+pub fn spec_of(passes: &[&'static dyn Pass]) -> StoreSpec {
+    let mut digests: Vec<&'static dyn crate::model::digest::Digest> = Vec::new();
+    let mut envelope_types: Vec<&'static str> = Vec::new();
+    for pass in passes {
+        for &d in pass.digests() {
+            if !digests.iter().any(|k| k.name() == d.name()) {
+                digests.push(d);
+            }
+        }
+        for &t in pass.other_payloads() {
+            if !envelope_types.contains(&t) {
+                envelope_types.push(t);
+            }
+        }
+    }
+    StoreSpec::new(digests, envelope_types)
+}
+
+/// What every registered check needs a store to keep: what an ingest writes (gathered once).
+pub fn store_spec() -> &'static StoreSpec {
+    static SPEC: std::sync::OnceLock<StoreSpec> = std::sync::OnceLock::new();
+    SPEC.get_or_init(|| spec_of(&crate::passes::registry()))
+}
+
+/// Give the events of a conversation the values of the store's digests
+/// ([`crate::model::digest::fill`]).
+pub fn fill_digests(conversation: &mut Conversation) {
+    for run in &mut conversation.runs {
+        crate::model::digest::fill(run, &store_spec().digests);
+    }
+}

@@ -16,6 +16,8 @@ pub mod write;
 pub use read::Store;
 pub use write::{Origin, StoreWriter};
 
+use crate::model::digest::{Digest, DigestKind};
+use crate::model::EventKind;
 use serde::{Deserialize, Serialize};
 
 /// The entries of a store, for [`atomic::Layout`]: what an existing store may hold to be
@@ -88,21 +90,103 @@ pub struct StoreManifest {
     pub inputs: Vec<InputEntry>,
     pub counts: Counts,
     pub seconds: f64,
+    /// The digests of tool results the store holds, by name and version; `None` in a manifest
+    /// written before stores named them (it holds [`DIGESTS_BEFORE_MANIFEST`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digests: Option<Vec<DigestEntry>>,
+    /// The source types of `other` rows whose envelope the store keeps in `payload`; `None`
+    /// in a manifest written before stores named them (it holds
+    /// [`ENVELOPE_TYPES_BEFORE_MANIFEST`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope_types: Option<Vec<String>>,
 }
 
-/// Does some check read the recorded envelope of an event of this kind and source type? Those
-/// envelopes are stored in the `payload` column, every other one in `archived_payload`, which
-/// audits leave undecoded. Checks read the envelope of verdicts, model calls and the `other`
-/// rows they name ([`Pass::other_payloads`](crate::passes::Pass::other_payloads)); everything
-/// else they read from its own columns.
-pub fn envelope_is_checked(kind: crate::model::EventKind, source_type: Option<&str>) -> bool {
-    use crate::model::EventKind;
-    match kind {
-        EventKind::Verdict | EventKind::ModelCall => true,
-        EventKind::Other => {
-            source_type.is_none_or(|t| crate::passes::other_payload_types().contains(&t))
+/// A digest as a manifest names it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DigestEntry {
+    pub name: String,
+    pub version: u32,
+}
+
+/// The digests every store held before manifests named them: stores of that time were all
+/// written with these.
+pub const DIGESTS_BEFORE_MANIFEST: [(&str, u32); 2] = [("result-fingerprint", 1), ("evidence", 1)];
+
+/// The `other` envelope types every store kept in `payload` before manifests named them.
+pub const ENVELOPE_TYPES_BEFORE_MANIFEST: [&str; 2] = [
+    crate::model::vocab::OUTPUT_CONTRACT,
+    "agentfootprint.agent.route_decided",
+];
+
+impl StoreManifest {
+    /// Does the store hold digest `name` at `version`?
+    pub fn holds_digest(&self, name: &str, version: u32) -> bool {
+        match &self.digests {
+            Some(list) => list.iter().any(|d| d.name == name && d.version == version),
+            None => DIGESTS_BEFORE_MANIFEST.contains(&(name, version)),
         }
-        _ => false,
+    }
+
+    /// Does the store keep the envelopes of `other` rows of this source type?
+    pub fn holds_envelope_type(&self, source_type: &str) -> bool {
+        match &self.envelope_types {
+            Some(list) => list.iter().any(|t| t == source_type),
+            None => ENVELOPE_TYPES_BEFORE_MANIFEST.contains(&source_type),
+        }
+    }
+}
+
+/// What the checks need a store to keep, handed down to the writer and the reader: the
+/// digests of tool results they read (at most one of each [`DigestKind`]: the store has one
+/// set of columns per kind), and the source types of `other` rows whose envelope they read.
+#[derive(Clone, Default)]
+pub struct StoreSpec {
+    pub digests: Vec<&'static dyn Digest>,
+    pub envelope_types: Vec<&'static str>,
+}
+
+impl StoreSpec {
+    pub fn new(digests: Vec<&'static dyn Digest>, envelope_types: Vec<&'static str>) -> StoreSpec {
+        for (i, d) in digests.iter().enumerate() {
+            assert!(
+                digests[..i].iter().all(|e| e.kind() != d.kind()),
+                "two digests of one kind: the store has one column set per kind ({})",
+                d.name()
+            );
+        }
+        StoreSpec {
+            digests,
+            envelope_types,
+        }
+    }
+
+    /// The digest of this kind, if the spec has one.
+    pub fn digest_of(&self, kind: DigestKind) -> Option<&'static dyn Digest> {
+        self.digests.iter().copied().find(|d| d.kind() == kind)
+    }
+
+    /// Does some check read the recorded envelope of an event of this kind and source type?
+    /// Those envelopes are stored in the `payload` column, every other one in
+    /// `archived_payload`, which audits leave undecoded. Checks read the envelope of verdicts,
+    /// model calls and the `other` rows they name; everything else they read from its own
+    /// columns.
+    pub fn envelope_is_checked(&self, kind: EventKind, source_type: Option<&str>) -> bool {
+        match kind {
+            EventKind::Verdict | EventKind::ModelCall => true,
+            EventKind::Other => source_type.is_none_or(|t| self.envelope_types.contains(&t)),
+            _ => false,
+        }
+    }
+
+    /// What a manifest records of the spec.
+    pub fn digest_entries(&self) -> Vec<DigestEntry> {
+        self.digests
+            .iter()
+            .map(|d| DigestEntry {
+                name: d.name().to_string(),
+                version: d.version(),
+            })
+            .collect()
     }
 }
 

@@ -1,10 +1,10 @@
 //! Reading the store back: one part at a time, handed out as whole conversations in a stable
 //! order (first input file and record of the conversation; runs by turn, then start time).
 
-use crate::evidence::EvidenceDigest;
+use crate::model::digest::{Digest, DigestKind, DigestValue, Digests, EvidenceDigest};
 use crate::model::{Conversation, Event, EventKind, Role, Run};
-use crate::store::envelope_is_checked;
 use crate::store::write::{part_file_name, to_io, Origin};
+use crate::store::{StoreManifest, StoreSpec};
 use arrow::array::{
     Array, AsArray, BooleanArray, Float64Array, LargeStringArray, StringArray,
     TimestampMillisecondArray, UInt32Array, UInt64Array,
@@ -161,6 +161,10 @@ fn runs_from(batches: Vec<RecordBatch>, only_part: Option<u32>) -> io::Result<Ve
 pub struct Store {
     pub dir: PathBuf,
     pub parts: u32,
+    pub manifest: StoreManifest,
+    /// The names events are given the digests of the fingerprint and evidence columns under:
+    /// those asked for ([`Store::with_digests`]) that the store holds at their version.
+    digest_names: DigestNames,
     /// `runs.parquet`'s footer, read once: it lists a row group per part flush (thousands at
     /// 4 GB), and reading it again for every part was 4% of a 4 GB audit.
     runs_metadata: std::sync::OnceLock<ArrowReaderMetadata>,
@@ -199,8 +203,26 @@ impl Store {
         Ok(Store {
             dir: dir.to_path_buf(),
             parts,
+            manifest,
+            digest_names: DigestNames::default(),
             runs_metadata: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Hand back on the events the values of these digests, those the store holds at their
+    /// version ([`StoreManifest::holds_digest`]); events read without them carry none.
+    pub fn with_digests(mut self, digests: &[&'static dyn Digest]) -> Store {
+        let held = |kind| {
+            digests
+                .iter()
+                .find(|d| d.kind() == kind && self.manifest.holds_digest(d.name(), d.version()))
+                .map(|d| d.name())
+        };
+        self.digest_names = DigestNames {
+            fingerprint: held(DigestKind::Fingerprint),
+            evidence: held(DigestKind::Evidence),
+        };
+        self
     }
 
     /// Every run of the store (events not loaded); for small stores and tests.
@@ -234,9 +256,8 @@ impl Store {
     }
 
     /// [`Store::read_part_ordered`] without the text of tool results (`result_text`, most of
-    /// a store's bytes): each conversation is marked
-    /// [`results_elided`](Conversation::results_elided), and its landings and tool messages
-    /// carry their digests instead ([`crate::store::digest`]).
+    /// a store's bytes): landings and tool messages have no text, and carry the digests asked
+    /// for ([`Store::with_digests`]) instead.
     pub fn read_part_without_results(&self, part: u32) -> io::Result<Vec<(Origin, Conversation)>> {
         self.read_events(part, None, false)
     }
@@ -278,7 +299,7 @@ impl Store {
             .iter()
             .position(|c| c.name() == "conversation_id")
             .ok_or_else(|| io::Error::other("store column conversation_id is missing"))?;
-        // Every column but the archived envelopes (see `envelope_is_checked`), and the text of
+        // Every column but the archived envelopes (see `StoreSpec::envelope_is_checked`), and the text of
         // tool results when it is not wanted.
         let columns = metadata
             .parquet_schema()
@@ -321,7 +342,8 @@ impl Store {
                 }
                 let reader = builder.build().map_err(to_io)?;
                 for batch in reader {
-                    append_events(&batch.map_err(to_io)?, &mut events, &mut borrowed)?;
+                    let batch = batch.map_err(to_io)?;
+                    append_events(&batch, self.digest_names, &mut events, &mut borrowed)?;
                 }
                 Ok((events, borrowed))
             })
@@ -377,7 +399,6 @@ impl Store {
                 let conversation = Conversation {
                     id: id.to_string(),
                     runs: runs.into_iter().map(|(_, r)| r).collect(),
-                    results_elided: !results,
                 };
                 (origin, conversation)
             })
@@ -399,7 +420,10 @@ fn run_order(run: &Run) -> (u32, Option<i64>, &str) {
 ///
 /// With this an audit of raw inputs can check a conversation while it is being ingested, and
 /// get what an audit of the store gets.
-pub fn as_stored(conversation: &Conversation) -> Option<std::borrow::Cow<'_, Conversation>> {
+pub fn as_stored<'a>(
+    conversation: &'a Conversation,
+    spec: &StoreSpec,
+) -> Option<std::borrow::Cow<'a, Conversation>> {
     if conversation
         .runs
         .iter()
@@ -409,7 +433,7 @@ pub fn as_stored(conversation: &Conversation) -> Option<std::borrow::Cow<'_, Con
     }
     let event_as_stored = |e: &Event| {
         e.kind.is_some()
-            && (e.payload.is_none() || envelope_is_checked(e.kind(), e.source_type.as_deref()))
+            && (e.payload.is_none() || spec.envelope_is_checked(e.kind(), e.source_type.as_deref()))
     };
     let runs_ordered = conversation
         .runs
@@ -430,7 +454,7 @@ pub fn as_stored(conversation: &Conversation) -> Option<std::borrow::Cow<'_, Con
         run.events.sort_by_key(|e| e.seq);
         for e in &mut run.events {
             let kind = e.kind();
-            if !envelope_is_checked(kind, e.source_type.as_deref()) {
+            if !spec.envelope_is_checked(kind, e.source_type.as_deref()) {
                 e.payload = None;
             }
             e.kind = Some(kind);
@@ -463,8 +487,16 @@ fn lend_texts(events: &mut [Event], borrowed: &[(u32, u32)]) {
     }
 }
 
+/// Digest names by the column they are read from; `None`: the column is not read into events.
+#[derive(Debug, Clone, Copy, Default)]
+struct DigestNames {
+    fingerprint: Option<&'static str>,
+    evidence: Option<&'static str>,
+}
+
 fn append_events(
     batch: &RecordBatch,
+    names: DigestNames,
     out: &mut HashMap<String, Vec<Event>>,
     borrowed: &mut Vec<Borrowed>,
 ) -> io::Result<()> {
@@ -506,7 +538,7 @@ fn append_events(
             });
         }
         let event_kind = EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other);
-        let e = Event {
+        let mut e = Event {
             seq: seq.value(i),
             kind: Some(event_kind),
             source_type: opt_str(source_type, i),
@@ -526,12 +558,19 @@ fn append_events(
             timestamp_ms: (!timestamp.is_null(i)).then(|| timestamp.value(i)),
             duration_ms: (!duration.is_null(i)).then(|| duration.value(i)),
             payload: opt_large(payload, i),
-            result_fingerprint: opt_str(result_fingerprint, i),
-            evidence: (!evidence_forms.is_null(i)).then(|| EvidenceDigest {
+            digests: Digests::default(),
+        };
+        if let (Some(name), false) = (names.fingerprint, result_fingerprint.is_null(i)) {
+            let value = result_fingerprint.value(i).to_string();
+            e.digests.set(name, DigestValue::Fingerprint(value));
+        }
+        if let (Some(name), false) = (names.evidence, evidence_forms.is_null(i)) {
+            let digest = EvidenceDigest {
                 forms: evidence_forms.value(i).to_string(),
                 offered: evidence_offers.value(i),
-            }),
-        };
+            };
+            e.digests.set(name, DigestValue::Evidence(digest));
+        }
         match out.get_mut(run_id.value(i)) {
             Some(list) => list.push(e),
             None => {
@@ -547,8 +586,23 @@ mod tests {
     use super::*;
     use crate::store::write::{part_of, StoreWriter};
 
-    /// The manifest an ingest would write last, claiming `version`.
+    /// What an ingest keeps for the registered checks.
+    fn spec() -> &'static StoreSpec {
+        crate::pipeline::store_spec()
+    }
+
+    /// The manifest an ingest would write last, claiming `version`, written before manifests
+    /// named their digests and envelope types.
     fn write_manifest(dir: &Path, version: u32) {
+        write_manifest_holding(dir, version, None);
+    }
+
+    /// [`write_manifest`] naming the digests the store holds.
+    fn write_manifest_holding(
+        dir: &Path,
+        version: u32,
+        digests: Option<Vec<crate::store::DigestEntry>>,
+    ) {
         let manifest = crate::store::StoreManifest {
             engine: crate::store::ENGINE.into(),
             engine_version: crate::store::ENGINE_VERSION.into(),
@@ -557,6 +611,8 @@ mod tests {
             inputs: Vec::new(),
             counts: Default::default(),
             seconds: 0.0,
+            digests,
+            envelope_types: None,
         };
         std::fs::write(
             dir.join("manifest.json"),
@@ -612,7 +668,6 @@ mod tests {
         Conversation {
             id: id.to_string(),
             runs,
-            ..Default::default()
         }
     }
 
@@ -637,7 +692,7 @@ mod tests {
     #[test]
     fn a_part_read_without_results_keeps_their_digests() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = StoreWriter::create(dir.path(), 1).unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 1, spec()).unwrap();
         let mut run = Run {
             run_id: "r".into(),
             conversation_id: "c".into(),
@@ -669,9 +724,8 @@ mod tests {
         let mut written = Conversation {
             id: "c".into(),
             runs: vec![run],
-            ..Conversation::default()
         };
-        crate::store::digest::fill(&mut written);
+        crate::pipeline::fill_digests(&mut written);
         let origin = Origin {
             input_index: 0,
             record_index: 0,
@@ -679,7 +733,9 @@ mod tests {
         writer.write(&written, origin).unwrap();
         writer.finish().unwrap();
         write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(dir.path())
+            .unwrap()
+            .with_digests(&spec().digests);
 
         let whole = store.read_part(0).unwrap();
         assert_eq!(whole, vec![written.clone()]);
@@ -714,7 +770,6 @@ mod tests {
 
         let lean = store.read_part_without_results(0).unwrap();
         let (_, lean) = &lean[0];
-        assert!(lean.results_elided);
         let events = &lean.runs[0].events;
         assert_eq!(events[0].text.as_deref(), Some("what does it cost?"));
         let fingerprint = crate::passes::repeated_call::result_fingerprint(result);
@@ -722,11 +777,13 @@ mod tests {
             assert_eq!(e.text, None, "{:?}", e.kind());
             match e.kind() {
                 EventKind::Landing => {
-                    assert_eq!(e.result_fingerprint.as_deref(), Some(fingerprint.as_str()));
-                    assert_eq!(e.evidence, None);
+                    let fp = e.digests.fingerprint("result-fingerprint");
+                    assert_eq!(fp, Some(fingerprint.as_str()));
+                    assert_eq!(e.digests.evidence("evidence"), None);
                 }
                 _ => {
-                    let digest = e.evidence.as_ref().expect("a tool message has its digest");
+                    let digest = e.digests.evidence("evidence");
+                    let digest = digest.expect("a tool message has its digest");
                     assert_eq!(digest.forms, "a-1042\n1250");
                     assert_eq!(digest.offered, 4);
                 }
@@ -734,11 +791,77 @@ mod tests {
         }
     }
 
+    /// Events are given back only the digests the manifest names at the version asked for; a
+    /// manifest that names none was written when every store held today's.
+    #[test]
+    fn only_the_digests_a_manifest_names_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 1, spec()).unwrap();
+        let mut run = conversation("c", 1, 10).runs.remove(0);
+        for call in ["call-1", "call-2"] {
+            let mut landing = Event::new(EventKind::Landing);
+            landing.call_id = Some(call.into());
+            landing.tool_name = Some("get_order".into());
+            landing.arguments = Some(r#"{"id":"A-7"}"#.into());
+            landing.text = Some("order A-7".into());
+            run.events.push(landing);
+            let mut tool = Event::new(EventKind::Message);
+            tool.role = Some(Role::Tool);
+            tool.call_id = Some(call.into());
+            tool.text = Some("order A-7".into());
+            run.events.push(tool);
+        }
+        run.renumber();
+        let mut written = Conversation {
+            id: "c".into(),
+            runs: vec![run],
+        };
+        crate::pipeline::fill_digests(&mut written);
+        let origin = Origin {
+            input_index: 0,
+            record_index: 0,
+        };
+        writer.write(&written, origin).unwrap();
+        writer.finish().unwrap();
+        let version = crate::store::schema::STORE_SCHEMA_VERSION;
+        let entry = |name: &str, version: u32| crate::store::DigestEntry {
+            name: name.into(),
+            version,
+        };
+        // (manifest's digests, landings with a fingerprint, tool messages with evidence)
+        let cases = [
+            (None, 2, 2),
+            (Some(vec![]), 0, 0),
+            (Some(vec![entry("evidence", 1)]), 0, 2),
+            (
+                Some(vec![entry("result-fingerprint", 1), entry("evidence", 2)]),
+                2,
+                0,
+            ),
+        ];
+        for (digests, fingerprinted, evidenced) in cases {
+            write_manifest_holding(dir.path(), version, digests.clone());
+            let store = Store::open(dir.path())
+                .unwrap()
+                .with_digests(&spec().digests);
+            let lean = store.read_part_without_results(0).unwrap();
+            let events = &lean[0].1.runs[0].events;
+            let count = |name: &str| {
+                events
+                    .iter()
+                    .filter(|e| e.digests.get(name).is_some())
+                    .count()
+            };
+            assert_eq!(count("result-fingerprint"), fingerprinted, "{digests:?}");
+            assert_eq!(count("evidence"), evidenced, "{digests:?}");
+        }
+    }
+
     #[test]
     fn parts_read_back_alone_and_whole() {
         let dir = tempfile::tempdir().unwrap();
         let parts = 5;
-        let mut writer = StoreWriter::create(dir.path(), parts).unwrap();
+        let mut writer = StoreWriter::create(dir.path(), parts, spec()).unwrap();
         // 300 conversations of 3 runs with 100 KB texts: 360 MB of text, so the shared buffer
         // budget is reached and every part is flushed several times in between.
         let ids: Vec<String> = (0..300).map(|i| format!("c{i:03}")).collect();
@@ -880,7 +1003,7 @@ mod tests {
         elsewhere.runs[1].conversation_id = "another".into();
 
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = StoreWriter::create(dir.path(), 1).unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 1, spec()).unwrap();
         for (i, c) in [&plain, &shuffled].into_iter().enumerate() {
             let origin = Origin {
                 input_index: 0,
@@ -893,19 +1016,19 @@ mod tests {
         let back = Store::open(dir.path()).unwrap().read_part(0).unwrap();
         assert_eq!(back.len(), 2);
 
-        let plain_view = as_stored(&plain).unwrap();
+        let plain_view = as_stored(&plain, spec()).unwrap();
         assert!(
             matches!(plain_view, std::borrow::Cow::Owned(_)),
             "verdict envelopes stay, the landing's goes"
         );
         assert_eq!(*plain_view, back[0]);
-        let shuffled_view = as_stored(&shuffled).unwrap();
+        let shuffled_view = as_stored(&shuffled, spec()).unwrap();
         assert_eq!(*shuffled_view, back[1]);
         assert_ne!(shuffled, back[1]);
-        assert!(as_stored(&elsewhere).is_none());
+        assert!(as_stored(&elsewhere, spec()).is_none());
 
         // Read back once more, it is its own stored form, and borrowed.
-        let again = as_stored(&back[1]).unwrap();
+        let again = as_stored(&back[1], spec()).unwrap();
         assert!(matches!(again, std::borrow::Cow::Borrowed(_)));
     }
 }

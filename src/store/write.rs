@@ -2,8 +2,10 @@
 //! per run in `runs.parquet`. Conversations are assigned to a part by a hash of their id, so the
 //! fragments of one conversation that arrive from different files land in the same part.
 
+use crate::model::digest::{DigestKind, DigestValue};
 use crate::model::{Conversation, Event, EventKind, Run};
 use crate::store::schema::{events_schema, runs_schema};
+use crate::store::StoreSpec;
 use arrow::array::{
     ArrayRef, BooleanBuilder, Float64Builder, LargeStringBuilder, StringBuilder,
     TimestampMillisecondBuilder, UInt32Builder, UInt64Builder,
@@ -151,6 +153,8 @@ pub struct EventsBuilder {
     /// Ceiling on the bytes reserved ahead for one column: the part's share of the writer's
     /// buffer budget.
     reserve_cap: usize,
+    /// The digests written (by the column of their kind) and the envelopes kept in `payload`.
+    spec: StoreSpec,
 }
 
 /// Rows and value bytes of the string columns (in field order) of a finished batch.
@@ -160,15 +164,10 @@ struct BatchShape {
     values: [usize; 14],
 }
 
-impl Default for EventsBuilder {
-    fn default() -> Self {
-        EventsBuilder::with_reserve_cap(BATCH_BYTES)
-    }
-}
-
 impl EventsBuilder {
-    /// An empty builder that reserves at most `reserve_cap` bytes ahead for a column.
-    pub fn with_reserve_cap(reserve_cap: usize) -> Self {
+    /// An empty builder for `spec` that reserves at most `reserve_cap` bytes ahead for a
+    /// column.
+    pub fn new(spec: StoreSpec, reserve_cap: usize) -> Self {
         EventsBuilder {
             conversation_id: StringBuilder::new(),
             run_id: StringBuilder::new(),
@@ -196,6 +195,7 @@ impl EventsBuilder {
             bytes: 0,
             last: None,
             reserve_cap,
+            spec,
         }
     }
 
@@ -260,14 +260,20 @@ impl EventsBuilder {
             self.result_text.append_null();
             self.result_text_of.append_null();
         }
-        self.result_fingerprint
-            .append_option(e.result_fingerprint.as_deref());
-        match crate::store::digest::evidence_of(e) {
-            Some(digest) => {
+        let of_kind = |kind| {
+            let digest = self.spec.digest_of(kind)?;
+            e.digests.get(digest.name())
+        };
+        match of_kind(DigestKind::Fingerprint) {
+            Some(DigestValue::Fingerprint(f)) => self.result_fingerprint.append_value(f),
+            _ => self.result_fingerprint.append_null(),
+        }
+        match of_kind(DigestKind::Evidence) {
+            Some(DigestValue::Evidence(digest)) => {
                 self.evidence_forms.append_value(&digest.forms);
                 self.evidence_offers.append_value(digest.offered);
             }
-            None => {
+            _ => {
                 self.evidence_forms.append_null();
                 self.evidence_offers.append_null();
             }
@@ -277,7 +283,10 @@ impl EventsBuilder {
         self.iteration.append_option(e.iteration);
         self.timestamp.append_option(e.timestamp_ms);
         self.duration_ms.append_option(e.duration_ms);
-        if crate::store::envelope_is_checked(e.kind(), e.source_type.as_deref()) {
+        if self
+            .spec
+            .envelope_is_checked(e.kind(), e.source_type.as_deref())
+        {
             self.payload.append_option(e.payload.as_deref());
             self.archived_payload.append_null();
         } else {
@@ -363,7 +372,10 @@ pub struct Origin {
 /// overhead for the rest.
 pub fn event_bytes(e: &Event) -> usize {
     let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    let digest = e.evidence.as_ref().map_or(0, |d| d.forms.len());
+    let digest = match e.digests.of_kind(DigestKind::Evidence) {
+        Some((_, DigestValue::Evidence(d))) => d.forms.len(),
+        _ => 0,
+    };
     text(&e.text) + text(&e.arguments) + text(&e.payload) + digest + 64
 }
 
@@ -539,7 +551,8 @@ pub fn part_file_name(part: u32) -> String {
 }
 
 impl StoreWriter {
-    pub fn create(dir: &Path, parts: u32) -> io::Result<StoreWriter> {
+    /// A store of `parts` parts in `dir` that keeps what `spec` names.
+    pub fn create(dir: &Path, parts: u32, spec: &StoreSpec) -> io::Result<StoreWriter> {
         let parts = parts.max(1);
         std::fs::create_dir_all(dir.join("events"))?;
         let mut list = Vec::with_capacity(parts as usize);
@@ -550,7 +563,7 @@ impl StoreWriter {
                     .map_err(to_io)?;
             list.push(Part {
                 writer,
-                builder: EventsBuilder::with_reserve_cap(BUFFER_BUDGET / parts as usize),
+                builder: EventsBuilder::new(spec.clone(), BUFFER_BUDGET / parts as usize),
                 runs: RunsBuilder::default(),
             });
         }

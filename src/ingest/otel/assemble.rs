@@ -82,7 +82,6 @@ impl Built {
                 Conversation {
                     id: run.conversation_id.clone(),
                     runs: vec![run],
-                    ..Default::default()
                 },
                 record,
             )),

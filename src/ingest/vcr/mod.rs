@@ -1310,14 +1310,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
         let first_turn = runs.len() as u32 + 1;
         runs.extend(chain_runs(&chain, &conv_id, input.display, first_turn));
     }
-    sink.conversation(
-        Conversation {
-            id: conv_id,
-            runs,
-            ..Default::default()
-        },
-        first_record,
-    );
+    sink.conversation(Conversation { id: conv_id, runs }, first_record);
     Ok(())
 }
 

@@ -190,7 +190,6 @@ impl Fixture {
         Conversation {
             id: "c".into(),
             runs: vec![run],
-            ..Default::default()
         }
     }
 }
