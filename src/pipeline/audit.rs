@@ -543,12 +543,11 @@ impl OutTables {
 
 /// Audit every part of the store and write its contributions, in part order.
 ///
-/// One part at a time: read, audited in parallel, written in order. (Reading the next part of
-/// a store while auditing this one was tried: on two cores it gained little and held two
-/// parts.) The next part is audited while this one's tables are written: a part's results are
-/// small next to its conversations. After an ingest they are mostly gathered already (at 4 GB
-/// that tail was 2.5 s of 29 with a core idle); auditing a store, the reading and checking of
-/// the next part overlaps the writing (tau2 1 GB: 2 threads were 1.39x one).
+/// One part at a time: read, audited in parallel, written in order; memory holds one part's
+/// conversations (reading two parts ahead would hold two). The next part is audited while this
+/// one's tables are written, since a part's results are small next to its conversations: after
+/// an ingest they are mostly gathered already, and auditing a store the reading and checking of
+/// the next part overlaps the writing, so no core waits on the single writer.
 fn audit_parts(
     parts: &Parts<'_>,
     out: &mut OutTables,

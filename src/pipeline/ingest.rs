@@ -26,18 +26,17 @@ use super::tap::{Tap, TapFiles, Tapped};
 
 /// Input bytes per events part (an audit holds one part in memory at a time, so this bounds its
 /// memory whatever the size of the input). Parts share the store writer's buffer budget, so
-/// more parts make smaller row groups: at 64 MB a tau2 4 GB ingest wrote 60 parts of row groups
-/// of about 900 rows, and its audit was 10-15% slower than with 128 MB parts.
+/// more, smaller parts make smaller row groups, which read back slower; 128 MB keeps a part's
+/// audit well inside the memory budget.
 const PART_INPUT_BYTES: u64 = 128 << 20;
 /// Messages a file may have in flight before its reader waits for the writer (conversations are
 /// bounded by bytes first: [`FILE_CHANNEL_BYTES`]).
 const CHANNEL_DEPTH: usize = 4096;
 /// Bytes of conversations a file may have in flight before its reader waits for the writer.
 /// The writer drains files in input order, so this is how far a reader of a later file gets
-/// ahead: far enough to keep a core busy while the file being written waits on its reader (at
-/// 64 conversations, a core stood idle 15% of a tau2 audit); bounded in bytes, as
-/// agentfootprint sessions are a hundred times the size of tau2 simulations. (Unit tests use a
-/// few KB, so their small inputs make readers wait too.)
+/// ahead: far enough to keep a core busy while the file being written waits on its reader;
+/// bounded in bytes, not conversations, as agentfootprint sessions are a hundred times the size
+/// of tau2 simulations. (Unit tests use a few KB, so their small inputs make readers wait too.)
 const FILE_CHANNEL_BYTES: usize = if cfg!(test) { 4 << 10 } else { 16 << 20 };
 
 #[derive(Debug, Clone, Default)]

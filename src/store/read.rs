@@ -165,8 +165,8 @@ pub struct Store {
     /// The names events are given the digests of the fingerprint and evidence columns under:
     /// those asked for ([`Store::with_digests`]) that the store holds at their version.
     digest_names: DigestNames,
-    /// `runs.parquet`'s footer, read once: it lists a row group per part flush (thousands at
-    /// 4 GB), and reading it again for every part was 4% of a 4 GB audit.
+    /// `runs.parquet`'s footer, read once: it lists a row group per part flush, thousands in a
+    /// large store, and every part's read needs it.
     runs_metadata: std::sync::OnceLock<ArrowReaderMetadata>,
 }
 
@@ -288,9 +288,8 @@ impl Store {
             only.map(|o| std::sync::Arc::new(o.clone()));
         // Row groups are decoded in parallel on the caller's rayon pool (the audit's), batch by
         // batch, and merged in row-group order, so a run's events keep their stored order.
-        // Batches are small: a tau2 result is up to 20 KB, so 4,096 rows made text columns of
-        // tens of MB, grown by doubling into fresh pages (128 rows: tau2 1 GB store audit
-        // about 4% faster, peak memory 350 -> 280 MB).
+        // Batches are small (128 rows): a tau2 result is up to 20 KB, so thousands of rows would
+        // make text columns of tens of MB, grown by doubling into fresh pages.
         let metadata = load_metadata(&path)?;
         let groups = metadata.metadata().num_row_groups();
         let conversation_column = metadata

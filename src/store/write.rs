@@ -39,9 +39,9 @@ pub fn writer_properties() -> WriterProperties {
 
 /// Parquet settings for the store's events parts and `runs.parquet`: only the long text
 /// columns are compressed. Every compressed column chunk makes zstd contexts of its own, and a
-/// part's row groups get smaller as parts get more numerous (they share one buffer budget): at
-/// 4 GB, making contexts was 5.6% of the samples of a tau2 audit. The
-/// other columns are short values that are dictionary- or delta-encoded already.
+/// part's row groups get smaller as parts get more numerous (they share one buffer budget), so
+/// contexts are made per chunk many times over in a large store. The other columns are short
+/// values that are dictionary- or delta-encoded already.
 pub fn store_writer_properties() -> WriterProperties {
     properties(Compression::UNCOMPRESSED)
 }
@@ -75,7 +75,7 @@ fn properties(default_compression: Compression) -> WriterProperties {
             .set_column_compression(ColumnPath::from(column), zstd_level_1());
     }
     // Every compressed column of every open part holds its own zstd contexts (about 190 KB a
-    // column), and parts grow in number with the input (issue 8). Columns that encode small
+    // column), and parts grow in number with the input. Columns that encode small
     // without it are left uncompressed: counters and times delta-encoded, low-cardinality names
     // dictionary-encoded.
     for column in [
@@ -94,8 +94,8 @@ fn properties(default_compression: Compression) -> WriterProperties {
             .set_column_dictionary_enabled(ColumnPath::from(column), false)
             .set_column_encoding(ColumnPath::from(column), Encoding::DELTA_BINARY_PACKED);
     }
-    // Evidence forms are mostly digits that zstd shrinks little (112 to 49 MB on the tau2 1 GB
-    // corpus), and the store writer is one thread: they are stored as they are.
+    // Evidence forms are mostly digits that zstd shrinks by about half, and the store writer is
+    // one thread whose time is the ingest's: they are stored as they are.
     builder = builder
         .set_column_dictionary_enabled(ColumnPath::from("evidence_forms"), false)
         .set_column_compression(
@@ -147,8 +147,8 @@ pub struct EventsBuilder {
     rows: usize,
     bytes: usize,
     /// The last batch's rows and value bytes per string column. The next batch's buffers are
-    /// made that size at its first row instead of doubling up to it (buffer growth was 6% of
-    /// a tau2 ingest); a part that gets no rows holds nothing.
+    /// made that size at its first row instead of doubling up to it (regrowing a buffer copies
+    /// it); a part that gets no rows holds nothing.
     last: Option<BatchShape>,
     /// Ceiling on the bytes reserved ahead for one column: the part's share of the writer's
     /// buffer budget.
@@ -621,8 +621,8 @@ impl StoreWriter {
             // What is held now: rows not yet encoded, plus each part's row group so far, which
             // is held encoded and its long text compressed (several times smaller than the
             // bytes counted on the way in). Row groups are closed only when that reaches the
-            // budget, so they are not made smaller than memory requires (at 4 GB, counting
-            // only incoming bytes made row groups of about 560 rows).
+            // budget, so they are not made smaller than memory requires (counting only incoming
+            // bytes would close them several times too early).
             let mut held: Vec<(usize, usize)> = self
                 .parts
                 .iter()
