@@ -28,11 +28,14 @@ pub enum Command {
     /// Run every check over a store or raw inputs and write a finding corpus.
     Audit(AuditArgs),
     /// Summarise a corpus: dispositions and fail rates per check, top findings, agreement.
+    #[cfg(feature = "reports")]
     Report(ReportArgs),
     /// Compare two corpora: rate changes, finding keys that appear or vanish (exit 1 on a
     /// regression past --fail-on).
+    #[cfg(feature = "reports")]
     Diff(DiffArgs),
     /// Tell one run as a story: its tool calls, its answer, and every finding where it fired.
+    #[cfg(feature = "reports")]
     Explain(ExplainArgs),
     /// Generate a reproducible synthetic corpus with its expected findings (for benchmarks).
     Gen(crate::gen::GenArgs),
@@ -89,6 +92,7 @@ pub struct AuditArgs {
     pub read: ReadArgs,
 }
 
+#[cfg(feature = "reports")]
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// A corpus directory written by `audit`.
@@ -106,6 +110,7 @@ pub struct ReportArgs {
     pub top: usize,
 }
 
+#[cfg(feature = "reports")]
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The corpus to compare against (for example last night's or the release's).
@@ -130,6 +135,7 @@ pub struct DiffArgs {
     pub top: usize,
 }
 
+#[cfg(feature = "reports")]
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
     /// A corpus directory written by `audit`.
@@ -167,8 +173,11 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Ingest(args) => run_ingest(args),
         Command::Audit(args) => crate::audit::cli_audit(args),
+        #[cfg(feature = "reports")]
         Command::Report(args) => crate::report::cli_report(args),
+        #[cfg(feature = "reports")]
         Command::Diff(args) => crate::report::cli_diff(args),
+        #[cfg(feature = "reports")]
         Command::Explain(args) => crate::report::cli_explain(args),
         Command::Gen(args) => crate::gen::cli_gen(args),
     }

@@ -16,5 +16,6 @@ pub mod js;
 pub mod model;
 pub mod passes;
 pub mod progress;
+#[cfg(feature = "reports")]
 pub mod report;
 pub mod store;
