@@ -12,6 +12,9 @@ pub mod driver;
 pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub use json_scan::fuzz_scan_as_streamed;
 pub mod openinference;
 pub mod otel;
 pub mod swe_agent;
