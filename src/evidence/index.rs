@@ -482,28 +482,32 @@ fn fill(
     index
 }
 
+/// Feed the same results to a collector taking the direct walk where it may and to one always
+/// taking the reference walk, at the given budget; panic unless the indexes are the same entry
+/// for entry, with the same budget left, after every result.
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub fn assert_direct_walk_as_reference(budget: usize, results: &[&str]) {
+    let mut direct = Collector::new(budget);
+    let mut reference = Collector::new(budget);
+    for (turn, result) in results.iter().enumerate() {
+        direct.turn = turn as u32 / 2;
+        reference.turn = turn as u32 / 2;
+        direct.add_result(result);
+        reference.add_result_reference(result);
+        let mut a: Vec<_> = direct.forms.iter().collect();
+        let mut b: Vec<_> = reference.forms.iter().collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "budget {budget}, after result {turn}: {result}");
+        assert_eq!(direct.budget, reference.budget, "budget {budget}: {result}");
+    }
+}
+
 #[cfg(test)]
 mod direct_walk_tests {
+    use super::assert_direct_walk_as_reference as assert_same;
     use super::Collector;
-
-    /// Feed the same results to a collector taking the direct walk where it may and to one
-    /// always taking the reference walk; the indexes must be the same entry for entry.
-    fn assert_same(budget: usize, results: &[&str]) {
-        let mut direct = Collector::new(budget);
-        let mut reference = Collector::new(budget);
-        for (turn, result) in results.iter().enumerate() {
-            direct.turn = turn as u32 / 2;
-            reference.turn = turn as u32 / 2;
-            direct.add_result(result);
-            reference.add_result_reference(result);
-            let mut a: Vec<_> = direct.forms.iter().collect();
-            let mut b: Vec<_> = reference.forms.iter().collect();
-            a.sort();
-            b.sort();
-            assert_eq!(a, b, "budget {budget}, after result {turn}: {result}");
-            assert_eq!(direct.budget, reference.budget, "budget {budget}: {result}");
-        }
-    }
 
     const RESULTS: &[&str] = &[
         r#"{"order":"A-1042","total":"$1,250.00","items":[{"sku":"0xEF0101","qty":3}],"paid":true,"note":null}"#,

@@ -1101,8 +1101,10 @@ fn token_len(token: &[u8]) -> usize {
     }
 }
 
-#[cfg(test)]
-mod tests {
+/// The scanner's walk of a document and serde_json's streaming walk of the same document, for
+/// the tests and the fuzz target that hold them equal.
+#[cfg(any(test, fuzzing))]
+pub(crate) mod oracle {
     use super::*;
     use serde::de::{MapAccess, SeqAccess, Visitor};
     use serde::Deserializer as _;
@@ -1112,20 +1114,14 @@ mod tests {
     use std::io::Cursor;
     use std::rc::Rc;
 
-    fn scanner(text: &[u8], chunk: usize, first_check: usize) -> Scanner<Cursor<Vec<u8>>> {
-        Scanner::start(Cursor::new(text.to_vec()), chunk, first_check)
-            .unwrap()
-            .unwrap()
-    }
-
     /// What a document reads as: the values taken (see [`walk`]) and the error it stopped on, if
     /// any, as (serde_json's message, byte offset).
-    type Reading = (Vec<Value>, Option<(String, u64)>);
+    pub(crate) type Reading = (Vec<Value>, Option<(String, u64)>);
 
     /// Walk a document with the scanner: a top-level list is read element by element; in a
     /// top-level object, `list` is streamed when it is a list (drained when an object), `pick` is
     /// parsed whole, anything else is skipped.
-    fn walk(text: &[u8], chunk: usize, first_check: usize) -> Reading {
+    pub(crate) fn walk(text: &[u8], chunk: usize, first_check: usize) -> Reading {
         let mut scan = match Scanner::start(Cursor::new(text.to_vec()), chunk, first_check) {
             Ok(Ok(scan)) => scan,
             _ => return (Vec::new(), Some(("not a document".to_string(), 0))),
@@ -1184,7 +1180,7 @@ mod tests {
 
     /// The same walk with serde_json's streaming reader: what the adapters did before the
     /// scanner, and what it must match.
-    fn reference(text: &[u8]) -> Reading {
+    pub(crate) fn reference(text: &[u8]) -> Reading {
         let mut skipped = if text.starts_with(b"\xEF\xBB\xBF") {
             3
         } else {
@@ -1289,6 +1285,37 @@ mod tests {
             self.0.push(Value::Null);
             Ok(())
         }
+    }
+}
+
+/// Walk `text` with the scanner at several chunk sizes and size-check thresholds, and panic
+/// unless each walk takes the values, and stops at the error, that serde_json's streaming reader
+/// does. Documents that open as no JSON list or object are left out (there is nothing to walk).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub fn fuzz_scan_as_streamed(text: &[u8]) {
+    let opens = Scanner::start(std::io::Cursor::new(text.to_vec()), 1, 1).map(|s| s.is_ok());
+    if !matches!(opens, Ok(true)) {
+        return;
+    }
+    let want = oracle::reference(text);
+    for (chunk, first_check) in [(1, 1), (3, 1 << 20), (5, 6), (1 << 20, 1 << 20)] {
+        let got = oracle::walk(text, chunk, first_check);
+        assert_eq!(got, want, "chunk {chunk}, check {first_check}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::oracle::{reference, walk};
+    use super::*;
+    use serde_json::{json, Value};
+    use std::io::Cursor;
+
+    fn scanner(text: &[u8], chunk: usize, first_check: usize) -> Scanner<Cursor<Vec<u8>>> {
+        Scanner::start(Cursor::new(text.to_vec()), chunk, first_check)
+            .unwrap()
+            .unwrap()
     }
 
     /// Strings holding brackets, braces, escaped quotes and backslashes, multi-byte text, nested

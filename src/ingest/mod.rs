@@ -13,6 +13,9 @@ pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
 pub mod limits;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub use json_scan::fuzz_scan_as_streamed;
 pub mod openinference;
 pub mod otel;
 pub mod registry;

@@ -1,0 +1,102 @@
+//! What the fuzz targets share: handing fuzzed bytes to a reader through a file, and the rules
+//! every read must keep whatever the bytes are.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use traceaudit::ingest::{read_file, Collect, Format, Input, Severity};
+
+/// A directory of this process's own: in /dev/shm when there is one, so that writing each input
+/// costs no disk; the system temp directory otherwise. Left behind on exit (one small file).
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let base = Path::new("/dev/shm");
+        let base = if base.is_dir() {
+            base.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!("traceaudit-fuzz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create the scratch directory");
+        dir
+    })
+}
+
+/// Write `data` to a scratch file called `name` and read it as `format` into memory. The file
+/// is in memory, so reading it cannot fail for want of a disk: an error here is the adapter
+/// giving up on content, which stops a whole ingest, and is a finding.
+pub fn read_bytes(format: Format, name: &str, data: &[u8]) -> Collect {
+    let path = scratch().join(name);
+    std::fs::write(&path, data).expect("write the fuzz input");
+    let mut sink = Collect::default();
+    let input = Input::new(&path, name);
+    if let Err(e) = read_file(format, &input, &mut sink) {
+        panic!("{format:?}: reading failed with an I/O error: {e}");
+    }
+    sink
+}
+
+/// Formats whose every record is one conversation (a list element, a sample, a trajectory).
+fn one_conversation_per_record(format: Format) -> bool {
+    [
+        Format::TauBench,
+        Format::Tau2,
+        Format::SweAgent,
+        Format::InspectAi,
+    ]
+    .contains(&format)
+}
+
+/// The reconciliation rule: every record read is stored or dropped, never both, never neither.
+/// A sink only sees records, conversations and quarantine entries, so this checks what can be
+/// seen of it: no more records dropped than read; something stored exactly when a conversation
+/// came out; for formats of one conversation per record, records = conversations + dropped.
+/// Every quarantine entry gives a reason.
+pub fn check_reconciles(format: Format, sink: &Collect) {
+    let dropped = sink
+        .quarantined
+        .iter()
+        .filter(|q| q.severity == Severity::Dropped)
+        .count() as u64;
+    let summary = || {
+        format!(
+            "{format:?}: {} records read, {dropped} dropped, {} conversations; quarantine {:?}",
+            sink.records,
+            sink.conversations.len(),
+            sink.quarantined
+        )
+    };
+    assert!(
+        dropped <= sink.records,
+        "more dropped than read: {}",
+        summary()
+    );
+    let stored = sink.records - dropped;
+    if one_conversation_per_record(format) {
+        assert_eq!(
+            sink.records,
+            sink.conversations.len() as u64 + dropped,
+            "records != conversations + dropped: {}",
+            summary()
+        );
+    } else {
+        assert_eq!(
+            stored > 0,
+            !sink.conversations.is_empty(),
+            "records stored but no conversation, or a conversation from no record: {}",
+            summary()
+        );
+    }
+    for q in &sink.quarantined {
+        assert!(
+            !q.reason.trim().is_empty(),
+            "a quarantine entry without a reason: {q:?}"
+        );
+    }
+}
+
+/// Read `data` as `format` and check the result reconciles.
+pub fn read_and_check(format: Format, name: &str, data: &[u8]) {
+    let sink = read_bytes(format, name, data);
+    check_reconciles(format, &sink);
+}
