@@ -442,6 +442,7 @@ fn run_explain(args: ExplainArgs) -> ExitCode {
 
 /// A clap value list for an enum of a lower layer (only this module knows clap): each variant
 /// with the name the command line takes and its help.
+#[cfg(feature = "reports")]
 macro_rules! value_enum {
     ($ty:ty { $($variant:expr => $name:literal: $help:literal),+ $(,)? }) => {
         impl clap::ValueEnum for $ty {
