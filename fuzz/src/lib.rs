@@ -5,32 +5,36 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use traceaudit::ingest::{read_file, Collect, Format, Input, Severity};
 
-/// A directory of this process's own: in /dev/shm when there is one, so that writing each input
-/// costs no disk; the system temp directory otherwise. Left behind on exit (one small file).
+/// Where inputs are written: /dev/shm when there is one, so that writing each input costs no
+/// disk; the system temp directory otherwise.
 fn scratch() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let base = Path::new("/dev/shm");
-        let base = if base.is_dir() {
-            base.to_path_buf()
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() {
+            shm.to_path_buf()
         } else {
             std::env::temp_dir()
         };
-        let dir = base.join(format!("traceaudit-fuzz-{}", std::process::id()));
+        let dir = base.join("traceaudit-fuzz");
         std::fs::create_dir_all(&dir).expect("create the scratch directory");
         dir
     })
 }
 
-/// Write `data` to a scratch file called `name` and read it as `format` into memory. The file
-/// is in memory, so reading it cannot fail for want of a disk: an error here is the adapter
-/// giving up on content, which stops a whole ingest, and is a finding.
+/// Write `data` to a scratch file of this process's own, named after `name` (readers may go by
+/// the name), and read it as `format` into memory; the file is removed again, so a long run
+/// leaves nothing behind. The file is in memory, so reading it cannot fail for want of a disk:
+/// an error here is the adapter giving up on content, which stops a whole ingest, and is a
+/// finding.
 pub fn read_bytes(format: Format, name: &str, data: &[u8]) -> Collect {
-    let path = scratch().join(name);
+    let path = scratch().join(format!("{}-{name}", std::process::id()));
     std::fs::write(&path, data).expect("write the fuzz input");
     let mut sink = Collect::default();
     let input = Input::new(&path, name);
-    if let Err(e) = read_file(format, &input, &mut sink) {
+    let read = read_file(format, &input, &mut sink);
+    let _ = std::fs::remove_file(&path);
+    if let Err(e) = read {
         panic!("{format:?}: reading failed with an I/O error: {e}");
     }
     sink
