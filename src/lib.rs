@@ -34,3 +34,14 @@ pub mod terminal;
 pub use pipeline::audit::{audit, AuditOptions, AuditSummary};
 pub use pipeline::ingest::{ingest, IngestOptions, IngestSummary};
 pub use pipeline::inputs::expand_inputs;
+// The ingest in shards and the audit a part at a time, for engines that distribute the work
+// (the Python module and its Ray driver).
+pub use pipeline::audit::{CheckCounts, CorpusManifest};
+pub use pipeline::parts::{audit_batches, audit_part, finish_corpus, CorpusTable, PartAudit};
+pub use pipeline::shards::{
+    ingest_shard, join_keys, merge_shards, plan_ingest, IngestPlan, PlannedInput,
+};
+// What those callers need to name: a configuration file, a format, a store's manifest.
+pub use config::Config;
+pub use ingest::Format;
+pub use store::StoreManifest;
