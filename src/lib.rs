@@ -39,7 +39,8 @@ pub use pipeline::inputs::expand_inputs;
 pub use pipeline::audit::{CheckCounts, CorpusManifest};
 pub use pipeline::parts::{audit_batches, audit_part, finish_corpus, CorpusTable, PartAudit};
 pub use pipeline::shards::{
-    ingest_shard, join_keys, merge_shards, plan_ingest, IngestPlan, PlannedInput,
+    ingest_shard, join_keys, merge_part, merge_shards, plan_ingest, shard_duplicates, IngestPlan,
+    PlannedInput,
 };
 // What those callers need to name: a configuration file, a format, a store's manifest.
 pub use config::Config;

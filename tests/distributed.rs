@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use traceaudit::{
-    audit, audit_batches, audit_part, finish_corpus, ingest, ingest_shard, join_keys, merge_shards,
-    plan_ingest, AuditOptions, Config, IngestOptions,
+    audit, audit_batches, audit_part, finish_corpus, ingest, ingest_shard, join_keys, merge_part,
+    merge_shards, plan_ingest, shard_duplicates, AuditOptions, Config, IngestOptions,
 };
 
 fn testdata(rel: &str) -> PathBuf {
@@ -292,6 +292,8 @@ fn an_ingest_in_shards_equals_the_whole_ingest() {
     }
     let tau = "gpt-4o-airline.first3.json";
     std::fs::copy(testdata("tau-bench").join(tau), inputs.join(tau)).unwrap();
+    // The same runs in a second file, read by another shard: kept from the earlier input.
+    std::fs::copy(testdata("tau-bench").join(tau), inputs.join("z-again.json")).unwrap();
     let part_bytes = 30_000;
     let opts = IngestOptions {
         threads: 2,
@@ -331,7 +333,26 @@ fn an_ingest_in_shards_equals_the_whole_ingest() {
         shards.push((out, files.clone()));
     }
     shards.reverse();
-    let merged = merge_shards(&plan, &shards, &dir.path().join("merged"), &opts, 0.0).unwrap();
+    let merged =
+        merge_shards(&plan, &shards, &dir.path().join("merged"), &opts, 0.0, None).unwrap();
+    // The same store from parts merged one at a time (as tasks of their own would).
+    let dropped = shard_duplicates(&plan, &shards).unwrap();
+    assert!(dropped.iter().any(|d| !d.is_empty()));
+    let dirs: Vec<PathBuf> = shards.iter().map(|(d, _)| d.clone()).collect();
+    let merging = dir.path().join("merging");
+    for part in (0..plan.parts).rev() {
+        merge_part(&dirs, &dropped, part, &merging).unwrap();
+    }
+    let by_part = dir.path().join("by-part");
+    let apart = merge_shards(&plan, &shards, &by_part, &opts, 0.0, Some(&merging)).unwrap();
+    assert_eq!(apart.manifest.counts, whole.manifest.counts);
+    for part in part_files(&merged.store.join("events")) {
+        let name = part.file_name().unwrap();
+        assert_eq!(
+            std::fs::read(by_part.join("events").join(name)).unwrap(),
+            std::fs::read(&part).unwrap()
+        );
+    }
     let (a, b) = (&merged.manifest, &whole.manifest);
     assert_eq!(a.counts, b.counts);
     assert_eq!(a.inputs, b.inputs);

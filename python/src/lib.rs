@@ -245,10 +245,35 @@ fn ingest_shard(
     to_json(&summary.manifest)
 }
 
-/// Join shard stores (each with the input numbers it read) into the store `out`; its
-/// manifest (JSON).
+/// The runs of each shard the store does not keep (copies of runs an earlier input holds).
 #[pyfunction]
-#[pyo3(signature = (plan, shards, out, seconds_before, threads=None))]
+fn shard_duplicates(
+    py: Python<'_>,
+    plan: String,
+    shards: Vec<(PathBuf, Vec<u32>)>,
+) -> PyResult<Vec<Vec<String>>> {
+    let plan = plan_from(&plan)?;
+    py.detach(|| traceaudit::shard_duplicates(&plan, &shards))
+        .map_err(to_py)
+}
+
+/// Merge part `part` of the store's events from the shards into `out/part-NNNNN.parquet`.
+#[pyfunction]
+fn merge_part(
+    py: Python<'_>,
+    shards: Vec<PathBuf>,
+    dropped: Vec<Vec<String>>,
+    part: u32,
+    out: PathBuf,
+) -> PyResult<()> {
+    py.detach(|| traceaudit::merge_part(&shards, &dropped, part, &out))
+        .map_err(to_py)
+}
+
+/// Join shard stores (each with the input numbers it read) into the store `out`, with the
+/// events parts merged into `merged` when given; its manifest (JSON).
+#[pyfunction]
+#[pyo3(signature = (plan, shards, out, seconds_before, threads=None, merged=None))]
 fn merge_shards(
     py: Python<'_>,
     plan: String,
@@ -256,6 +281,7 @@ fn merge_shards(
     out: PathBuf,
     seconds_before: f64,
     threads: Option<usize>,
+    merged: Option<PathBuf>,
 ) -> PyResult<String> {
     let plan = plan_from(&plan)?;
     let opts = traceaudit::IngestOptions {
@@ -263,7 +289,16 @@ fn merge_shards(
         ..traceaudit::IngestOptions::default()
     };
     let summary = py
-        .detach(|| traceaudit::merge_shards(&plan, &shards, &out, &opts, seconds_before))
+        .detach(|| {
+            traceaudit::merge_shards(
+                &plan,
+                &shards,
+                &out,
+                &opts,
+                seconds_before,
+                merged.as_deref(),
+            )
+        })
         .map_err(to_py)?;
     to_json(&summary.manifest)
 }
@@ -279,6 +314,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_ingest, m)?)?;
     m.add_function(wrap_pyfunction!(join_keys, m)?)?;
     m.add_function(wrap_pyfunction!(ingest_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(shard_duplicates, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_part, m)?)?;
     m.add_function(wrap_pyfunction!(merge_shards, m)?)?;
     Ok(())
 }

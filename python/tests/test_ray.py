@@ -135,6 +135,10 @@ def test_distributed_ingest_of_split_traces_equals_the_cli(cluster, tmp_path, pa
         shutil.copy(otel / "pydantic-ai-v5-content" / f, inputs / f)
     shutil.copytree(TESTDATA / "tau2", inputs / "tau2")
     shutil.copytree(TESTDATA / "bad", inputs / "bad")
+    # The same runs in a second file, read by another task: kept from the earlier input.
+    tau = TESTDATA / "tau-bench" / "gpt-4o-airline.first3.json"
+    shutil.copy(tau, inputs / "a-tau.json")
+    shutil.copy(tau, inputs / "z-tau-again.json")
 
     if part_bytes is None:
         cli("ingest", inputs, "--out", tmp_path / "cli-store", "--quiet")

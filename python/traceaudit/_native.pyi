@@ -55,10 +55,15 @@ def ingest_shard(
     format: Optional[str] = None,
     threads: Optional[int] = None,
 ) -> str: ...
+def shard_duplicates(plan: str, shards: Sequence[Tuple[str, Sequence[int]]]) -> List[List[str]]: ...
+def merge_part(
+    shards: Sequence[str], dropped: Sequence[Sequence[str]], part: int, out: str
+) -> None: ...
 def merge_shards(
     plan: str,
     shards: Sequence[Tuple[str, Sequence[int]]],
     out: str,
     seconds_before: float,
     threads: Optional[int] = None,
+    merged: Optional[str] = None,
 ) -> str: ...

@@ -4,8 +4,8 @@ A store's parts hold whole conversations (a conversation never spans two parts),
 the unit of distribution: :func:`audit_store` runs one Ray Data task per part
 (``ray.data.from_items(parts).map_batches(<callable class>, batch_size=1)``), each writing that
 part of every corpus table as ``OUT/<table>/part-NNNNN.parquet``, then the driver writes the
-ledger and the manifest as the command line does. :func:`ingest` builds a store the same way,
-one task per input file.
+ledger and the manifest as the command line does. :func:`ingest` builds a store with one task
+per input file, then one per store part.
 
 Paths may be local or any pyarrow filesystem URI (``s3://...``, ``gs://...``, ``file://...``);
 on a real cluster the store and the corpus must be where every node can reach them.
@@ -391,6 +391,19 @@ class _ShardIngester:
         return {"shard": shards, "dir": dirs}
 
 
+class _PartMerger:
+    """Merges store parts from the shard stores on a Ray worker."""
+
+    def __init__(self, shards: List[str], dropped: List[List[str]], out: str):
+        self.shards, self.dropped, self.out = shards, dropped, out
+
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        parts = [int(p) for p in batch["part"]]
+        for part in parts:
+            traceaudit._native.merge_part(self.shards, self.dropped, part, self.out)
+        return {"part": parts}
+
+
 def ingest(
     inputs: Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]],
     store: Union[str, "os.PathLike[str]"],
@@ -406,9 +419,10 @@ def ingest(
     files whose conversations can span files (OpenTelemetry traces split over exports) are
     first grouped by the keys that join them (one task per file lists a file's trace ids), and
     each group is read by one task, in input order, so every trace is joined as the command line
-    joins it. The driver then merges the shards part by part into ``store`` (written
-    atomically): each part holds whole conversations, as a conversation's part depends on its
-    id only. The store holds the conversations, runs, counts and quarantine records of the
+    joins it. Then one task per store part gathers that part's rows from every shard (a
+    conversation's part depends on its id only, so each part holds whole conversations), and
+    the driver writes the runs, the quarantine and the manifest into ``store`` (written
+    atomically). The store holds the conversations, runs, counts and quarantine records of the
     command line's ingest of the same inputs. Returns the store's manifest as a dict.
 
     Inputs and the store are local paths (on a cluster: a filesystem every node mounts) or
@@ -456,8 +470,27 @@ def ingest(
         )
         dirs = {int(r["shard"]): r["dir"] for r in done}
         shards = [(dirs[s], g) for s, g in enumerate(groups)]
+        # The repartition: one task per store part gathers that part's rows from every shard.
+        dropped = traceaudit._native.shard_duplicates(plan_text, shards)
+        merged = os.path.join(scratch, "events")
+        parts = int(plan["parts"])
+        (
+            ray.data.from_items([{"part": p} for p in range(parts)], override_num_blocks=parts)
+            .map_batches(
+                _PartMerger,
+                fn_constructor_kwargs={
+                    "shards": [d for d, _ in shards],
+                    "dropped": dropped,
+                    "out": merged,
+                },
+                batch_size=1,
+                num_cpus=1,
+                concurrency=max(1, min(parts, _cluster_cpus())),
+            )
+            .take_all()
+        )
         text = traceaudit._native.merge_shards(
-            plan_text, shards, out, time.monotonic() - started, None
+            plan_text, shards, out, time.monotonic() - started, None, merged
         )
         return json.loads(text)
     finally:

@@ -3,7 +3,9 @@
 //! [`join_keys`] says which files must be read together (their fragments join across files:
 //! OpenTelemetry traces), [`ingest_shard`] reads a group of files into a shard store with the
 //! whole store's parts and input numbering, and [`merge_shards`] joins the shards into the
-//! store, part by part.
+//! store, part by part: here, or from parts [`merge_part`] merged one at a time elsewhere (each
+//! gathers one part's rows from every shard, given the duplicate runs [`shard_duplicates`]
+//! lists).
 //!
 //! The store holds what the command line's ingest of the same inputs holds: each part the same
 //! conversations (a conversation's part depends on its id and the part count only), read back
@@ -17,7 +19,7 @@ use super::ingest::{
 use super::inputs::{find_inputs, FoundInputs, InputFile};
 use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Sink};
 use crate::model::Conversation;
-use crate::store::atomic::{write_file, AtomicDir};
+use crate::store::atomic::{self, write_file, AtomicDir};
 use crate::store::write::{part_file_name, store_writer_properties, to_io};
 use crate::store::{Counts, InputEntry, StoreManifest};
 use arrow::array::{Array, AsArray, BooleanArray};
@@ -239,19 +241,17 @@ fn of_part(batch: &RecordBatch, part: u32) -> io::Result<RecordBatch> {
     arrow::compute::filter_record_batch(batch, &keep).map_err(to_io)
 }
 
-/// Join the shard stores `shards`, each with the plan's input numbers of the files it read,
-/// into the store `out` (written atomically, as an ingest writes a store). A run read by two
-/// shards is kept from the earlier input, and the later copy quarantined as a duplicate, as
-/// the command line's ingest does. `started`: when the whole ingest began.
-pub fn merge_shards(
-    plan: &IngestPlan,
-    shards: &[(PathBuf, Vec<u32>)],
-    out: &Path,
-    opts: &IngestOptions,
-    started_seconds_ago: f64,
-) -> io::Result<IngestSummary> {
-    let started = Instant::now();
-    let staging = AtomicDir::create(out, &crate::store::store_layout())?;
+/// What a merge needs of the shards: their manifests and runs, every copy of a run, which
+/// copies are kept, and the runs each shard holds that the store does not keep.
+struct Survey {
+    manifests: Vec<StoreManifest>,
+    runs: Vec<Vec<RecordBatch>>,
+    copies: Vec<RunCopy>,
+    kept: HashSet<usize>,
+    dropped: Vec<HashSet<String>>,
+}
+
+fn survey(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result<Survey> {
     let mut manifests = Vec::with_capacity(shards.len());
     let mut runs = Vec::with_capacity(shards.len());
     let mut copies = Vec::new();
@@ -286,39 +286,150 @@ pub fn merge_shards(
     }
     let kept: HashSet<usize> = first.values().copied().collect();
     let mut dropped: Vec<HashSet<String>> = vec![HashSet::new(); shards.len()];
-    let mut duplicates: Vec<&RunCopy> = Vec::new();
     for (i, c) in copies.iter().enumerate() {
         if !kept.contains(&i) {
             dropped[c.shard].insert(c.run_id.clone());
-            duplicates.push(c);
         }
     }
+    Ok(Survey {
+        manifests,
+        runs,
+        copies,
+        kept,
+        dropped,
+    })
+}
+
+/// The runs of each shard that the store does not keep (copies of runs an earlier input
+/// holds), sorted, for [`merge_part`].
+pub fn shard_duplicates(
+    plan: &IngestPlan,
+    shards: &[(PathBuf, Vec<u32>)],
+) -> io::Result<Vec<Vec<String>>> {
+    Ok(survey(plan, shards)?
+        .dropped
+        .into_iter()
+        .map(|d| {
+            let mut d: Vec<String> = d.into_iter().collect();
+            d.sort();
+            d
+        })
+        .collect())
+}
+
+/// Write part `part` of the store's events at `path`: the shards' rows of the part, in shard
+/// order, less the runs `dropped` from each.
+fn write_merged_part(
+    shards: &[&Path],
+    dropped: &[HashSet<String>],
+    part: u32,
+    path: &Path,
+) -> io::Result<()> {
+    let name = part_file_name(part);
+    let file = File::create(path)?;
+    let schema = crate::store::schema::events_schema();
+    let mut writer =
+        ArrowWriter::try_new(file, schema, Some(store_writer_properties())).map_err(to_io)?;
+    for (dir, dropped) in shards.iter().zip(dropped) {
+        for batch in read_batches(&dir.join("events").join(&name))? {
+            writer
+                .write(&without_runs(&batch, dropped)?)
+                .map_err(to_io)?;
+        }
+    }
+    writer.close().map_err(to_io).map(|_| ())
+}
+
+/// Part `part` of the store's events from the shard stores `shards` (in shard order), less
+/// the runs [`shard_duplicates`] gave for each, written as `out/part-NNNNN.parquet` through a
+/// temporary name and a rename: a part merged again leaves the same file. The parts merged so
+/// are then handed to [`merge_shards`].
+pub fn merge_part(
+    shards: &[PathBuf],
+    dropped: &[Vec<String>],
+    part: u32,
+    out: &Path,
+) -> io::Result<()> {
+    if dropped.len() != shards.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} shards but {} lists of dropped runs",
+                shards.len(),
+                dropped.len()
+            ),
+        ));
+    }
+    std::fs::create_dir_all(out)?;
+    let dirs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
+    let dropped: Vec<HashSet<String>> = dropped
+        .iter()
+        .map(|d| d.iter().cloned().collect())
+        .collect();
+    let name = part_file_name(part);
+    let tmp = out.join(format!(".{name}.{}.partial", std::process::id()));
+    write_merged_part(&dirs, &dropped, part, &tmp)?;
+    std::fs::rename(&tmp, out.join(name))
+}
+
+/// Join the shard stores `shards`, each with the plan's input numbers of the files it read,
+/// into the store `out` (written atomically, as an ingest writes a store). A run read by two
+/// shards is kept from the earlier input, and the later copy quarantined as a duplicate, as
+/// the command line's ingest does. `started_seconds_ago`: how long the ingest ran before the
+/// merge. The events parts are those [`merge_part`] wrote into `merged`, moved into the store
+/// (it must be on the store's filesystem), or when `None` merged here.
+pub fn merge_shards(
+    plan: &IngestPlan,
+    shards: &[(PathBuf, Vec<u32>)],
+    out: &Path,
+    opts: &IngestOptions,
+    started_seconds_ago: f64,
+    merged: Option<&Path>,
+) -> io::Result<IngestSummary> {
+    let started = Instant::now();
+    let staging = AtomicDir::create(out, &crate::store::store_layout())?;
+    let Survey {
+        manifests,
+        runs,
+        copies,
+        kept,
+        dropped,
+    } = survey(plan, shards)?;
+    let mut duplicates: Vec<&RunCopy> = copies
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !kept.contains(i))
+        .map(|(_, c)| c)
+        .collect();
     duplicates.sort_by_key(|c| c.origin);
 
     // Events, part by part: each shard's rows of the part, less the runs dropped.
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads.max(1))
-        .build()
-        .map_err(io::Error::other)?;
-    std::fs::create_dir_all(staging.path().join("events"))?;
-    pool.install(|| {
-        use rayon::prelude::*;
-        (0..plan.parts).into_par_iter().try_for_each(|part| {
-            let name = part_file_name(part);
-            let file = File::create(staging.path().join("events").join(&name))?;
-            let schema = crate::store::schema::events_schema();
-            let mut writer = ArrowWriter::try_new(file, schema, Some(store_writer_properties()))
-                .map_err(to_io)?;
-            for (s, (dir, _)) in shards.iter().enumerate() {
-                for batch in read_batches(&dir.join("events").join(&name))? {
-                    writer
-                        .write(&without_runs(&batch, &dropped[s])?)
-                        .map_err(to_io)?;
-                }
+    let events = staging.path().join("events");
+    std::fs::create_dir_all(&events)?;
+    match merged {
+        Some(merged) => {
+            for part in 0..plan.parts {
+                let name = part_file_name(part);
+                std::fs::rename(merged.join(&name), events.join(&name)).map_err(|e| {
+                    atomic::with_path(e, "cannot move the merged part", &merged.join(&name))
+                })?;
             }
-            writer.close().map_err(to_io).map(|_| ())
-        })
-    })?;
+        }
+        None => {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(opts.threads.max(1))
+                .build()
+                .map_err(io::Error::other)?;
+            let dirs: Vec<&Path> = shards.iter().map(|(d, _)| d.as_path()).collect();
+            pool.install(|| {
+                use rayon::prelude::*;
+                (0..plan.parts).into_par_iter().try_for_each(|part| {
+                    let path = events.join(part_file_name(part));
+                    write_merged_part(&dirs, &dropped, part, &path)
+                })
+            })?;
+        }
+    }
 
     // Runs, in row groups of one part each (the reader picks a part's by their statistics).
     let file = File::create(staging.path().join("runs.parquet"))?;
