@@ -1,13 +1,14 @@
 """Ray's overhead on the audit (a benchmark, not a test): run by hand, prints a table.
 
-    python python/bench/ray_overhead.py --size 200MB [--cli PATH] [--gen PATH] [--work DIR]
+    python python/bench/ray_overhead.py --size 512MB [--part-mb 128] [--cli PATH] [--gen PATH]
 
 1. Per-part overhead: a Ray Data pipeline shaped like traceaudit.ray.audit_store (one item per
    part, a callable class built on the workers, batch_size=1) whose tasks do nothing, at 8, 32
    and 128 parts: the fixed cost and the cost per part.
-2. The audit of a generated store (tau2 and agentfootprint from traceaudit-gen, ingested by the
-   command line) with Ray at 2 CPUs (2 tasks of 1 CPU) against the command line at 2 threads,
-   the cluster started beforehand (not counted).
+2. The audit of a generated store (tau2 and agentfootprint from traceaudit-gen, --size each,
+   ingested by the command line; with --part-mb by traceaudit.ingest at that part size) with Ray
+   at 2 CPUs (2 tasks of 1 CPU) against the command line at 2 threads, the cluster started
+   beforehand (not counted).
 
 Use a release build of both (cargo build --release; maturin build --release) for figures that
 mean something.
@@ -58,6 +59,7 @@ def main() -> int:
     ap.add_argument("--cli", default=str(target / "release" / "traceaudit"))
     ap.add_argument("--gen", default=str(target / "release" / "traceaudit-gen"))
     ap.add_argument("--work", default=None, help="where the generated store is kept")
+    ap.add_argument("--part-mb", type=int, default=None, help="input MB per store part")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="traceaudit-bench-"))
@@ -69,8 +71,13 @@ def main() -> int:
             if not out.exists():
                 run([args.gen, "--format", fmt, "--size", args.size, "--out", out])
             inputs.append(out / "input")
-        t = run([args.cli, "ingest", *inputs, "--out", store, "--quiet", "--threads", "2"])
-        print(f"ingest (command line, 2 threads): {t:.1f} s")
+        if args.part_mb is None:
+            t = run([args.cli, "ingest", *inputs, "--out", store, "--quiet", "--threads", "2"])
+            print(f"ingest (command line, 2 threads): {t:.1f} s")
+        else:
+            import traceaudit
+
+            traceaudit.ingest(inputs, store, threads=2, part_bytes=args.part_mb << 20)
     manifest = json.loads((store / "manifest.json").read_text())
     parts = len(manifest["parts"])
     size = manifest["counts"]["bytes"] / 1e6

@@ -145,7 +145,11 @@ def test_distributed_ingest_of_split_traces_equals_the_cli(cluster, tmp_path, pa
     else:
         # The command line has no part size; the library's ingest is the job it runs.
         traceaudit.ingest(inputs, tmp_path / "cli-store", part_bytes=part_bytes)
-    manifest = tray.ingest(inputs, tmp_path / "ray-store", part_bytes=part_bytes)
+    # Many-parts also packs the files into shards of about 40 kB (groups kept whole).
+    shard_bytes = 0 if part_bytes is None else 40_000
+    manifest = tray.ingest(
+        inputs, tmp_path / "ray-store", part_bytes=part_bytes, shard_bytes=shard_bytes
+    )
     expected = json.loads((tmp_path / "cli-store" / "manifest.json").read_text())
     assert len(expected["parts"]) >= (1 if part_bytes is None else 4)
     assert manifest["parts"] == expected["parts"]
@@ -173,3 +177,13 @@ def test_the_command_line_entry_point(cluster, generated, tmp_path, capsys):
     assert "conversations" in capsys.readouterr().out
     assert_same_corpus(out, corpus)
     assert tray.main(["audit", str(tmp_path / "missing"), "--out", str(out)]) == 2
+
+
+def test_files_sharing_a_key_are_read_by_one_task():
+    # 0-3-5 share keys through 3; 1, 2 and 4 stand alone.
+    keys = {0: ["a"], 2: ["b"], 3: ["a", "c"], 5: ["c"]}
+    groups = tray._groups(6, keys)
+    assert groups == [[0, 3, 5], [1], [2], [4]]
+    assert tray._packed(groups, [10] * 6, 0) == groups
+    # Packed in input order up to 25 bytes, a group never split.
+    assert tray._packed(groups, [10] * 6, 25) == [[0, 3, 5], [1, 2], [4]]

@@ -373,6 +373,26 @@ def _groups(count: int, keys: Dict[int, List[str]]) -> List[List[int]]:
     return [groups[r] for r in sorted(groups)]
 
 
+def _packed(groups: List[List[int]], sizes: List[int], shard_bytes: int) -> List[List[int]]:
+    """Groups packed in input order into shards of about ``shard_bytes`` of input (a group is
+    never split): every shard holds a file per store part, and each part's merge reads one from
+    every shard, so for a large night shards should be few and large. With ``shard_bytes`` 0,
+    each group is a shard of its own."""
+    if shard_bytes <= 0:
+        return [sorted(g) for g in groups]
+    shards: List[List[int]] = []
+    size = 0
+    for group in groups:
+        bytes_ = sum(sizes[i] for i in group)
+        if shards and size + bytes_ <= shard_bytes:
+            shards[-1].extend(group)
+            size += bytes_
+        else:
+            shards.append(list(group))
+            size = bytes_
+    return [sorted(s) for s in shards]
+
+
 class _ShardIngester:
     """Ingests a group of input files into a shard store on a Ray worker."""
 
@@ -411,15 +431,18 @@ def ingest(
     format: Optional[str] = None,
     cpus_per_task: int = 1,
     part_bytes: Optional[int] = None,
+    shard_bytes: int = 0,
     address: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Ingest ``inputs`` (files and folders) into the store ``store`` on a Ray cluster.
 
-    One task per input file reads it into a shard store with the whole store's parts; the
-    files whose conversations can span files (OpenTelemetry traces split over exports) are
-    first grouped by the keys that join them (one task per file lists a file's trace ids), and
-    each group is read by one task, in input order, so every trace is joined as the command line
-    joins it. Then one task per store part gathers that part's rows from every shard (a
+    One task per input file reads it into a shard store with the whole store's parts; the files
+    whose conversations can span files (OpenTelemetry traces split over exports) are first
+    grouped by the keys that join them (one task per file lists a file's trace ids), and each
+    group is read by one task, so every trace is joined as the command line joins it. With
+    ``shard_bytes``, files (whole groups) are packed in input order into shards of about that
+    much input instead: each store part's merge reads one file from every shard, so a night of
+    many files wants fewer, larger shards. Then one task per store part gathers that part's rows from every shard (a
     conversation's part depends on its id only, so each part holds whole conversations), and
     the driver writes the runs, the quarantine and the manifest into ``store`` (written
     atomically). The store holds the conversations, runs, counts and quarantine records of the
@@ -445,7 +468,8 @@ def ingest(
         .take_all()
     )
     keys = {int(r["index"]): list(r["keys"]) for r in keyed}
-    groups = _groups(count, keys)
+    sizes = [int(f["size"]) for f in plan["inputs"]]
+    groups = _packed(_groups(count, keys), sizes, int(shard_bytes))
     parent, base = os.path.split(out.rstrip("/"))
     scratch = os.path.join(parent, f".{base}.shards-{os.getpid()}-{time.time_ns()}")
     os.makedirs(scratch)
