@@ -177,6 +177,7 @@ def test_the_command_line_entry_point(cluster, generated, tmp_path, capsys):
     assert "conversations" in capsys.readouterr().out
     assert_same_corpus(out, corpus)
     assert tray.main(["audit", str(tmp_path / "missing"), "--out", str(out)]) == 2
+    assert "is not a complete traceaudit store (no manifest.json)" in capsys.readouterr().err
 
 
 def test_files_sharing_a_key_are_read_by_one_task():
@@ -187,3 +188,13 @@ def test_files_sharing_a_key_are_read_by_one_task():
     assert tray._packed(groups, [10] * 6, 0) == groups
     # Packed in input order up to 25 bytes, a group never split.
     assert tray._packed(groups, [10] * 6, 25) == [[0, 3, 5], [1, 2], [4]]
+
+
+def test_audit_store_with_a_config_that_names_files_beside_it(
+    cluster, testdata_store, testdata_corpus, tmp_path
+):
+    # testdata/traceaudit.toml names JSON schemas by paths relative to itself.
+    from conftest import CONFIG
+
+    tray.audit_store(testdata_store, tmp_path / "corpus", config=CONFIG)
+    assert_same_corpus(tmp_path / "corpus", testdata_corpus)

@@ -95,29 +95,39 @@ class _Location:
         return self.fs.get_file_info(pafs.FileSelector(self.path, recursive=True))
 
 
-def _read_config(config: Optional[Union[str, "os.PathLike[str]"]]) -> Optional[str]:
-    """The configuration file's text (the workers may not see the driver's files)."""
+def _config_source(
+    config: Optional[Union[str, "os.PathLike[str]"]],
+) -> Tuple[Optional[str], Optional[str]]:
+    """Where the workers read the configuration: a local path, absolute (a configuration names
+    other files, JSON schemas, by paths relative to itself, so it is read where it lies; on a
+    cluster, a path every node mounts), or for a remote URI its text (then it may name no
+    other file)."""
     if config is None:
-        return None
+        return None, None
     where = _Location(config)
+    if where.local or isinstance(where.fs, pafs.LocalFileSystem):
+        return where.path, None
     with where.fs.open_input_stream(where.path) as f:
-        return f.read().decode("utf-8")
+        return None, f.read().decode("utf-8")
 
 
 class _ConfigFile:
-    """The configuration text as a local file, for the library's functions (which take one)."""
+    """The configuration as a local file, for the library's functions (which take one): the
+    path given, or the text written to a temporary file."""
 
-    def __init__(self, text: Optional[str]):
-        self.path: Optional[str] = None
-        if text is not None:
+    def __init__(self, path: Optional[str], text: Optional[str]):
+        self.path: Optional[str] = path
+        self.temporary = False
+        if path is None and text is not None:
             fd, self.path = tempfile.mkstemp(prefix="traceaudit-", suffix=".toml")
+            self.temporary = True
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
 
     def close(self) -> None:
-        if self.path is not None and os.path.exists(self.path):
+        if self.temporary and self.path is not None and os.path.exists(self.path):
             os.remove(self.path)
-            self.path = None
+        self.path = None
 
 
 def _prepare_output(out: _Location) -> None:
@@ -158,13 +168,14 @@ class _PartAuditor:
         self,
         store: str,
         out: str,
+        config_path: Optional[str],
         config_text: Optional[str],
         checks: Optional[List[str]],
         threads: int,
     ):
         self.store = _Location(store)
         self.out = _Location(out)
-        self.config = _ConfigFile(config_text)
+        self.config = _ConfigFile(config_path, config_text)
         self.checks = checks
         self.threads = threads
 
@@ -249,8 +260,10 @@ def audit_store(
     One Ray task per store part (no shuffle), each given ``cpus_per_task`` CPUs and as many
     threads; the driver then writes ``ledger.parquet`` and ``manifest.json``, the manifest
     last. Connects to ``address`` (``"auto"`` for a running cluster), else uses the Ray
-    already initialised, else starts a local one. ``config`` is a ``traceaudit.toml`` (its text
-    is sent to the workers); ``checks`` as for :func:`traceaudit.audit`.
+    already initialised, else starts a local one. ``config`` is a ``traceaudit.toml``, read by
+    the workers where it lies (on a cluster, a path every node mounts, as it may name schema
+    files beside it), or given as a URI, whose text is sent to them; ``checks`` as for
+    :func:`traceaudit.audit`.
 
     A task that is retried (a worker killed) writes the same part files again under the same
     names, each through a temporary name and a rename, so the corpus has no duplicate or partial
@@ -259,11 +272,16 @@ def audit_store(
     import ray
 
     started = time.monotonic()
-    _connect(address)
     store_at, out_at = _Location(store), _Location(out)
+    if not store_at.exists("manifest.json"):
+        # As the command line says it.
+        raise FileNotFoundError(
+            f"{store_at.given} is not a complete traceaudit store (no manifest.json)"
+        )
     manifest_text = store_at.read_text("manifest.json")
+    _connect(address)
     parts = len(json.loads(manifest_text)["parts"])
-    config_text = _read_config(config)
+    config_path, config_text = _config_source(config)
     check_list = traceaudit._checks(checks)
     _prepare_output(out_at)
     cpus_per_task = max(1, int(cpus_per_task))
@@ -276,6 +294,7 @@ def audit_store(
             fn_constructor_kwargs={
                 "store": store_at.for_workers,
                 "out": out_at.for_workers,
+                "config_path": config_path,
                 "config_text": config_text,
                 "checks": check_list,
                 "threads": cpus_per_task,
@@ -292,7 +311,7 @@ def audit_store(
         raise RuntimeError(f"parts {missing} of {store_at.given} were not audited")
     counted = [by_part[p] for p in range(parts)]
     _remove_partials(out_at)
-    local_config = _ConfigFile(config_text)
+    local_config = _ConfigFile(config_path, config_text)
     try:
         seconds = time.monotonic() - started
         if out_at.local:
