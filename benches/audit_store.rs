@@ -32,7 +32,7 @@ fn sample_store(dir: &std::path::Path) -> PathBuf {
 fn audit_store(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
-    let runs = traceaudit::store::Store::open(&store)
+    let runs = traceaudit::Store::open(&store)
         .unwrap()
         .runs()
         .unwrap()

@@ -16,6 +16,13 @@
 //! - `TRACEAUDIT_BENCH_SEED`    generator seed (default 1)
 //! - `TRACEAUDIT_BENCH_DIR`     where corpora are cached and outputs written (default
 //!   `<target>/bench-corpora`)
+//! - `TRACEAUDIT_BENCH_SHAPES`  `generated,replicated` (default `generated`): `replicated`
+//!   corpora are real recordings copied with fresh ids (`traceaudit-gen replicate`), from
+//! - `TRACEAUDIT_BENCH_REAL_DATA` the shared data folder (default `../shared/data` beside the
+//!   checkout): tau2 from `tau2-grok/` and `tau2-leaderboard/` into 16 files per 512 MB,
+//!   agentfootprint from `agentfootprint/ndjson/` into 8 files per 512 MB
+//! - `TRACEAUDIT_BENCH_ENGINE_B` a second `traceaudit` binary: every engine step is timed for
+//!   both, alternately, and a table gives B over A (an A/B comparison of two builds)
 //!
 //! Every command runs as a child process (the release `traceaudit` binary, or this binary in
 //! `--baseline` mode), so its wall time and peak resident memory (`wait4` rusage) are its own.
@@ -63,9 +70,21 @@ impl Step {
     }
 }
 
+/// Where a corpus's recordings come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// `traceaudit-gen`'s own synthetic corpora, with the findings they must produce.
+    Generated,
+    /// Real recordings copied with fresh ids.
+    Replicated,
+}
+
 struct Settings {
     sizes: Vec<(String, u64)>,
     formats: Vec<GenFormat>,
+    shapes: Vec<Shape>,
+    real_data: PathBuf,
+    engine_b: Option<PathBuf>,
     repeats: usize,
     threads: Vec<usize>,
     steps: Vec<Step>,
@@ -133,9 +152,24 @@ fn settings() -> Settings {
     let dir = std::env::var_os("TRACEAUDIT_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| target_dir().join("bench-corpora"));
+    let shapes = env_list("TRACEAUDIT_BENCH_SHAPES", "generated")
+        .iter()
+        .map(|s| match s.as_str() {
+            "generated" => Shape::Generated,
+            "replicated" => Shape::Replicated,
+            other => panic!("unknown shape {other:?} (generated, replicated)"),
+        })
+        .collect();
+    let real_data = std::env::var_os("TRACEAUDIT_BENCH_REAL_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let engine_b = std::env::var_os("TRACEAUDIT_BENCH_ENGINE_B").map(PathBuf::from);
     Settings {
         sizes,
         formats,
+        shapes,
+        real_data,
+        engine_b,
         repeats,
         threads,
         steps,
@@ -227,7 +261,7 @@ fn baseline_main(args: &[String]) {
     let mut values = 0u64;
     let started = Instant::now();
     for file in &args[1..] {
-        if format == "agentfootprint" {
+        if format == "agentfootprint" || format == "otel" {
             let mut reader =
                 std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file).unwrap());
             let mut line = Vec::with_capacity(1 << 16);
@@ -305,6 +339,67 @@ fn corpus(settings: &Settings, format: GenFormat, label: &str, bytes: u64) -> Pa
     dir
 }
 
+/// Replicate the real recordings of `format` to about `bytes`, or reuse the cached copy.
+fn replicated_corpus(settings: &Settings, format: GenFormat, label: &str, bytes: u64) -> PathBuf {
+    use gen::replicate::{replicate, RealShape, ReplicateOptions, REPLICATED_FILE};
+    let dir = settings
+        .dir
+        .join(format!("{}-{label}-replicated", format.name()));
+    if dir.join(REPLICATED_FILE).exists() {
+        eprintln!("reusing {}", dir.display());
+        return dir;
+    }
+    // The file counts of the real-shaped measurements: tau2 results documents of about 33 MB,
+    // agentfootprint logs of about 64 MB.
+    let per_512mb = match format {
+        GenFormat::Tau2 => 16,
+        GenFormat::Agentfootprint => 8,
+    };
+    let files = ((bytes as f64 / 512e6 * per_512mb as f64).round() as usize).max(1);
+    let (shape, sources) = match format {
+        GenFormat::Tau2 => (
+            RealShape::Tau2,
+            vec![
+                settings.real_data.join("tau2-grok"),
+                settings.real_data.join("tau2-leaderboard"),
+            ],
+        ),
+        GenFormat::Agentfootprint => (
+            RealShape::Agentfootprint,
+            vec![settings.real_data.join("agentfootprint/ndjson")],
+        ),
+    };
+    for s in &sources {
+        assert!(
+            s.is_dir(),
+            "{} is missing: replicated corpora need the shared data (TRACEAUDIT_BENCH_REAL_DATA)",
+            s.display()
+        );
+    }
+    eprintln!("replicating into {} ...", dir.display());
+    let opts = ReplicateOptions {
+        shape,
+        sources,
+        bytes,
+        files,
+    };
+    let (summary, seconds) = replicate(&opts, &dir).expect("replicate the recordings");
+    eprintln!(
+        "replicated {} unit(s) into {:.1} MB ({} copies) in {seconds:.1}s",
+        summary.units,
+        summary.bytes as f64 / 1e6,
+        summary.copies_written
+    );
+    dir
+}
+
+/// The runs a store holds, from its manifest.
+fn store_runs(store: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(store.join("manifest.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("counts")?.get("runs")?.as_u64()
+}
+
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     let n = xs.len();
@@ -319,6 +414,8 @@ fn median(xs: &mut [f64]) -> f64 {
 struct Row {
     step: Step,
     threads: usize,
+    /// 0 for the engine under test (A), 1 for `TRACEAUDIT_BENCH_ENGINE_B`.
+    engine: usize,
     median: f64,
     min: f64,
     max: f64,
@@ -434,226 +531,307 @@ fn main() {
         settings.threads,
         settings.seed
     );
+    let header = match &settings.engine_b {
+        Some(b) => format!(
+            "{header}engine A: {}\nengine B: {}\n",
+            engine.display(),
+            b.display()
+        ),
+        None => header,
+    };
     println!("{header}");
     report.push_str(&header);
 
+    let mut engines: Vec<PathBuf> = vec![engine.clone()];
+    engines.extend(settings.engine_b.clone());
+    // Output folders of engine B carry a prefix so the two never share one.
+    let tag = |e: usize| if e == 0 { "" } else { "b-" };
+
     for (label, bytes) in &settings.sizes {
-        for &format in &settings.formats {
-            let corpus = corpus(&settings, format, label, *bytes);
-            let expected = gen::Expected::load(&corpus).expect("expected.json");
-            let files = input_files(&corpus);
-            let input = corpus.join(gen::INPUT_DIR);
-            let config = corpus.join(gen::CONFIG_FILE);
-            let total: u64 = files
-                .iter()
-                .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-                .sum();
-            let runs = expected.totals.runs;
-            let work = settings.dir.join(format!("runs-{}-{label}", format.name()));
-            let _ = std::fs::remove_dir_all(&work);
-            std::fs::create_dir_all(&work).unwrap();
-            // Warm the page cache.
-            for f in &files {
-                let mut buf = vec![0u8; 1 << 20];
-                let mut file = std::fs::File::open(f).unwrap();
-                while file.read(&mut buf).unwrap() > 0 {}
-            }
-            let max_threads = *settings.threads.iter().max().unwrap_or(&1);
-            let store = work.join(format!("store-t{max_threads}"));
-            // audit STORE needs a store: the ingest step makes one; else make one untimed.
-            if settings.steps.contains(&Step::AuditStore)
-                && !(settings.steps.contains(&Step::Ingest)
-                    && settings.threads.contains(&max_threads))
-            {
-                timed(
-                    Command::new(&engine)
-                        .arg("ingest")
-                        .arg(&input)
-                        .arg("--out")
-                        .arg(&store)
-                        .args(["--threads", &max_threads.to_string(), "-q"]),
-                    &work.join("prepare.log"),
-                );
-            }
-            let mut samples: BTreeMap<(Step, usize), Vec<Sample>> = BTreeMap::new();
-            for rep in 0..settings.repeats {
-                for &step in &settings.steps {
-                    let thread_counts: Vec<usize> = if step == Step::Baseline {
-                        vec![1]
-                    } else {
-                        settings.threads.clone()
-                    };
-                    for &t in &thread_counts {
-                        let log =
-                            work.join(format!("{}-t{t}-{rep}.log", step.name().replace(' ', "-")));
-                        let mut cmd;
-                        match step {
-                            Step::Baseline => {
-                                cmd = Command::new(&me);
-                                cmd.arg("--baseline").arg(format.name()).args(&files);
-                            }
-                            Step::Ingest => {
-                                cmd = Command::new(&engine);
-                                cmd.arg("ingest")
-                                    .arg(&input)
-                                    .arg("--out")
-                                    .arg(work.join(format!("store-t{t}")))
-                                    .args(["--threads", &t.to_string(), "-q"]);
-                            }
-                            Step::AuditStore => {
-                                cmd = Command::new(&engine);
-                                cmd.arg("audit")
-                                    .arg(&store)
-                                    .arg("--out")
-                                    .arg(work.join(format!("corpus-store-t{t}")))
-                                    .arg("--config")
-                                    .arg(&config)
-                                    .args(["--threads", &t.to_string(), "-q"]);
-                            }
-                            Step::AuditRaw => {
-                                cmd = Command::new(&engine);
-                                cmd.arg("audit")
-                                    .arg(&input)
-                                    .arg("--out")
-                                    .arg(work.join(format!("corpus-raw-t{t}")))
-                                    .arg("--config")
-                                    .arg(&config)
-                                    .args(["--threads", &t.to_string(), "-q"]);
-                            }
-                        }
-                        confine_to_cpus(&mut cmd, t);
-                        let s = timed(&mut cmd, &log);
-                        eprintln!(
-                            "  {} {label} {:<14} t{t} rep {rep}: {:.2}s, {:.0} MB RSS",
-                            format.name(),
-                            step.name(),
-                            s.seconds,
-                            s.max_rss_kb as f64 / 1024.0
+        for &shape in &settings.shapes {
+            for &format in &settings.formats {
+                let (corpus, expected) = match shape {
+                    Shape::Generated => {
+                        let c = corpus(&settings, format, label, *bytes);
+                        let e = gen::Expected::load(&c).expect("expected.json");
+                        (c, Some(e))
+                    }
+                    Shape::Replicated => {
+                        (replicated_corpus(&settings, format, label, *bytes), None)
+                    }
+                };
+                let shape_name = match shape {
+                    Shape::Generated => "generated",
+                    Shape::Replicated => "replicated",
+                };
+                let files = input_files(&corpus);
+                let input = corpus.join(gen::INPUT_DIR);
+                let config = corpus.join(gen::CONFIG_FILE);
+                let total: u64 = files
+                    .iter()
+                    .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+                    .sum();
+                let work = settings
+                    .dir
+                    .join(format!("runs-{}-{shape_name}-{label}", format.name()));
+                let _ = std::fs::remove_dir_all(&work);
+                std::fs::create_dir_all(&work).unwrap();
+                // Warm the page cache.
+                for f in &files {
+                    let mut buf = vec![0u8; 1 << 20];
+                    let mut file = std::fs::File::open(f).unwrap();
+                    while file.read(&mut buf).unwrap() > 0 {}
+                }
+                let max_threads = *settings.threads.iter().max().unwrap_or(&1);
+                // Each engine audits a store it wrote itself (the two may differ in layout).
+                let store_of = |e: usize| work.join(format!("{}store-t{max_threads}", tag(e)));
+                // audit STORE needs a store: the ingest step makes one; else make one untimed.
+                if settings.steps.contains(&Step::AuditStore)
+                    && !(settings.steps.contains(&Step::Ingest)
+                        && settings.threads.contains(&max_threads))
+                {
+                    for (e, bin) in engines.iter().enumerate() {
+                        timed(
+                            Command::new(bin)
+                                .arg("ingest")
+                                .arg(&input)
+                                .arg("--out")
+                                .arg(store_of(e))
+                                .args(["--threads", &max_threads.to_string(), "-q"]),
+                            &work.join(format!("{}prepare.log", tag(e))),
                         );
-                        samples.entry((step, t)).or_default().push(s);
                     }
                 }
-            }
-
-            let rows: Vec<Row> = samples
-                .iter()
-                .map(|(&(step, threads), ss)| {
-                    let mut secs: Vec<f64> = ss.iter().map(|s| s.seconds).collect();
-                    let mut cpu: Vec<f64> = ss.iter().map(|s| s.cpu_seconds).collect();
-                    Row {
-                        step,
-                        threads,
-                        median: median(&mut secs),
-                        min: secs[0],
-                        max: secs[secs.len() - 1],
-                        cpu: median(&mut cpu),
-                        rss_mb: ss.iter().map(|s| s.max_rss_kb).max().unwrap_or(0) as f64 / 1024.0,
+                let mut samples: BTreeMap<(Step, usize, usize), Vec<Sample>> = BTreeMap::new();
+                for rep in 0..settings.repeats {
+                    for &step in &settings.steps {
+                        let thread_counts: Vec<usize> = if step == Step::Baseline {
+                            vec![1]
+                        } else {
+                            settings.threads.clone()
+                        };
+                        let engine_count = if step == Step::Baseline {
+                            1
+                        } else {
+                            engines.len()
+                        };
+                        for &t in &thread_counts {
+                            // Alternate A and B, starting with the other one on odd repetitions.
+                            for k in 0..engine_count {
+                                let e = (k + rep) % engine_count;
+                                let bin = &engines[e];
+                                let log = work.join(format!(
+                                    "{}{}-t{t}-{rep}.log",
+                                    tag(e),
+                                    step.name().replace(' ', "-")
+                                ));
+                                let out = |what: &str| work.join(format!("{}{what}-t{t}", tag(e)));
+                                let mut cmd;
+                                match step {
+                                    Step::Baseline => {
+                                        cmd = Command::new(&me);
+                                        cmd.arg("--baseline").arg(format.name()).args(&files);
+                                    }
+                                    Step::Ingest => {
+                                        cmd = Command::new(bin);
+                                        cmd.arg("ingest")
+                                            .arg(&input)
+                                            .arg("--out")
+                                            .arg(out("store"))
+                                            .args(["--threads", &t.to_string(), "-q"]);
+                                    }
+                                    Step::AuditStore => {
+                                        cmd = Command::new(bin);
+                                        cmd.arg("audit")
+                                            .arg(store_of(e))
+                                            .arg("--out")
+                                            .arg(out("corpus-store"))
+                                            .arg("--config")
+                                            .arg(&config)
+                                            .args(["--threads", &t.to_string(), "-q"]);
+                                    }
+                                    Step::AuditRaw => {
+                                        cmd = Command::new(bin);
+                                        cmd.arg("audit")
+                                            .arg(&input)
+                                            .arg("--out")
+                                            .arg(out("corpus-raw"))
+                                            .arg("--config")
+                                            .arg(&config)
+                                            .args(["--threads", &t.to_string(), "-q"]);
+                                    }
+                                }
+                                confine_to_cpus(&mut cmd, t);
+                                let s = timed(&mut cmd, &log);
+                                eprintln!(
+                                "  {} {shape_name} {label} {:<14} t{t} {}rep {rep}: {:.2}s, {:.2} CPU s, {:.0} MB RSS",
+                                format.name(),
+                                step.name(),
+                                if engine_count > 1 { ["A ", "B "][e] } else { "" },
+                                s.seconds,
+                                s.cpu_seconds,
+                                s.max_rss_kb as f64 / 1024.0
+                            );
+                                samples.entry((step, t, e)).or_default().push(s);
+                            }
+                        }
                     }
-                })
-                .collect();
-            let find =
-                |step: Step, t: usize| rows.iter().find(|r| r.step == step && r.threads == t);
-            let baseline = find(Step::Baseline, 1).map(|r| r.median);
-            let baseline_cpu = find(Step::Baseline, 1).map(|r| r.cpu);
+                }
+                let runs = expected
+                    .as_ref()
+                    .map(|e| e.totals.runs)
+                    .or_else(|| store_runs(&store_of(0)));
+                let conversations = expected.as_ref().map(|e| e.totals.conversations);
 
-            let mut text = format!(
-                "\n## {} {label}: {:.1} MB in {} file(s), {} conversations, {} runs\n\n",
+                let rows: Vec<Row> = samples
+                    .iter()
+                    .map(|(&(step, threads, engine), ss)| {
+                        let mut secs: Vec<f64> = ss.iter().map(|s| s.seconds).collect();
+                        let mut cpu: Vec<f64> = ss.iter().map(|s| s.cpu_seconds).collect();
+                        Row {
+                            step,
+                            threads,
+                            engine,
+                            median: median(&mut secs),
+                            min: secs[0],
+                            max: secs[secs.len() - 1],
+                            cpu: median(&mut cpu),
+                            rss_mb: ss.iter().map(|s| s.max_rss_kb).max().unwrap_or(0) as f64
+                                / 1024.0,
+                        }
+                    })
+                    .collect();
+                let find_of = |step: Step, t: usize, e: usize| {
+                    rows.iter()
+                        .find(|r| r.step == step && r.threads == t && r.engine == e)
+                };
+                let find = |step: Step, t: usize| find_of(step, t, 0);
+                let baseline = find(Step::Baseline, 1).map(|r| r.median);
+                let baseline_cpu = find(Step::Baseline, 1).map(|r| r.cpu);
+
+                let count = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_else(|| "?".into());
+                let mut text = format!(
+                "\n## {} {shape_name} {label}: {:.1} MB in {} file(s), {} conversations, {} runs\n\n",
                 format.name(),
                 total as f64 / 1e6,
                 files.len(),
-                expected.totals.conversations,
-                runs
+                count(conversations),
+                count(runs)
             );
-            text.push_str(
-                "| step | threads | median s | min-max s | CPU s | MB/s | runs/s | max RSS MB | x baseline time | x baseline CPU |\n\
-                 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+                text.push_str(
+                "| step | engine | threads | median s | min-max s | CPU s | MB/s | runs/s | max RSS MB | x baseline time | x baseline CPU |\n\
+                 |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
             );
-            for r in &rows {
-                let ratio = baseline
-                    .map(|b| format!("{:.2}", r.median / b))
-                    .unwrap_or_else(|| "-".into());
-                let cpu_ratio = baseline_cpu
-                    .filter(|b| *b > 0.0)
-                    .map(|b| format!("{:.2}", r.cpu / b))
-                    .unwrap_or_else(|| "-".into());
-                text.push_str(&format!(
-                    "| {} | {} | {:.2} | {:.2}-{:.2} | {:.2} | {:.1} | {:.0} | {:.0} | {} | {} |\n",
+                for r in &rows {
+                    let ratio = baseline
+                        .map(|b| format!("{:.2}", r.median / b))
+                        .unwrap_or_else(|| "-".into());
+                    let cpu_ratio = baseline_cpu
+                        .filter(|b| *b > 0.0)
+                        .map(|b| format!("{:.2}", r.cpu / b))
+                        .unwrap_or_else(|| "-".into());
+                    text.push_str(&format!(
+                    "| {} | {} | {} | {:.2} | {:.2}-{:.2} | {:.2} | {:.1} | {} | {:.0} | {} | {} |\n",
                     r.step.name(),
+                    ["A", "B"][r.engine],
                     r.threads,
                     r.median,
                     r.min,
                     r.max,
                     r.cpu,
                     total as f64 / 1e6 / r.median,
-                    runs as f64 / r.median,
+                    runs.map(|n| format!("{:.0}", n as f64 / r.median))
+                        .unwrap_or_else(|| "-".into()),
                     r.rss_mb,
                     ratio,
                     cpu_ratio
                 ));
-            }
+                }
 
-            // The targets.
-            text.push_str("\n| target | measured | goal | verdict |\n|---|---:|---:|---|\n");
-            let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
-            let t = max_threads;
-            if let (Some(b), Some(raw)) = (baseline, find(Step::AuditRaw, t)) {
-                let x = raw.median / b;
-                text.push_str(&format!(
+                if engines.len() > 1 {
+                    text.push_str(
+                    "\n| step | threads | B / A median time | B / A CPU time |\n|---|---:|---:|---:|\n",
+                );
+                    for r in rows
+                        .iter()
+                        .filter(|r| r.engine == 0 && r.step != Step::Baseline)
+                    {
+                        if let Some(b) = find_of(r.step, r.threads, 1) {
+                            text.push_str(&format!(
+                                "| {} | {} | {:.3} | {:.3} |\n",
+                                r.step.name(),
+                                r.threads,
+                                b.median / r.median,
+                                b.cpu / r.cpu
+                            ));
+                        }
+                    }
+                }
+
+                // The targets (engine A).
+                text.push_str("\n| target | measured | goal | verdict |\n|---|---:|---:|---|\n");
+                let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+                let t = max_threads;
+                if let (Some(b), Some(raw)) = (baseline, find(Step::AuditRaw, t)) {
+                    let x = raw.median / b;
+                    text.push_str(&format!(
                     "| audit RAW ({t} threads) time / baseline parse time | {x:.2}x | <= 1.5x | {} |\n",
                     verdict(x <= 1.5)
                 ));
-                // The baseline builds a large tree of values and is the most sensitive to the
-                // machine's state: the fastest of each, side by side, shows how much of the
-                // median ratio is that.
-                if let Some(fastest) = find(Step::Baseline, 1).map(|r| r.min) {
-                    text.push_str(&format!(
-                        "| the same, fastest run of each | {:.2}x | (info) | - |\n",
-                        raw.min / fastest
-                    ));
+                    // The baseline builds a large tree of values and is the most sensitive to the
+                    // machine's state: the fastest of each, side by side, shows how much of the
+                    // median ratio is that.
+                    if let Some(fastest) = find(Step::Baseline, 1).map(|r| r.min) {
+                        text.push_str(&format!(
+                            "| the same, fastest run of each | {:.2}x | (info) | - |\n",
+                            raw.min / fastest
+                        ));
+                    }
                 }
-            }
-            if let (Some(raw), Some(store)) = (find(Step::AuditRaw, t), find(Step::AuditStore, t)) {
-                let x = raw.median / store.median;
-                text.push_str(&format!(
+                if let (Some(raw), Some(store)) =
+                    (find(Step::AuditRaw, t), find(Step::AuditStore, t))
+                {
+                    let x = raw.median / store.median;
+                    text.push_str(&format!(
                     "| audit RAW time / audit STORE time ({t} threads) | {x:.2}x | >= 5x | {} |\n",
                     verdict(x >= 5.0)
                 ));
-            }
-            for step in [Step::Ingest, Step::AuditStore, Step::AuditRaw] {
-                if let (Some(one), Some(two)) = (find(step, 1), find(step, 2)) {
-                    let x = one.median / two.median;
-                    let goal = step == Step::AuditRaw;
+                }
+                for step in [Step::Ingest, Step::AuditStore, Step::AuditRaw] {
+                    if let (Some(one), Some(two)) = (find(step, 1), find(step, 2)) {
+                        let x = one.median / two.median;
+                        let goal = step == Step::AuditRaw;
+                        text.push_str(&format!(
+                            "| {} throughput, 2 threads / 1 thread | {x:.2}x | {} | {} |\n",
+                            step.name(),
+                            if goal { ">= 1.7x" } else { "(info)" },
+                            if goal { verdict(x >= 1.7) } else { "-" }
+                        ));
+                    }
+                }
+                let engine_rss = rows
+                    .iter()
+                    .filter(|r| r.step != Step::Baseline)
+                    .map(|r| r.rss_mb)
+                    .fold(0.0f64, f64::max);
+                if engine_rss > 0.0 {
                     text.push_str(&format!(
-                        "| {} throughput, 2 threads / 1 thread | {x:.2}x | {} | {} |\n",
-                        step.name(),
-                        if goal { ">= 1.7x" } else { "(info)" },
-                        if goal { verdict(x >= 1.7) } else { "-" }
+                        "| peak RSS, any engine step | {engine_rss:.0} MB | < 512 MB | {} |\n",
+                        verdict(engine_rss < 512.0)
                     ));
                 }
-            }
-            let engine_rss = rows
-                .iter()
-                .filter(|r| r.step != Step::Baseline)
-                .map(|r| r.rss_mb)
-                .fold(0.0f64, f64::max);
-            if engine_rss > 0.0 {
-                text.push_str(&format!(
-                    "| peak RSS, any engine step | {engine_rss:.0} MB | < 512 MB | {} |\n",
-                    verdict(engine_rss < 512.0)
-                ));
-            }
-            for (what, a, b) in [
-                ("ingest store", "store-t1", "store-t2"),
-                ("audit STORE corpus", "corpus-store-t1", "corpus-store-t2"),
-                (
-                    "audit RAW corpus (with its store)",
-                    "corpus-raw-t1",
-                    "corpus-raw-t2",
-                ),
-            ] {
-                let (a, b) = (work.join(a), work.join(b));
-                if a.exists() && b.exists() {
-                    let line = match same_outputs(&a, &b) {
+                for (what, a, b) in [
+                    ("ingest store", "store-t1", "store-t2"),
+                    ("audit STORE corpus", "corpus-store-t1", "corpus-store-t2"),
+                    (
+                        "audit RAW corpus (with its store)",
+                        "corpus-raw-t1",
+                        "corpus-raw-t2",
+                    ),
+                ] {
+                    let (a, b) = (work.join(a), work.join(b));
+                    if a.exists() && b.exists() {
+                        let line = match same_outputs(&a, &b) {
                         Ok(n) => format!(
                             "| {what}: identical at 1 and 2 threads | {n} files equal | identical | met |\n"
                         ),
@@ -661,30 +839,31 @@ fn main() {
                             "| {what}: identical at 1 and 2 threads | {e} | identical | NOT met |\n"
                         ),
                     };
-                    text.push_str(&line);
+                        text.push_str(&line);
+                    }
                 }
-            }
-            let audited = [
-                work.join(format!("corpus-raw-t{t}")),
-                work.join(format!("corpus-store-t{t}")),
-            ]
-            .into_iter()
-            .find(|p| p.exists());
-            if let Some(audited) = audited {
-                let v = gen::verify::verify(&expected, &audited).expect("read the corpus");
-                text.push_str(&format!(
+                let audited = [
+                    work.join(format!("corpus-raw-t{t}")),
+                    work.join(format!("corpus-store-t{t}")),
+                ]
+                .into_iter()
+                .find(|p| p.exists());
+                if let (Some(audited), Some(expected)) = (audited, expected.as_ref()) {
+                    let v = gen::verify::verify(expected, &audited).expect("read the corpus");
+                    text.push_str(&format!(
                     "| findings = generator's expected.json | {} repeated-call, {} prior-turn fails, {} difference(s) | 0 differences | {} |\n",
                     v.repeated_call_found,
                     v.prior_turn_fail_found,
                     v.differences,
                     verdict(v.ok())
                 ));
-                if !v.ok() {
-                    eprintln!("{}", v.summary());
+                    if !v.ok() {
+                        eprintln!("{}", v.summary());
+                    }
                 }
+                println!("{text}");
+                report.push_str(&text);
             }
-            println!("{text}");
-            report.push_str(&text);
         }
     }
     let footer = format!("\nload average at end: {}\n", loadavg());

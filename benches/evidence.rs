@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
-use traceaudit::evidence::{
+use traceaudit::internals::evidence::{
     answer_values, build_index, build_watching_index, normalize_token, read_answer, tokenize,
     CompiledEvidence, EvidenceIndex,
 };
@@ -26,7 +26,7 @@ fn messages(conversations: u64) -> Vec<(Role, String)> {
             out.push((Role::User, turn.user.clone()));
             for call in turn.calls() {
                 let text = match &call.outcome {
-                    Outcome::Json(v) => traceaudit::js::stringify(v),
+                    Outcome::Json(v) => traceaudit::fingerprint::stringify(v),
                     Outcome::Text(t) | Outcome::Error(t) => t.clone(),
                 };
                 out.push((Role::Tool, text));

@@ -3,9 +3,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
-use traceaudit::config::RepeatedWhen;
-use traceaudit::js;
-use traceaudit::passes::repeated_call::call_key;
+use traceaudit::fingerprint as js;
+use traceaudit::fingerprint::call_key;
+use traceaudit::RepeatedWhen;
 
 fn tool_result(bytes: usize, ascii: bool) -> String {
     let unit = if ascii {

@@ -37,6 +37,10 @@ pub enum Command {
     /// Tell one run as a story: its tool calls, its answer, and every finding where it fired.
     #[cfg(feature = "reports")]
     Explain(ExplainArgs),
+    /// Follow corpora night by night: each check's fail rate with its interval, and the nights
+    /// the diff's --fail-on rules would have flagged.
+    #[cfg(feature = "reports")]
+    Trend(TrendArgs),
 }
 
 /// Flags shared by every command that reads raw inputs.
@@ -121,6 +125,27 @@ pub struct ReportArgs {
     /// Rows of each top-findings table.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
+    /// HTML: findings listed per check and kind (each with its run told below).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub findings: usize,
+}
+
+/// The nightly gate's rules, shared by `diff` and `trend`.
+#[cfg(feature = "reports")]
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Regression rules: `rate=PP` (a check's fail rate up by more than PP percentage points,
+    /// 95% interval above zero), `new-keys=N` (N or more finding keys only in the candidate),
+    /// comma-separated; `none` for no rule.
+    #[arg(long, default_value = crate::report::diff::DEFAULT_RULES)]
+    pub fail_on: String,
+}
+
+#[cfg(feature = "reports")]
+impl GateArgs {
+    fn rules(&self) -> Result<crate::report::diff::Rules, String> {
+        crate::report::diff::Rules::parse(&self.fail_on).map_err(|e| format!("--fail-on: {e}"))
+    }
 }
 
 #[cfg(feature = "reports")]
@@ -133,11 +158,8 @@ pub struct DiffArgs {
     /// Also compare the rates per group of runs.
     #[arg(long, value_enum)]
     pub by: Option<crate::report::groups::GroupBy>,
-    /// Regression rules: `rate=PP` (a check's fail rate up by more than PP percentage points,
-    /// 95% interval above zero), `new-keys=N` (N or more finding keys only in the candidate),
-    /// comma-separated; `none` for no rule.
-    #[arg(long, default_value = crate::report::diff::DEFAULT_RULES)]
-    pub fail_on: String,
+    #[command(flatten)]
+    pub gate: GateArgs,
     #[arg(long, value_enum, default_value = "markdown")]
     pub format: crate::report::DiffFormat,
     /// Write to this file instead of stdout.
@@ -163,6 +185,23 @@ pub struct ExplainArgs {
     /// Steps shown; past it the middle is cut (steps with findings are kept).
     #[arg(long, default_value_t = 60)]
     pub max_steps: usize,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+}
+
+#[cfg(feature = "reports")]
+#[derive(Debug, Args)]
+pub struct TrendArgs {
+    /// Corpora in night order, or folders of them (a folder's corpora are taken in name
+    /// order, so name nights by date: 2025-06-01, 2025-06-02, ...).
+    #[arg(required = true)]
+    pub corpora: Vec<PathBuf>,
+    /// A night is flagged when `diff` against the night before fires one of these rules.
+    #[command(flatten)]
+    pub gate: GateArgs,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: crate::report::TrendFormat,
     /// Write to this file instead of stdout.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -248,6 +287,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Diff(args) => run_diff(args),
         #[cfg(feature = "reports")]
         Command::Explain(args) => run_explain(args),
+        #[cfg(feature = "reports")]
+        Command::Trend(args) => run_trend(args),
     }
 }
 
@@ -338,7 +379,7 @@ pub fn ingest_summary_text(m: &crate::store::StoreManifest) -> String {
          landings         {}\n\
          records          {} read = {} stored + {} quarantined\n\
          partial notes    {}\n\
-         duplicate runs   {}\n{}\
+         duplicate runs   {}\n{}{}\
          seconds          {:.2} ({rate:.1} MB/s)\n",
         c.files,
         c.bytes,
@@ -361,13 +402,22 @@ pub fn ingest_summary_text(m: &crate::store::StoreManifest) -> String {
         } else {
             String::new()
         },
+        if c.unrecognised_files > 0 {
+            format!(
+                "not recognised   {} file(s) (no format matched their content; not records; \
+                 see quarantine.jsonl)\n",
+                c.unrecognised_files
+            )
+        } else {
+            String::new()
+        },
         m.seconds,
     )
 }
 
 #[cfg(feature = "reports")]
 fn run_report(args: ReportArgs) -> ExitCode {
-    use crate::report::{corpus::CorpusDir, emit, render_report, summary};
+    use crate::report::{corpus::CorpusDir, emit, findings, render_report, summary};
     let run = || -> std::io::Result<()> {
         let corpus = CorpusDir::open(&args.corpus)?;
         let report = summary::build(
@@ -377,7 +427,20 @@ fn run_report(args: ReportArgs) -> ExitCode {
                 top: args.top,
             },
         )?;
-        emit(&render_report(&report, args.format)?, args.out.as_deref())
+        let listed = match args.format {
+            crate::report::ReportFormat::Html => Some(findings::build(
+                &corpus,
+                findings::FindingsOptions {
+                    per_kind: args.findings,
+                    ..Default::default()
+                },
+            )?),
+            _ => None,
+        };
+        emit(
+            &render_report(&report, listed.as_ref(), args.format)?,
+            args.out.as_deref(),
+        )
     };
     match run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -388,9 +451,9 @@ fn run_report(args: ReportArgs) -> ExitCode {
 #[cfg(feature = "reports")]
 fn run_diff(args: DiffArgs) -> ExitCode {
     use crate::report::{corpus::CorpusDir, diff, emit, render_diff};
-    let rules = match diff::Rules::parse(&args.fail_on) {
+    let rules = match args.gate.rules() {
         Ok(r) => r,
-        Err(e) => return fail("diff", format!("--fail-on: {e}")),
+        Err(e) => return fail("diff", e),
     };
     let run = || -> std::io::Result<diff::Diff> {
         let base = CorpusDir::open(&args.baseline)?;
@@ -441,6 +504,32 @@ fn run_explain(args: ExplainArgs) -> ExitCode {
     }
 }
 
+#[cfg(feature = "reports")]
+fn run_trend(args: TrendArgs) -> ExitCode {
+    use crate::report::{emit, render_trend, trend};
+    let rules = match args.gate.rules() {
+        Ok(r) => r,
+        Err(e) => return fail("trend", e),
+    };
+    let run = || -> std::io::Result<trend::Trend> {
+        let nights = trend::nights(&args.corpora)?;
+        let t = trend::build(&nights, &rules)?;
+        emit(&render_trend(&t, args.format)?, args.out.as_deref())?;
+        Ok(t)
+    };
+    match run() {
+        Ok(t) => {
+            eprintln!(
+                "traceaudit trend: {} night(s), {} flagged",
+                t.nights.len(),
+                t.flagged()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("trend", e),
+    }
+}
+
 /// A clap value list for an enum of a lower layer (only this module knows clap): each variant
 /// with the name the command line takes and its help.
 #[cfg(feature = "reports")]
@@ -474,6 +563,14 @@ value_enum!(crate::report::ReportFormat {
 value_enum!(crate::report::DiffFormat {
     crate::report::DiffFormat::Markdown => "markdown": "",
     crate::report::DiffFormat::Json => "json": "",
+    crate::report::DiffFormat::Html => "html": "",
+});
+
+#[cfg(feature = "reports")]
+value_enum!(crate::report::TrendFormat {
+    crate::report::TrendFormat::Table => "table": "",
+    crate::report::TrendFormat::Json => "json": "",
+    crate::report::TrendFormat::Html => "html": "",
 });
 
 #[cfg(feature = "reports")]

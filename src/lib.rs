@@ -14,26 +14,34 @@
 //! - `report` (feature `reports`): what people read, from a corpus.
 //! - [`cli`]: the command line, the only module that knows clap.
 
+// Every module is private to the crate; what other programs may use is re-exported below.
 pub mod cli;
-pub mod config;
-pub mod corpus;
-pub mod evidence;
-pub mod ingest;
-pub mod js;
+pub(crate) mod config;
+pub(crate) mod corpus;
+pub(crate) mod evidence;
+pub(crate) mod ingest;
+pub(crate) mod js;
 pub mod model;
-pub mod passes;
-pub mod pipeline;
-pub mod progress;
+pub(crate) mod passes;
+pub(crate) mod pipeline;
+pub(crate) mod progress;
 #[cfg(feature = "reports")]
-pub mod report;
-pub mod store;
-pub mod terminal;
+pub(crate) mod report;
+pub(crate) mod store;
+pub(crate) mod terminal;
 
 // The library's front door: the jobs the CLI runs, for the benches, the tests and other
-// programs that embed the engine.
+// programs that embed the engine (the Python module among them). `model` is public whole: its
+// rows are what reading a file gives back.
+pub use config::{Config, RepeatedWhen};
+pub use corpus::{Disposition, Finding};
+pub use ingest::{read_head, read_path, Collect, Format, Limits, Quarantined, Severity};
+pub use passes::{registry as checks, Pass, PassContext, RunOutcome};
 pub use pipeline::audit::{audit, AuditOptions, AuditSummary};
 pub use pipeline::ingest::{ingest, IngestOptions, IngestSummary};
 pub use pipeline::inputs::expand_inputs;
+pub use store::Store;
+pub use terminal::line as terminal_line;
 // The ingest in shards and the audit a part at a time, for engines that distribute the work
 // (the Python module and its Ray driver).
 pub use pipeline::audit::{CheckCounts, CorpusManifest};
@@ -42,7 +50,42 @@ pub use pipeline::shards::{
     ingest_shard, join_keys, merge_part, merge_shards, plan_ingest, shard_duplicates, IngestPlan,
     PlannedInput,
 };
-// What those callers need to name: a configuration file, a format, a store's manifest.
-pub use config::Config;
-pub use ingest::Format;
+// What those callers need to name besides: a store's manifest.
 pub use store::StoreManifest;
+
+/// The framework's own fingerprints, to the byte: JavaScript's `JSON.stringify` and number and
+/// string forms, its hashes, and the repeated-call key built from them.
+pub mod fingerprint {
+    pub use crate::js::*;
+    pub use crate::passes::repeated_call::{call_key, CallKey};
+}
+
+/// Output directories written whole or not at all, and never over what traceaudit did not
+/// write (for tools that write beside the engine's outputs, such as the corpus generator).
+pub mod output {
+    pub use crate::store::atomic::{remove_staging_on_signal, write_file, AtomicDir, Layout};
+}
+
+/// Internals the micro-benchmarks, the fuzz targets and the integration tests reach into. Not
+/// part of the library's interface: names here change without notice.
+#[doc(hidden)]
+pub mod internals {
+    /// The evidence gate's tokenizer, value extractor and index.
+    pub mod evidence {
+        #[cfg(fuzzing)]
+        pub use crate::evidence::index::assert_direct_walk_as_reference;
+        pub use crate::evidence::{
+            answer_values, build_index, build_watching_index, digest_result, disposition,
+            normalize_token, read_answer, tokenize, CompiledEvidence, EvidenceConfig,
+            EvidenceIndex,
+        };
+    }
+    pub use crate::ingest::agentfootprint::LATENESS_BYTES;
+    #[cfg(fuzzing)]
+    pub use crate::ingest::fuzz_scan_as_streamed;
+    pub use crate::ingest::trajectory::parse_iso_ms;
+    pub use crate::ingest::{read_file, Input, Sink};
+    pub use crate::passes::prior_turn_evidence::PriorTurnEvidence;
+    pub use crate::passes::repeated_call::RepeatedCall;
+    pub use crate::passes::schema_attempt::SchemaAttempt;
+}

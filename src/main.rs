@@ -5,6 +5,6 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    traceaudit::store::atomic::remove_staging_on_signal();
+    traceaudit::output::remove_staging_on_signal();
     traceaudit::cli::run(traceaudit::cli::Cli::parse())
 }

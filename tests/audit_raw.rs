@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use traceaudit::config::Config;
+use traceaudit::Config;
 use traceaudit::{audit, AuditOptions};
 use traceaudit::{ingest, IngestOptions};
 

@@ -4,9 +4,9 @@
 mod common;
 
 use common::*;
-use traceaudit::ingest::{read_path, Format};
 use traceaudit::model::vocab::source_family;
 use traceaudit::model::Run;
+use traceaudit::{read_path, Format};
 
 fn cut(s: &Option<String>) -> String {
     match s {

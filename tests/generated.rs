@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use traceaudit::config::Config;
+use traceaudit::Config;
 use traceaudit::{audit, AuditOptions};
 use traceaudit_gen::{self as gen, GenFormat, GenOptions};
 
@@ -147,7 +147,8 @@ fn schema_retries_carry_the_hash_of_their_correction() {
                     for m in v["payload"]["history"].as_array().into_iter().flatten() {
                         let content = m["content"].as_str().unwrap_or("");
                         if m["role"] == "user" && content.starts_with("[schema check") {
-                            frame_hashes.insert((run.clone(), traceaudit::js::hash_hex(content)));
+                            frame_hashes
+                                .insert((run.clone(), traceaudit::fingerprint::hash_hex(content)));
                         }
                     }
                 }

@@ -303,18 +303,73 @@ fn nothing_readable_exits_2_and_leaves_no_output() {
     std::fs::create_dir(&junk).unwrap();
     std::fs::write(junk.join("a.txt"), "hello").unwrap();
     std::fs::write(junk.join("b.csv"), "x,y\n1,2\n").unwrap();
+    std::fs::write(junk.join("c.json"), r#"{"rows": [1, 2], "name": "n"}"#).unwrap();
+    std::fs::write(junk.join("d.json"), "[1, 2]").unwrap();
     for command in ["audit", "ingest"] {
         let out = dir.path().join(format!("out-{command}"));
         let o = run(&[command, s(&junk), "--quiet", "--out", s(&out)]);
         assert_eq!(o.status.code(), Some(2), "{command}: {}", stderr(&o));
         let err = stderr(&o);
-        assert!(err.contains("nothing could be read"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
         assert!(
-            err.contains("a.txt") && err.contains("not a recognised"),
+            err.contains("nothing could be read: no adapter recognised 4 of 4 file(s): "),
             "{err}"
         );
+        // The first three, each with why.
+        assert!(
+            err.contains(r#"a.txt (text that no format starts like (it starts with "hello"))"#),
+            "{err}"
+        );
+        assert!(
+            err.contains("b.csv (text that no format starts like"),
+            "{err}"
+        );
+        assert!(
+            err.contains(r#"c.json (a JSON object whose keys ("rows", "name") are no format's)"#),
+            "{err}"
+        );
+        assert!(err.ends_with(", and 1 more\n"), "{err}");
         assert!(!out.exists(), "{command} left {}", out.display());
     }
+}
+
+/// Files no format recognises beside readable ones: the batch goes on, and each is listed
+/// (`skipped`, with why) and counted apart from the records, so a misplaced folder is visible
+/// and an unrelated file does not fail `--strict`.
+#[test]
+fn unrecognised_files_beside_readable_ones_are_listed_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::copy(sample_file(), inputs.join("runs.ndjson")).unwrap();
+    std::fs::write(inputs.join("notes.md"), "# notes\n").unwrap();
+    let out = dir.path().join("store");
+    let o = run(&[
+        "ingest",
+        s(&inputs),
+        "--quiet",
+        "--strict",
+        "--out",
+        s(&out),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.contains("not recognised   1 file(s)"), "{text}");
+    let counts = &manifest(&out)["counts"];
+    assert_eq!(counts["unrecognised_files"], 1);
+    assert_eq!(counts["records_quarantined"], 0);
+    let quarantine = std::fs::read_to_string(out.join("quarantine.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = quarantine
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{quarantine}");
+    assert_eq!(lines[0]["severity"], "skipped");
+    assert!(lines[0]["file"].as_str().unwrap().ends_with("notes.md"));
+    assert_eq!(
+        lines[0]["reason"],
+        r##"not a recognised recording format: text that no format starts like (it starts with "# notes\n")"##
+    );
 }
 
 #[test]

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::io::{Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 
-use traceaudit::ingest::{read_head, read_path, Collect, Format, Severity};
+use traceaudit::internals::RepeatedCall;
 use traceaudit::model::{Conversation, LandingFlags};
-use traceaudit::passes::repeated_call::RepeatedCall;
-use traceaudit::passes::{Pass, PassContext};
+use traceaudit::{read_head, read_path, Collect, Format, Severity};
+use traceaudit::{Pass, PassContext};
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -56,6 +56,10 @@ fn inspect_excerpts() {
     for path in files_under(&dir) {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         if !(name.ends_with(".json") || name.ends_with(".eval")) {
+            continue;
+        }
+        // Logs without samples are one dropped record each (`inspect_logs_without_samples`).
+        if path.parent().unwrap().ends_with("no-samples") {
             continue;
         }
         assert_eq!(detected(&path), Some(Format::InspectAi), "{name}");
@@ -292,6 +296,251 @@ struct Tally {
     timed: u64,
     partial_notes: u64,
     repeated: Vec<String>,
+}
+
+/// Sample ids holding `/` nest the archive's members (`samples/suite/task/issue_3603/457f8_epoch_1.json`,
+/// as Inspect names a member after the id it is given): archives written by Inspect 0.3.60
+/// (DEFLATE) and 0.3.285 (zstd) are read whole, sample by sample.
+#[test]
+fn inspect_sample_ids_with_slashes() {
+    let files = files_under(&common::testdata("inspect-ai/slash-ids"));
+    assert_eq!(files.len(), 2);
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let sink = read_path(&path, None).unwrap();
+        assert!(
+            sink.quarantined.is_empty(),
+            "{name}: {:?}",
+            sink.quarantined
+        );
+        assert_eq!((sink.records, sink.conversations.len()), (2, 2), "{name}");
+        for (id, key) in [
+            ("/suite/task/issue_3603/457f8/1", "alpha"),
+            ("/plain-2/1", "beta"),
+        ] {
+            let conv = conversation(&sink, id);
+            assert!(conv.id.starts_with("slashy/"), "{}", conv.id);
+            assert_eq!(conv.runs.len(), 1, "{name} {id}");
+            let run = &conv.runs[0];
+            assert_eq!(run.model.as_deref(), Some("mockllm/model"));
+            let expected_answer = format!("{key} is 48213.");
+            assert_eq!(run.answer.as_deref(), Some(expected_answer.as_str()));
+            let landings: Vec<_> = run.landings().collect();
+            assert_eq!(landings.len(), 1, "{name} {id}");
+            assert_eq!(landings[0].tool_name.as_deref(), Some("lookup"));
+            let expected_args = format!(r#"{{"key":"{key}"}}"#);
+            assert_eq!(
+                landings[0].arguments.as_deref(),
+                Some(expected_args.as_str())
+            );
+            let expected_text = format!("value of {key} is 48213");
+            assert_eq!(landings[0].text.as_deref(), Some(expected_text.as_str()));
+        }
+    }
+}
+
+/// Logs without samples, as Inspect 0.3.60 and 0.3.285 write them (an eval that failed, was
+/// cancelled, never finished, or was logged without samples; `.eval` and JSON alike): each is
+/// one dropped record whose reason names the log's status, never a silent empty file.
+#[test]
+fn inspect_logs_without_samples() {
+    let files = files_under(&common::testdata("inspect-ai/no-samples"));
+    assert_eq!(files.len(), 10);
+    let mut seen = BTreeMap::new();
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(detected(&path), Some(Format::InspectAi), "{name}");
+        let sink = read_path(&path, None).unwrap();
+        assert!(sink.conversations.is_empty(), "{name}");
+        assert_eq!(sink.records, 1, "{name}");
+        let reasons = dropped(&sink);
+        assert_eq!(reasons.len(), 1, "{name}: {:?}", sink.quarantined);
+        assert_eq!(sink.quarantined.len(), 1, "{name}: {:?}", sink.quarantined);
+        let reason = &reasons[0];
+        assert!(
+            reason.starts_with("the log holds no samples ("),
+            "{name}: {reason}"
+        );
+        let kind = name.split('_').nth(1).unwrap().to_string();
+        let status = ["\"started\"", "\"success\"", "\"cancelled\"", "\"error\""]
+            .into_iter()
+            .find(|s| reason.contains(&format!("status {s}")))
+            .unwrap_or_else(|| panic!("{name}: no status in {reason}"));
+        *seen.entry((kind, status)).or_insert(0) += 1;
+        if status == "\"error\"" {
+            assert!(
+                reason.ends_with("RuntimeError('sandbox failed to start'))"),
+                "{name}: {reason}"
+            );
+        }
+    }
+    assert_eq!(
+        seen,
+        BTreeMap::from([
+            (("cancelled".to_string(), "\"cancelled\""), 2),
+            (("cancelled".to_string(), "\"started\""), 2),
+            (("erroring".to_string(), "\"error\""), 2),
+            (("nosamples".to_string(), "\"success\""), 4),
+        ])
+    );
+}
+
+/// SWE-bench experiments' layout, `evaluation/<split>/<submission>/trajs/<instance>.traj`: two
+/// submissions' trajectories of one instance are two conversations, named by split, submission
+/// and instance, however the path to them is written.
+#[test]
+fn swe_bench_submissions_do_not_collide() {
+    let root = common::testdata("swe-agent/experiments");
+    let files = files_under(&root);
+    assert_eq!(files.len(), 2);
+    let mut ids = Vec::new();
+    for path in &files {
+        let sink = read_path(path, None).unwrap();
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        let conv = &sink.conversations[0].0;
+        assert_eq!(conv.runs.len(), 1);
+        let tools: Vec<_> = conv.runs[0]
+            .landings()
+            .map(|l| l.tool_name.clone().unwrap())
+            .collect();
+        assert_eq!(
+            tools,
+            [
+                "create",
+                "edit",
+                "python",
+                "ls",
+                "find_file",
+                "open",
+                "edit",
+                "edit",
+                "python",
+                "rm",
+                "submit"
+            ]
+        );
+        // The same file reached through another spelling of its path names the same conversation.
+        let trajs = path.parent().unwrap();
+        let roundabout = trajs
+            .join("..")
+            .join("trajs")
+            .join(path.file_name().unwrap());
+        let again = read_path(&roundabout, None).unwrap();
+        assert_eq!(again.conversations[0].0.id, conv.id);
+        ids.push(conv.id.clone());
+    }
+    let sub = |config: &str| {
+        format!(
+            "lite/replay__marshmallow-code__marshmallow-1867__{config}__t-0.20__p-0.95__c-2.00__\
+             install-1/marshmallow-code__marshmallow-1867"
+        )
+    };
+    assert_eq!(
+        ids,
+        [
+            sub("default_sys-env_window100"),
+            sub("xml_sys-env_window100")
+        ]
+    );
+    // Through the command line, from the experiments root and from one submission: nothing is
+    // a duplicate, and the submission's conversation keeps its id.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("all");
+    let out = common::traceaudit(&[
+        "ingest",
+        common::path_str(&root),
+        "--out",
+        common::path_str(&store),
+        "-q",
+    ]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(store.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["counts"]["conversations"], 2);
+    assert_eq!(manifest["counts"]["duplicate_runs"], 0);
+}
+
+/// mini-swe-agent trajectories as 1.17.5 (text actions in ```bash blocks) and 2.4.6 (text
+/// actions, tool calls, Responses items) write them: one run per task, one landing per command
+/// run, named by the command's first word; a message mini-swe-agent rejected (two commands at
+/// once) runs nothing, and its format-error reply is no new user turn.
+#[test]
+fn mini_swe_agent_trajectories() {
+    let dir = common::testdata("mini-swe-agent");
+    let files: Vec<PathBuf> = files_under(&dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".traj.json"))
+        .collect();
+    assert_eq!(files.len(), 4);
+    let ctx = PassContext::default();
+    for path in files {
+        let run_folder = path
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(detected(&path), Some(Format::MiniSweAgent), "{run_folder}");
+        let sink = read_path(&path, None).unwrap();
+        assert!(
+            sink.quarantined.is_empty(),
+            "{run_folder}: {:?}",
+            sink.quarantined
+        );
+        assert_eq!((sink.records, sink.conversations.len()), (1, 1));
+        let conv = &sink.conversations[0].0;
+        assert_eq!(conv.id, format!("{run_folder}/calc__calc-1"));
+        assert_eq!(conv.runs.len(), 1, "{run_folder}");
+        let run = &conv.runs[0];
+        assert_eq!(run.format, "mini-swe-agent");
+        assert!(run
+            .user_message
+            .as_deref()
+            .unwrap()
+            .starts_with("Please solve this issue: calc.py's add() subtracts"));
+        let landings: Vec<_> = run.landings().collect();
+        let tools: Vec<_> = landings
+            .iter()
+            .map(|l| l.tool_name.as_deref().unwrap())
+            .collect();
+        assert_eq!(tools, ["cat", "grep", "cat", "sed", "echo"], "{run_folder}");
+        assert_eq!(
+            landings[0].arguments.as_deref(),
+            Some(r#"{"command":"cat calc.py"}"#)
+        );
+        assert!(
+            landings[0]
+                .text
+                .as_deref()
+                .unwrap()
+                .contains("return a - b"),
+            "{run_folder}"
+        );
+        assert!(
+            landings[3]
+                .text
+                .as_deref()
+                .unwrap()
+                .contains("return a + b"),
+            "{run_folder}"
+        );
+        assert!(
+            landings
+                .iter()
+                .all(|l| !l.has_flag(LandingFlags::UNANSWERED)),
+            "{run_folder}"
+        );
+        // The file read twice with the same content is a repeated call.
+        let outcomes = RepeatedCall.check(conv, &ctx);
+        let repeated: Vec<_> = outcomes[0]
+            .findings
+            .iter()
+            .map(|f| f.columns.tool_name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(repeated, ["cat"], "{run_folder}");
+    }
 }
 
 /// Every file of a shared folder: none may fail. Trajectory files are read in their format with

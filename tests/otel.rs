@@ -8,20 +8,20 @@ use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use traceaudit::config::Config;
-use traceaudit::corpus::Disposition;
-use traceaudit::ingest::{read_path, Format, Severity};
+use traceaudit::internals::PriorTurnEvidence;
+use traceaudit::internals::RepeatedCall;
+use traceaudit::internals::SchemaAttempt;
 use traceaudit::model::{Conversation, Event, EventKind, LandingFlags, Run};
-use traceaudit::passes::prior_turn_evidence::PriorTurnEvidence;
-use traceaudit::passes::repeated_call::RepeatedCall;
-use traceaudit::passes::schema_attempt::SchemaAttempt;
-use traceaudit::passes::{Pass, PassContext};
-use traceaudit::store::Store;
+use traceaudit::Config;
+use traceaudit::Disposition;
+use traceaudit::Store;
 use traceaudit::{audit, AuditOptions};
 use traceaudit::{ingest, IngestOptions};
+use traceaudit::{read_path, Format, Severity};
+use traceaudit::{Pass, PassContext};
 
 /// Read one file; conversations merged by id, runs in store order.
-fn read(path: &Path) -> (Vec<Conversation>, traceaudit::ingest::Collect) {
+fn read(path: &Path) -> (Vec<Conversation>, traceaudit::Collect) {
     let collect = read_path(path, None).unwrap();
     let mut merged: Vec<Conversation> = Vec::new();
     for (c, _) in &collect.conversations {
@@ -405,7 +405,7 @@ fn openinference_processor_error_spans_are_not_run_failures() {
 
 #[test]
 fn detection_and_format_names() {
-    let head = |rel: &str| traceaudit::ingest::read_head(&testdata(rel)).unwrap();
+    let head = |rel: &str| traceaudit::read_head(&testdata(rel)).unwrap();
     assert_eq!(
         Format::detect(&head(
             "otel/pydantic-ai-v5-content/s1_repeated_identical_call.jsonl"
@@ -468,6 +468,387 @@ fn a_trace_split_over_two_files_is_joined_by_the_ingest() {
         .quarantined
         .iter()
         .any(|q| q.severity == Severity::Partial && q.reason.contains("no input held")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Other SDKs' captures (testdata/otel/SOURCE.txt says where each came from)
+// ---------------------------------------------------------------------------------------------
+
+/// The disposition each check gives each run of a conversation, by check name.
+fn dispositions(conv: &Conversation) -> Vec<(&'static str, Disposition)> {
+    let ctx = PassContext::default();
+    let mut out = Vec::new();
+    for (name, pass) in [
+        ("repeated-call", &RepeatedCall as &dyn Pass),
+        ("prior-turn-evidence", &PriorTurnEvidence),
+    ] {
+        out.extend(
+            pass.check(conv, &ctx)
+                .into_iter()
+                .map(|o| (name, o.disposition)),
+        );
+    }
+    out
+}
+
+/// `(tool, arguments, result)` of each landing of a run, in order.
+fn landing_table(run: &Run) -> Vec<(String, String, String)> {
+    run.landings()
+        .map(|l| {
+            (
+                l.tool_name.clone().unwrap_or_default(),
+                l.arguments.clone().unwrap_or_default(),
+                l.text.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Strands Agents writes a call's messages as span events whose content is a JSON list of
+/// content blocks (`{"text"}`, `{"toolUse"}`, `{"toolResult"}`), and a tool span's input and
+/// result as its own `gen_ai.tool.message` / `gen_ai.choice` events.
+#[test]
+fn strands_span_events_carry_the_content() {
+    let (c, q) = read(&testdata("otel/strands-1.14/get_user_location.json"));
+    assert_eq!(q.records, 8);
+    assert!(q.quarantined.is_empty(), "{:?}", q.quarantined);
+    assert_eq!(c.len(), 1);
+    let conv = &c[0];
+    assert_eq!(conv.id, "4152d1fb2c48ff87d75abb96470b13d3");
+    assert_eq!(conv.runs.len(), 1);
+    let run = &conv.runs[0];
+    assert_eq!(
+        run.run_id,
+        "4152d1fb2c48ff87d75abb96470b13d3:6c1738ba1c1d8275"
+    );
+    assert_eq!(run.format, "otel");
+    assert_eq!(run.agent.as_deref(), Some("Strands Agents"));
+    assert_eq!(run.model.as_deref(), Some("openai/gpt-5-mini"));
+    assert_eq!(run.turn, 1);
+    assert_eq!(run.user_message.as_deref(), Some("testing"));
+    assert_eq!(
+        landing_table(run),
+        [(
+            "get_user_location".to_string(),
+            "{}".to_string(),
+            "London, UK".to_string()
+        )]
+    );
+    let l = run.landings().next().unwrap();
+    assert_eq!(l.call_id.as_deref(), Some("call_hdzL5ISsJA4mCJ1mWBGkqtzz"));
+    assert_eq!((l.flags, l.iteration, has_span(l)), (0, Some(1), true));
+    assert!(run.answer.as_deref().unwrap().starts_with(
+        "Test received — I called the location tool and show your location as London, UK."
+    ));
+    assert!(!run
+        .events
+        .iter()
+        .any(|e| e.has_flag(LandingFlags::CONTENT_OMITTED)));
+    assert_eq!(run.events_of(EventKind::ModelCall).count(), 2);
+    // The second model call's input re-sends the tool result as a `gen_ai.tool.message`.
+    let tool_message = run
+        .events_of(EventKind::Message)
+        .find(|m| m.role == Some(traceaudit::model::Role::Tool))
+        .unwrap();
+    assert_eq!(
+        (
+            tool_message.call_id.as_deref(),
+            tool_message.text.as_deref()
+        ),
+        (Some("call_hdzL5ISsJA4mCJ1mWBGkqtzz"), Some("London, UK"))
+    );
+    let d = dispositions(conv);
+    assert_eq!(d[0], ("repeated-call", Disposition::CheckedPass));
+    assert!(
+        d.iter().all(|(_, d)| *d != Disposition::NotApplicable),
+        "{d:?}"
+    );
+}
+
+/// OpenLLMetry's indexed attributes: `gen_ai.prompt.{i}.*` and `gen_ai.completion.{i}.*`
+/// (content, role, `tool_calls.{j}.*`), on a span without an agent around it.
+#[test]
+fn openllmetry_indexed_attributes_are_read() {
+    let (c, q) = read(&testdata("otel/openllmetry-openai-0.33/chat.json"));
+    assert_eq!(q.records, 1);
+    assert!(q.quarantined.is_empty());
+    let run = &c[0].runs[0];
+    assert_eq!(c[0].id, "e4ef45025c9b40924bff175e2b125b5b");
+    assert_eq!(run.run_id, "e4ef45025c9b40924bff175e2b125b5b#1");
+    assert_eq!(run.turn, 1);
+    assert_eq!(run.model.as_deref(), Some("gpt-3.5-turbo-0125"));
+    assert_eq!(
+        run.user_message.as_deref(),
+        Some("What is LLM Observability?")
+    );
+    assert!(run.answer.as_deref().unwrap().starts_with(
+        "LLM Observability (Logs, Metrics, and Traces Observability) is a strategy for monitoring"
+    ));
+    assert_eq!(run.landings().count(), 0);
+    let d = dispositions(&c[0]);
+    assert!(
+        d.iter().all(|(_, d)| *d != Disposition::NotApplicable),
+        "{d:?}"
+    );
+
+    let (c, q) = read(&testdata(
+        "otel/openllmetry-openai-rebuilt/responses_tool_calls.json",
+    ));
+    assert!(q.quarantined.is_empty());
+    let run = &c[0].runs[0];
+    assert_eq!(
+        run.user_message.as_deref(),
+        Some("What's the weather in London?")
+    );
+    let l: Vec<&Event> = run.landings().collect();
+    assert_eq!(l.len(), 1);
+    assert_eq!(l[0].tool_name.as_deref(), Some("get_weather"));
+    assert_eq!(l[0].arguments.as_deref(), Some(r#"{"location":"London"}"#));
+    assert_eq!(
+        l[0].call_id.as_deref(),
+        Some("fc_685ff89422ec819a977b2ea385bc9b6601c537ddeff5c2a2")
+    );
+    // The span ends with the model's call: no result was recorded because none existed yet.
+    assert_eq!(l[0].flags, LandingFlags::UNANSWERED);
+    assert_eq!(run.answer, None);
+    let d = dispositions(&c[0]);
+    assert!(
+        d.iter().all(|(_, d)| *d != Disposition::NotApplicable),
+        "{d:?}"
+    );
+}
+
+/// The OpenAI Agents SDK's traces as three bridges export them: OpenLLMetry's and
+/// OpenTelemetry's own instrumentations (GenAI spans) and OpenInference's. None writes a call id
+/// on its tool spans; each tool span is the landing its model call requested, not a second one.
+/// Agents called as tools are runs of their own; a workflow span that only wraps agents is none.
+#[test]
+fn openai_agents_tool_spans_pair_with_the_calls_that_requested_them() {
+    type Expected = (
+        &'static str,
+        Vec<(&'static str, &'static str)>,
+        &'static str,
+    );
+    let cases: [(&str, &str, usize, Vec<Expected>); 3] = [
+        (
+            "otel/openllmetry-openai-agents-0.62/stock_coordinator.json",
+            "otel",
+            17,
+            vec![
+                (
+                    "math_specialist",
+                    vec![
+                        ("multiply_numbers", r#"{"a":240,"b":1000}"#),
+                        ("multiply_numbers", r#"{"a":0,"b":1000}"#),
+                    ],
+                    "To calculate \\( 240.98 \\times 1000 \\)",
+                ),
+                (
+                    "research_specialist",
+                    vec![("lookup_stock_price", r#"{"ticker":"AMZN"}"#)],
+                    "The current stock price of Amazon (AMZN) is $240.98.",
+                ),
+                (
+                    "coordinator",
+                    vec![
+                        (
+                            "ask_research_specialist",
+                            r#"{"query":"current stock price of AMZN"}"#,
+                        ),
+                        (
+                            "ask_math_specialist",
+                            r#"{"query":"240.98 multiplied by 1000"}"#,
+                        ),
+                    ],
+                    "The current stock price of Amazon (AMZN) is $240.98. Therefore, 1,000 shares",
+                ),
+            ],
+        ),
+        (
+            "otel/otel-contrib-openai-agents-v2/math_coordinator.json",
+            "otel",
+            19,
+            vec![
+                (
+                    "math_specialist",
+                    vec![
+                        ("multiply_numbers", r#"{"a":42,"b":17}"#),
+                        ("divide_numbers", r#"{"a":0,"b":3}"#),
+                        ("divide_numbers", r#"{"a":714,"b":3}"#),
+                    ],
+                    "To solve \\( 42 \\times 17 \\div 3 \\)",
+                ),
+                (
+                    "coordinator",
+                    vec![("ask_math_specialist", r#"{"query":"42 * 17 / 3"}"#)],
+                    "The result of \\( 42 \\) multiplied by \\( 17 \\)",
+                ),
+            ],
+        ),
+        (
+            "otel/openinference-openai-agents/math_coordinator.json",
+            "openinference",
+            19,
+            vec![
+                (
+                    "math_specialist",
+                    vec![
+                        ("multiply_numbers", r#"{"a":42,"b":17}"#),
+                        ("divide_numbers", r#"{"a":0,"b":3}"#),
+                        ("divide_numbers", r#"{"a":714,"b":3}"#),
+                    ],
+                    "First, I calculated \\( 42 \\times 17 \\)",
+                ),
+                (
+                    "coordinator",
+                    vec![(
+                        "ask_math_specialist",
+                        r#"{"query":"42 multiplied by 17, then divided by 3"}"#,
+                    )],
+                    "The result of \\( 42 \\) multiplied by \\( 17 \\), then divided by \\( 3 \\)",
+                ),
+            ],
+        ),
+    ];
+    for (file, format, spans, want) in cases {
+        let (c, q) = read(&testdata(file));
+        assert_eq!(q.records, spans as u64, "{file}");
+        // The excerpt lacks the caller's span above the workflow: built with a note.
+        assert_eq!(q.quarantined.len(), 1, "{file}: {:?}", q.quarantined);
+        assert_eq!(q.quarantined[0].severity, Severity::Partial, "{file}");
+        assert_eq!(c.len(), 1, "{file}");
+        let conv = &c[0];
+        let mut runs: Vec<&Run> = conv.runs.iter().collect();
+        runs.sort_by_key(|r| r.started_ms.map(std::cmp::Reverse));
+        assert_eq!(runs.len(), want.len(), "{file}");
+        for (run, (agent, landings, answer)) in runs.iter().zip(&want) {
+            assert_eq!(run.format, format, "{file}");
+            assert_eq!(run.agent.as_deref(), Some(*agent), "{file}");
+            assert_eq!(run.turn, 1, "{file}");
+            let got: Vec<(String, String)> = run
+                .landings()
+                .map(|l| {
+                    let args: Value =
+                        serde_json::from_str(l.arguments.as_deref().unwrap()).unwrap();
+                    (l.tool_name.clone().unwrap(), args.to_string())
+                })
+                .collect();
+            let want_landings: Vec<(String, String)> = landings
+                .iter()
+                .map(|(t, a)| {
+                    let args: Value = serde_json::from_str(a).unwrap();
+                    (t.to_string(), args.to_string())
+                })
+                .collect();
+            assert_eq!(got, want_landings, "{file}: {agent}");
+            // Every landing ran as a tool span and has its result.
+            assert!(
+                run.landings()
+                    .all(|l| has_span(l) && l.flags == 0 && l.text.is_some()),
+                "{file}: {agent}"
+            );
+            assert!(
+                run.answer.as_deref().unwrap().starts_with(answer),
+                "{file}: {agent}: {:?}",
+                run.answer
+            );
+        }
+        // No repeat is seen where each call ran once.
+        assert!(
+            dispositions(conv)
+                .iter()
+                .filter(|(check, _)| *check == "repeated-call")
+                .all(|(_, d)| *d == Disposition::CheckedPass),
+            "{file}: {:?}",
+            dispositions(conv)
+        );
+    }
+}
+
+/// The Microsoft Agent Framework's streaming path (Python, up to 1.2) started the agent span
+/// without making it current: the model-call and tool spans are its siblings under the caller's
+/// span. They belong to the agent's run, not to a run of their own.
+#[test]
+fn agent_framework_sibling_spans_join_the_agent_run() {
+    let (c, q) = read(&testdata(
+        "otel/agent-framework-1.2-rebuilt/streaming_get_weather.json",
+    ));
+    assert_eq!(q.records, 5);
+    assert!(q.quarantined.is_empty());
+    assert_eq!(c.len(), 1);
+    let conv = &c[0];
+    assert_eq!(conv.runs.len(), 1);
+    let run = &conv.runs[0];
+    assert_eq!(
+        run.run_id,
+        "6d6166000000000000000000000000a1:00000000000000b1"
+    );
+    assert_eq!(run.agent.as_deref(), Some("tool_agent"));
+    assert_eq!(run.turn, 1);
+    assert_eq!(
+        run.user_message.as_deref(),
+        Some("What's the weather in Seattle?")
+    );
+    assert_eq!(run.events_of(EventKind::ModelCall).count(), 2);
+    assert_eq!(
+        landing_table(run),
+        [(
+            "get_weather".to_string(),
+            r#"{"location": "Seattle"}"#.to_string(),
+            "The weather in Seattle is sunny.".to_string()
+        )]
+    );
+    let l = run.landings().next().unwrap();
+    assert_eq!(
+        (l.call_id.as_deref(), l.iteration),
+        (Some("call_123"), Some(1))
+    );
+    assert_eq!(
+        run.answer.as_deref(),
+        Some("The weather in Seattle is sunny!")
+    );
+    let d = dispositions(conv);
+    assert_eq!(d[0], ("repeated-call", Disposition::CheckedPass));
+    assert!(
+        d.iter().all(|(_, d)| *d != Disposition::NotApplicable),
+        "{d:?}"
+    );
+}
+
+/// pydantic-ai 2.9 against Bedrock (a real model, a real tool).
+#[test]
+fn pydantic_ai_bedrock_run() {
+    let (c, q) = read(&testdata("otel/pydantic-ai-2.9/get_weather.json"));
+    assert_eq!(q.records, 4);
+    assert!(q.quarantined.is_empty());
+    let conv = &c[0];
+    assert_eq!(conv.id, "019f8b0c-5147-74b5-b1e4-f9b086da98e0");
+    let run = &conv.runs[0];
+    assert_eq!(conv.runs.len(), 1);
+    assert_eq!(run.turn, 1);
+    assert_eq!(
+        run.user_message.as_deref(),
+        Some("What's the weather like in Seattle right now?")
+    );
+    assert_eq!(
+        landing_table(run),
+        [(
+            "get_weather".to_string(),
+            r#"{"city":"Seattle"}"#.to_string(),
+            "62°F, cloudy with light rain".to_string()
+        )]
+    );
+    assert!(run
+        .answer
+        .as_deref()
+        .unwrap()
+        .starts_with("The current weather in Seattle is 62°F and cloudy with light rain."));
+    let d = dispositions(conv);
+    assert_eq!(d[0], ("repeated-call", Disposition::CheckedPass));
+    assert!(
+        d.iter().all(|(_, d)| *d != Disposition::NotApplicable),
+        "{d:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ fn run(args: &[&str]) -> (u8, String) {
     let out = dir.path().join("out");
     let mut full = vec!["traceaudit"];
     full.extend_from_slice(args);
-    let writes = matches!(args[0], "report" | "diff" | "explain") && !args.contains(&"--out");
+    let writes =
+        matches!(args[0], "report" | "diff" | "explain" | "trend") && !args.contains(&"--out");
     if writes {
         full.extend_from_slice(&["--out", path_str(&out)]);
     }
@@ -108,7 +109,7 @@ fn report_reads_a_corpus_whose_store_is_elsewhere() {
     let store = dir.path().join("store");
     ok(&[
         "ingest",
-        "testdata/tau-bench",
+        "testdata/agentfootprint",
         "--quiet",
         "--out",
         path_str(&store),
@@ -124,6 +125,21 @@ fn report_reads_a_corpus_whose_store_is_elsewhere() {
     assert!(!corpus.join("store").exists());
     let t = ok(&["report", path_str(&corpus), "--by", "day"]);
     assert!(t.contains("Per day"), "{t}");
+    let page = ok(&["report", path_str(&corpus), "--format", "html"]);
+    assert!(
+        page.contains("<section class=\"run\""),
+        "the runs are told from the store"
+    );
+    // Without its store the page still lists the findings, and says why no run is told.
+    std::fs::rename(&store, dir.path().join("moved")).unwrap();
+    let page = ok(&["report", path_str(&corpus), "--format", "html"]);
+    assert!(
+        page.contains("run stories left out: the store of"),
+        "{page}"
+    );
+    assert!(page.contains("<tr id=\"l-1\">"));
+    assert!(!page.contains("<section class=\"run\""));
+    assert_links_resolve(&page);
 }
 
 #[test]
@@ -290,18 +306,47 @@ fn explain_tells_runs() {
 }
 
 const HOSTILE_TOOL: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>\u{1b}[2J";
+/// What the hostile recording's arguments, results and messages say.
+const HOSTILE_TEXT: &str =
+    "<script>alert(3)</script><img src=x onerror=alert(4)><a href=\"javascript:alert(5)\">x</a>\"'&\u{1b}]8;;";
 
-/// A corpus whose recorded tool name is hostile markup, looping so it reaches every table.
-fn hostile_corpus(dir: &Path) -> PathBuf {
+/// The injected loop with every recorded text hostile: the tool's name, the calls' arguments,
+/// the tool results, the user's messages and the assistant's.
+fn hostile_recording() -> String {
+    let mut list: Vec<Value> = serde_json::from_str(&injected_loop(Some(HOSTILE_TOOL))).unwrap();
+    let arguments = serde_json::json!({ "q": HOSTILE_TEXT }).to_string();
+    for m in list[0]["traj"].as_array_mut().unwrap() {
+        if let Some(calls) = m.get_mut("tool_calls").and_then(|t| t.as_array_mut()) {
+            for c in calls {
+                c["function"]["arguments"] = Value::from(arguments.clone());
+            }
+        }
+        let role = m["role"].as_str().unwrap_or("").to_string();
+        if role == "tool" || (m["content"].is_string() && role != "system") {
+            m["content"] = Value::from(format!(
+                "{HOSTILE_TEXT} {}",
+                m["content"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    serde_json::to_string(&list).unwrap()
+}
+
+/// Audit `inputs` plus the hostile recording into `out`.
+fn with_hostile(dir: &Path, inputs: &[&str], out: &Path) {
     let input = dir.join("hostile-input");
     std::fs::create_dir_all(&input).unwrap();
-    std::fs::write(
-        input.join("hostile.json"),
-        injected_loop(Some(HOSTILE_TOOL)),
-    )
-    .unwrap();
+    std::fs::write(input.join("hostile.json"), hostile_recording()).unwrap();
+    let mut all = inputs.to_vec();
+    all.push(path_str(&input));
+    audit(&all, out);
+}
+
+/// A corpus of the hostile recording alone: its tool name, arguments, results and messages are
+/// hostile markup, and its tool loops so it reaches every table.
+fn hostile_corpus(dir: &Path) -> PathBuf {
     let out = dir.join("hostile");
-    audit(&[path_str(&input)], &out);
+    with_hostile(dir, &[], &out);
     out
 }
 
@@ -309,8 +354,148 @@ fn assert_no_markup_from_recordings(page: &str) {
     let lower = page.to_lowercase();
     assert!(!lower.contains("<script"), "a script element got through");
     assert!(!lower.contains("<img"), "an img element got through");
+    assert!(
+        !lower.contains("javascript:alert(5)\">"),
+        "an injected link got through"
+    );
     assert!(!page.contains('\u{1b}'), "an escape character got through");
-    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(
+        page.contains("&lt;script&gt;alert(1)"),
+        "the hostile text is not shown"
+    );
+}
+
+/// The elements the pages write; anything else came from a recording.
+const ELEMENTS: &[&str] = &[
+    "!doctype", "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "table",
+    "tr", "th", "td", "tbody", "code", "ul", "ol", "li", "nav", "a", "section", "div", "span",
+    "br", "strong", "svg", "line", "text", "g", "rect", "circle", "polygon", "polyline",
+];
+
+/// Every element of an HTML text (a page, or the DOM a browser parsed from it) is one the
+/// renderer writes, no element carries an event handler, and every link stays in the page.
+fn assert_only_our_elements(page: &str) {
+    for tag in page.split('<').skip(1) {
+        let tag = &tag[..tag.find('>').unwrap_or(tag.len())];
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '!')
+            .collect::<String>()
+            .to_lowercase();
+        assert!(
+            ELEMENTS.contains(&name.as_str()),
+            "unexpected element <{tag}>"
+        );
+        let lower = tag.to_lowercase();
+        for (i, _) in lower.match_indices(" on") {
+            let attr: String = lower[i + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            assert!(
+                !lower[i + 1 + attr.len()..].starts_with('='),
+                "an event handler attribute: <{tag}>"
+            );
+        }
+        if let Some(at) = lower.find("href=\"") {
+            assert!(
+                lower[at + 6..].starts_with('#'),
+                "a link out of the page: <{tag}>"
+            );
+        }
+    }
+}
+
+/// Every in-page link (`href="#id"`) names an element id, and no id is used twice.
+fn assert_links_resolve(page: &str) -> usize {
+    let value = |at: usize, len: usize| {
+        let rest = &page[at + len..];
+        rest[..rest.find('"').unwrap()].to_string()
+    };
+    let ids: Vec<String> = page
+        .match_indices(" id=\"")
+        .map(|(i, m)| value(i, m.len()))
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "an id is used twice");
+    let links: Vec<String> = page
+        .match_indices("href=\"#")
+        .map(|(i, m)| value(i, m.len()))
+        .collect();
+    for l in &links {
+        assert!(unique.contains(l), "a link to #{l} names no element");
+    }
+    links.len()
+}
+
+/// A page's text for review: no style, each chart reduced to its element count, block
+/// elements on lines of their own, ids as `{#id}`, in-page links as `[text](#id)`, cells
+/// separated by `|`.
+fn outline(page: &str) -> String {
+    let mut out = String::new();
+    let mut rest = page;
+    let mut link_stack: Vec<Option<String>> = Vec::new();
+    while let Some(at) = rest.find('<') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let end = rest.find('>').unwrap() + 1;
+        let tag = &rest[1..end - 1];
+        let name: String = tag
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '/' || *c == '!')
+            .collect();
+        let attr = |a: &str| {
+            tag.find(&format!(" {a}=\"")).map(|i| {
+                let v = &tag[i + a.len() + 3..];
+                v[..v.find('"').unwrap()].to_string()
+            })
+        };
+        let skip_to = |rest: &str, close: &str| rest.find(close).unwrap() + close.len();
+        match name.as_str() {
+            "style" | "title" => {
+                rest = &rest[skip_to(rest, &format!("</{name}>"))..];
+                continue;
+            }
+            "svg" => {
+                let len = skip_to(rest, "</svg>");
+                let elements = rest[..len].matches('<').filter(|_| true).count()
+                    - rest[..len].matches("</").count();
+                let links = rest[..len].matches("<a href").count();
+                out.push_str(&format!("\n[chart: {elements} elements, {links} links]\n"));
+                rest = &rest[len..];
+                continue;
+            }
+            "a" => {
+                link_stack.push(attr("href"));
+                out.push('[');
+            }
+            "/a" => {
+                if let Some(Some(h)) = link_stack.pop() {
+                    out.push_str(&format!("]({h})"));
+                }
+            }
+            "td" | "th" => out.push_str(" | "),
+            "br" => out.push_str(" / "),
+            "h1" | "h2" | "h3" | "p" | "tr" | "li" | "nav" | "section" | "div" | "table"
+            | "/h1" | "/h2" | "/h3" | "/p" | "/tr" | "/li" | "/nav" | "/section" | "/div"
+            | "/table" | "ol" | "/ol" | "ul" | "/ul" => out.push('\n'),
+            _ => {}
+        }
+        if let Some(id) = attr("id") {
+            out.push_str(&format!("{{#{id}}} "));
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    let mut lines: Vec<String> = Vec::new();
+    for l in out.lines() {
+        let l = l.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !l.is_empty() {
+            lines.push(l);
+        }
+    }
+    lines.join("\n") + "\n"
 }
 
 #[test]
@@ -333,6 +518,14 @@ fn html_report_escapes_recorded_text() {
         );
         assert!(!page.contains("https://"));
         assert_no_markup_from_recordings(&page);
+        assert_only_our_elements(&page);
+        assert!(assert_links_resolve(&page) > 0);
+        // The loop is listed and its run told, arguments and results included (escaped).
+        assert!(
+            page.contains("<section class=\"run\" id=\"run-1\">"),
+            "{page}"
+        );
+        assert!(page.contains("&lt;script&gt;alert(3)&lt;/script&gt;"));
     }
     let md = ok(&["report", c, "--format", "markdown", "--by", "tool"]);
     for (i, part) in md.split('`').enumerate() {
@@ -351,67 +544,417 @@ fn html_report_escapes_recorded_text() {
     assert!(story.contains("\\u{1b}[2J"), "{story}");
 }
 
-/// Open the hostile HTML report in headless Chromium: the parsed DOM has no element that
-/// recorded text put there, and a screenshot renders. Skipped when Chromium is not installed.
 #[test]
-fn html_report_in_headless_chromium() {
-    let chromium = Path::new("/usr/bin/chromium");
-    if !chromium.exists() {
-        eprintln!("skipped: /usr/bin/chromium is not installed (apt-get install chromium)");
-        return;
-    }
+fn html_report_lists_findings_and_tells_their_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let corpus = hostile_corpus(dir.path());
-    let page = dir.path().join("report.html");
-    ok(&[
-        "report",
-        path_str(&corpus),
-        "--by",
-        "tool",
+    let corpus = sample(dir.path());
+    let c = path_str(&corpus);
+    let page = ok(&["report", c, "--format", "html"]);
+    assert_only_our_elements(&page);
+    assert_links_resolve(&page);
+    // Every finding of the sample is listed (15, under the default 20 per kind), each run told
+    // once, and each finding shown where it fired.
+    assert_eq!(page.matches("<tr id=\"l-").count(), 15);
+    assert_eq!(page.matches("where it fired</a>").count(), 15);
+    assert_eq!(page.matches("<section class=\"run\"").count(), 15);
+    insta::assert_snapshot!("report_html_outline", outline(&page));
+    // Bounded: one finding per kind, the rest counted.
+    let page = ok(&["report", c, "--format", "html", "--findings", "1"]);
+    assert_links_resolve(&page);
+    assert_eq!(page.matches("<tr id=\"l-").count(), 3);
+    assert!(
+        page.contains("… and 9 more findings of this kind"),
+        "{page}"
+    );
+    assert!(
+        page.contains("… and 2 more findings of this kind"),
+        "{page}"
+    );
+    assert!(page.contains("… and 1 more finding of this kind"), "{page}");
+    assert_eq!(page.matches("<section class=\"run\"").count(), 3);
+    // A kind's list is reached from the kind table; the text formats do not change.
+    assert!(page.contains("<a href=\"#kind-1\">"));
+    assert_eq!(ok(&["report", c, "--findings", "1"]), ok(&["report", c]));
+}
+
+#[test]
+fn diff_as_a_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("baseline");
+    let cand = dir.path().join("candidate");
+    audit(&["testdata"], &base);
+    with_hostile(dir.path(), &["testdata"], &cand);
+    let (status, page) = run(&[
+        "diff",
+        path_str(&base),
+        path_str(&cand),
         "--format",
         "html",
-        "--out",
-        path_str(&page),
+        "--by",
+        "source",
     ]);
-    let url = format!("file://{}", page.display());
-    let chrome = |extra: &[&str], profile: &str| {
-        // Bounded in time: a browser that hangs fails the test instead of the whole run.
-        let out = Command::new("timeout")
-            .arg("120")
-            .arg(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                &format!("--user-data-dir={}", dir.path().join(profile).display()),
-            ])
-            .args(extra)
-            .arg(&url)
-            .output()
-            .expect("run chromium");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let dom = chrome(&["--dump-dom"], "profile-dom");
-    assert!(dom.contains("<svg"), "{dom}");
-    assert_no_markup_from_recordings(&dom);
-    let shot = dir.path().join("report.png");
-    chrome(
-        &[
-            "--window-size=1100,1600",
-            &format!("--screenshot={}", shot.display()),
-        ],
-        "profile-shot",
+    assert_eq!(status, 1, "the hostile loop is a new key");
+    assert_no_markup_from_recordings(&page);
+    assert_only_our_elements(&page);
+    assert!(assert_links_resolve(&page) > 0);
+    // The verdict comes first, and names the rule.
+    let verdict = page
+        .find("<div class=\"verdict bad\"><strong>REGRESSION</strong>")
+        .unwrap();
+    assert!(verdict < page.find("<h2").unwrap());
+    assert!(page.contains("<a href=\"#appeared\">1 finding key(s) only in the candidate"));
+    insta::assert_snapshot!("diff_html_outline", outline(&page));
+    let (status, page) = run(&["diff", path_str(&base), path_str(&base), "--format", "html"]);
+    assert_eq!(status, 0);
+    assert!(page.contains("<div class=\"verdict good\"><strong>No regression</strong>"));
+    assert_links_resolve(&page);
+}
+
+/// The last night's directory name: a name is shown on the pages, so it is hostile too (a
+/// file name holds no `/`, so no closing tag).
+const HOSTILE_NIGHT: &str = "2025-06-06<script>alert(1)<img src=x onerror=alert(2)>";
+
+/// Nights built from testdata: parts of it, all of it, all of it with an injected loop, then
+/// (under a hostile name) all of it with the hostile recording.
+fn testdata_nights(dir: &Path) -> PathBuf {
+    let nights = dir.join("nights");
+    let loop_dir = dir.join("loop-input");
+    std::fs::create_dir_all(&loop_dir).unwrap();
+    std::fs::write(loop_dir.join("injected.json"), injected_loop(None)).unwrap();
+    let l = path_str(&loop_dir);
+    audit(
+        &["testdata/tau-bench", "testdata/tau2", "testdata/swe-agent"],
+        &nights.join("2025-06-01"),
     );
-    let png = std::fs::read(&shot).expect("a screenshot");
-    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-    assert!(png.len() > 10_000, "a blank page? {} bytes", png.len());
+    audit(
+        &[
+            "testdata/tau-bench",
+            "testdata/tau2",
+            "testdata/swe-agent",
+            "testdata/cassettes",
+            "testdata/inspect-ai",
+        ],
+        &nights.join("2025-06-02"),
+    );
+    audit(&["testdata"], &nights.join("2025-06-03"));
+    audit(&["testdata", l], &nights.join("2025-06-04"));
+    audit(
+        &["testdata/agentfootprint", "testdata/otel"],
+        &nights.join("2025-06-05"),
+    );
+    with_hostile(dir, &["testdata"], &nights.join(HOSTILE_NIGHT));
+    nights
+}
+
+#[test]
+fn trend_over_nights() {
+    let dir = tempfile::tempdir().unwrap();
+    let nights = testdata_nights(dir.path());
+    let n = path_str(&nights);
+    let table = ok(&["trend", n]);
+    assert!(
+        table.lines().all(|l| l.chars().count() <= 100),
+        "a line is wider than 100 columns:\n{table}"
+    );
+    assert!(!table.contains('\u{1b}'));
+    insta::assert_snapshot!("trend_table", table);
+    let json = ok(&["trend", n, "--format", "json"]);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    insta::assert_json_snapshot!("trend_json", v);
+    // A night is flagged exactly when `diff` of the night before against it fails the gate,
+    // and a check's point exactly where the diff's rate rule fired.
+    let names: Vec<String> = v["nights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 6);
+    assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
+    for rules in ["rate=2,new-keys=1", "rate=0.1", "new-keys=2"] {
+        let v: Value =
+            serde_json::from_str(&ok(&["trend", n, "--format", "json", "--fail-on", rules]))
+                .unwrap();
+        for i in 1..names.len() {
+            let (prev, this) = (nights.join(&names[i - 1]), nights.join(&names[i]));
+            let (status, d) = run(&[
+                "diff",
+                path_str(&prev),
+                path_str(&this),
+                "--format",
+                "json",
+                "--fail-on",
+                rules,
+            ]);
+            let d: Value = serde_json::from_str(&d).unwrap();
+            assert_eq!(
+                v["nights"][i]["flagged"],
+                Value::from(status == 1),
+                "{rules} night {i}"
+            );
+            assert_eq!(v["nights"][i]["regressions"], d["regressions"]);
+            for c in v["checks"].as_array().unwrap() {
+                let row = d["checks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["check"] == c["check"])
+                    .unwrap();
+                assert_eq!(c["points"][i]["regression"], row["regression"]);
+                assert_eq!(c["points"][i]["change"], row["change"]);
+            }
+        }
+    }
+    // Nights named one by one keep the order given.
+    let (a, b) = (nights.join("2025-06-03"), nights.join("2025-06-01"));
+    let v: Value = serde_json::from_str(&ok(&[
+        "trend",
+        path_str(&a),
+        path_str(&b),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(v["nights"][0]["name"], "2025-06-03");
+    assert_eq!(v["nights"][1]["name"], "2025-06-01");
+
+    let page = ok(&["trend", n, "--format", "html"]);
+    assert_no_markup_from_recordings(&page);
+    assert_only_our_elements(&page);
+    assert!(assert_links_resolve(&page) > 0);
+    insta::assert_snapshot!("trend_html_outline", outline(&page));
+}
+
+/// Three generated nights, the last with many more repeated calls: the rate rule flags that
+/// night on repeated-call, exactly as `diff` of the two nights does.
+#[test]
+fn trend_marks_a_rate_regression() {
+    let dir = tempfile::tempdir().unwrap();
+    let nights = dir.path().join("nights");
+    for (i, repeat) in [(1u64, 0.05), (2, 0.05), (3, 0.9)] {
+        let mut opts =
+            traceaudit_gen::GenOptions::new(traceaudit_gen::GenFormat::Agentfootprint, i);
+        opts.runs = Some(150);
+        opts.rates.repeat = repeat;
+        opts.rates.result_bytes_max = 2_000;
+        let generated = dir.path().join(format!("gen-{i}"));
+        traceaudit_gen::generate(&opts, &generated).expect("generate");
+        ok(&[
+            "audit",
+            path_str(&generated.join("input")),
+            "--config",
+            path_str(&generated.join("traceaudit.toml")),
+            "--quiet",
+            "--out",
+            path_str(&nights.join(format!("night-{i}"))),
+        ]);
+    }
+    let v: Value =
+        serde_json::from_str(&ok(&["trend", path_str(&nights), "--format", "json"])).unwrap();
+    let rc = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "repeated-call")
+        .unwrap();
+    assert_eq!(rc["points"][1]["regression"], false, "{rc}");
+    assert_eq!(rc["points"][2]["regression"], true, "{rc}");
+    assert_eq!(v["nights"][2]["flagged"], true);
+    let (status, d) = run(&[
+        "diff",
+        path_str(&nights.join("night-2")),
+        path_str(&nights.join("night-3")),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(status, 1);
+    let d: Value = serde_json::from_str(&d).unwrap();
+    assert_eq!(v["nights"][2]["regressions"], d["regressions"]);
+    let table = ok(&["trend", path_str(&nights)]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("night-3") && l.trim_end().ends_with("rate")),
+        "{table}"
+    );
+    let page = ok(&["trend", path_str(&nights), "--format", "html"]);
+    assert!(
+        page.contains("<circle class=\"dot bad\""),
+        "the flagged point is drawn red"
+    );
+    assert_links_resolve(&page);
+}
+
+#[test]
+fn trend_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        run(&["trend", path_str(dir.path())]).0,
+        2,
+        "a folder without corpora"
+    );
+    assert_eq!(run(&["trend", path_str(&dir.path().join("none"))]).0, 2);
+    let corpus = sample(dir.path());
+    assert_eq!(
+        run(&["trend", path_str(&corpus), "--fail-on", "loops=3"]).0,
+        2
+    );
+    // One night: nothing to compare, nothing flagged.
+    let v: Value =
+        serde_json::from_str(&ok(&["trend", path_str(&corpus), "--format", "json"])).unwrap();
+    assert_eq!(v["nights"][0]["flagged"], false);
+    assert_eq!(v["nights"][0]["appeared_keys"], Value::Null);
+}
+
+/// `/usr/bin/chromium`, or why there is none: in CI (`CI` set) a missing browser fails.
+fn chromium() -> Option<&'static Path> {
+    let chromium = Path::new("/usr/bin/chromium");
+    if chromium.exists() {
+        return Some(chromium);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set and /usr/bin/chromium is missing: .ci/run installs it (apt-get install chromium)"
+    );
+    eprintln!("skipped: /usr/bin/chromium is not installed (apt-get install chromium)");
+    None
+}
+
+/// Run headless Chromium on `page` with `extra` flags; its standard output.
+fn chrome(chromium: &Path, profile: &Path, page: &Path, extra: &[&str]) -> String {
+    // Bounded in time: a browser that hangs fails the test instead of the whole run.
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+            &format!("--user-data-dir={}", profile.display()),
+        ])
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Each page kind in a real browser. Built with the hostile recording, the DOM Chromium parsed
+/// holds only the renderer's elements; built from testdata alone, every in-page link of the DOM
+/// resolves and a screenshot renders (written to `$TRACEAUDIT_SCREENSHOTS/KIND.png` when that
+/// is set: `TRACEAUDIT_SCREENSHOTS=docs` refreshes the README's). Never skipped in CI.
+#[test]
+fn pages_in_headless_chromium() {
+    let Some(chromium) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let nights = testdata_nights(d);
+    let night = |n: &str| nights.join(n);
+    let pages = d.join("pages");
+    std::fs::create_dir_all(&pages).unwrap();
+    let page = |name: &str| pages.join(format!("{name}.html"));
+    let write = |args: &[&str], out: &Path| {
+        let mut full = args.to_vec();
+        full.extend_from_slice(&["--out", path_str(out)]);
+        let (status, _) = run(&full);
+        assert!(status <= 1, "{args:?}");
+    };
+    let clean = night("2025-06-03");
+    let hostile = night(HOSTILE_NIGHT);
+    write(
+        &["report", path_str(&clean), "--format", "html"],
+        &page("report"),
+    );
+    write(
+        &[
+            "report",
+            path_str(&hostile),
+            "--format",
+            "html",
+            "--by",
+            "tool",
+        ],
+        &page("report-hostile"),
+    );
+    write(
+        &[
+            "diff",
+            path_str(&clean),
+            path_str(&night("2025-06-04")),
+            "--format",
+            "html",
+        ],
+        &page("diff"),
+    );
+    write(
+        &[
+            "diff",
+            path_str(&clean),
+            path_str(&hostile),
+            "--format",
+            "html",
+            "--by",
+            "tool",
+        ],
+        &page("diff-hostile"),
+    );
+    let first_five: Vec<PathBuf> = ["01", "02", "03", "04", "05"]
+        .iter()
+        .map(|d| night(&format!("2025-06-{d}")))
+        .collect();
+    let mut args = vec!["trend"];
+    args.extend(first_five.iter().map(|p| path_str(p)));
+    args.extend_from_slice(&["--format", "html"]);
+    write(&args, &page("trend"));
+    write(
+        &["trend", path_str(&nights), "--format", "html"],
+        &page("trend-hostile"),
+    );
+    let shots = std::env::var_os("TRACEAUDIT_SCREENSHOTS").map(PathBuf::from);
+    for (kind, size) in [
+        ("report", "1100,1500"),
+        ("diff", "1100,1000"),
+        ("trend", "1100,1250"),
+    ] {
+        let hostile_dom = chrome(
+            chromium,
+            &d.join("p1"),
+            &page(&format!("{kind}-hostile")),
+            &["--dump-dom"],
+        );
+        assert!(hostile_dom.contains("<svg"), "{kind}: {hostile_dom}");
+        assert_only_our_elements(&hostile_dom);
+        assert_no_markup_from_recordings(&hostile_dom);
+        assert_links_resolve(&hostile_dom);
+        let dom = chrome(chromium, &d.join("p2"), &page(kind), &["--dump-dom"]);
+        assert_only_our_elements(&dom);
+        assert!(assert_links_resolve(&dom) > 0, "{kind}: no in-page link");
+        let shot = d.join(format!("{kind}.png"));
+        chrome(
+            chromium,
+            &d.join("p3"),
+            &page(kind),
+            &[
+                &format!("--window-size={size}"),
+                &format!("--screenshot={}", shot.display()),
+            ],
+        );
+        let png = std::fs::read(&shot).expect("a screenshot");
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        assert!(png.len() > 10_000, "a blank page? {} bytes", png.len());
+        if let Some(to) = &shots {
+            std::fs::create_dir_all(to).unwrap();
+            std::fs::copy(&shot, to.join(format!("{kind}.png"))).unwrap();
+        }
+    }
 }

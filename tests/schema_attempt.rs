@@ -6,11 +6,11 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use traceaudit::config::Config;
-use traceaudit::ingest::read_path;
-use traceaudit::passes::schema_attempt::SchemaAttempt;
-use traceaudit::passes::{Pass, PassContext, RunOutcome};
+use traceaudit::internals::SchemaAttempt;
+use traceaudit::read_path;
+use traceaudit::Config;
 use traceaudit::{audit, AuditOptions};
+use traceaudit::{Pass, PassContext, RunOutcome};
 
 fn sample_config() -> Config {
     Config::load(&testdata("traceaudit.toml")).unwrap().0
@@ -205,7 +205,7 @@ fn audit_writes_the_attempts_table() {
 #[test]
 fn checks_read_back_from_a_store_miss_no_envelope_they_read() {
     use std::collections::HashMap;
-    use traceaudit::store::Store;
+    use traceaudit::Store;
     use traceaudit::{expand_inputs, ingest, IngestOptions};
     let samples: Vec<std::path::PathBuf> = ["agentfootprint", "cassettes", "otel", "inspect-ai"]
         .iter()
@@ -247,7 +247,7 @@ fn checks_read_back_from_a_store_miss_no_envelope_they_read() {
                     e.payload = recorded;
                 }
             }
-            for pass in traceaudit::passes::registry() {
+            for pass in traceaudit::checks() {
                 let a = pass.check(&read, &ctx);
                 let b = pass.check(&whole, &ctx);
                 assert_eq!(a, b, "{} on {}", pass.name(), read.id);

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use traceaudit::ingest::{read_head, read_path, Collect, Format, Severity};
 use traceaudit::model::{EventKind, LandingFlags, Role};
+use traceaudit::{read_head, read_path, Collect, Format, Severity};
 
 fn testdata(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -415,7 +415,7 @@ struct CountingSink {
     records: u64,
 }
 
-impl traceaudit::ingest::Sink for CountingSink {
+impl traceaudit::internals::Sink for CountingSink {
     fn conversation(&mut self, conversation: traceaudit::model::Conversation, _record: u64) {
         self.conversations += 1;
         self.landings += conversation
@@ -424,7 +424,7 @@ impl traceaudit::ingest::Sink for CountingSink {
             .map(|r| r.landings().count() as u64)
             .sum::<u64>();
     }
-    fn quarantine(&mut self, _item: traceaudit::ingest::Quarantined) {
+    fn quarantine(&mut self, _item: traceaudit::Quarantined) {
         self.quarantined += 1;
     }
     fn records_read(&mut self, n: u64) {
@@ -496,8 +496,12 @@ fn large_tau2_document_is_streamed() {
     let mut sink = CountingSink::default();
     let display = path.display().to_string();
     let start = Instant::now();
-    traceaudit::ingest::tau2::read(&traceaudit::ingest::Input::new(&path, &display), &mut sink)
-        .unwrap();
+    traceaudit::internals::read_file(
+        traceaudit::Format::Tau2,
+        &traceaudit::internals::Input::new(&path, &display),
+        &mut sink,
+    )
+    .unwrap();
     let elapsed = start.elapsed();
     assert_eq!(
         (sink.records, sink.conversations, sink.quarantined),
@@ -517,4 +521,166 @@ fn large_tau2_document_is_streamed() {
             "peak memory grew by {grown} KiB reading a {size}-byte file"
         );
     }
+}
+
+/// What a test compares of a conversation: id, model, and per run the user message, the
+/// landings (tool, arguments, result) and the answer.
+type Shape = (
+    String,
+    Option<String>,
+    Vec<(
+        Option<String>,
+        Vec<(String, String, String)>,
+        Option<String>,
+    )>,
+);
+
+fn shapes(c: &Collect) -> Vec<Shape> {
+    c.conversations
+        .iter()
+        .map(|(conv, _)| {
+            let runs = conv
+                .runs
+                .iter()
+                .map(|r| {
+                    let landings = r
+                        .landings()
+                        .map(|l| {
+                            (
+                                l.tool_name.clone().unwrap_or_default(),
+                                l.arguments.clone().unwrap_or_default(),
+                                l.text.clone().unwrap_or_default(),
+                            )
+                        })
+                        .collect();
+                    (r.user_message.clone(), landings, r.answer.clone())
+                })
+                .collect();
+            (conv.id.clone(), conv.runs[0].model.clone(), runs)
+        })
+        .collect()
+}
+
+fn ingest_counts(input: &Path) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_traceaudit"))
+        .args(["ingest", input.to_str().unwrap(), "-q", "--out"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(store.join("manifest.json")).unwrap())
+            .unwrap();
+    manifest["counts"].clone()
+}
+
+/// tau2's dir layout (`results.json` with a `simulation_index`, each simulation in
+/// `simulations/<id>.json`, as tau2 saves it with `format="dir"`) yields the conversations the
+/// single-file layout of the same simulations yields, whichever of its files the ingest is given,
+/// and each simulation once.
+#[test]
+fn tau2_dir_layout_reads_as_the_single_file_layout() {
+    let dir = testdata("tau2/dir-layout/2025-10-12T22-50-14_airline_grok-3");
+    let results = dir.join("results.json");
+    assert_eq!(
+        Format::detect(&read_head(&results).unwrap()),
+        Some(Format::Tau2)
+    );
+    // The single-file layout of the same data: the simulations back inside the document.
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(&results).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let index = doc
+        .as_object_mut()
+        .unwrap()
+        .remove("simulation_index")
+        .unwrap();
+    let sims: Vec<serde_json::Value> = index
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| {
+            let name = format!("{}.json", entry["id"].as_str().unwrap());
+            let text = std::fs::read_to_string(dir.join("simulations").join(name)).unwrap();
+            serde_json::from_str(&text).unwrap()
+        })
+        .collect();
+    doc["simulations"] = serde_json::Value::Array(sims);
+    let single = tmp.path().join("single.json");
+    std::fs::write(&single, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let expected = read_path(&single, None).unwrap();
+    assert_eq!((expected.records, expected.conversations.len()), (2, 2));
+    let expected = shapes(&expected);
+    assert_eq!(expected[0].1.as_deref(), Some("xai/grok-3"));
+
+    // The index read as its set.
+    let set = read_path(&results, None).unwrap();
+    assert!(set.quarantined.is_empty(), "{:?}", set.quarantined);
+    assert_eq!(set.records, 2);
+    assert_eq!(shapes(&set), expected);
+
+    // Each simulation file on its own: the agent and model come from the results beside it.
+    let mut alone = Vec::new();
+    for file in json_files(&dir.join("simulations")) {
+        assert_eq!(
+            Format::detect(&read_head(&file).unwrap()),
+            Some(Format::Tau2)
+        );
+        let c = read_path(&file, None).unwrap();
+        assert!(c.quarantined.is_empty(), "{:?}", c.quarantined);
+        assert_eq!(c.records, 1);
+        alone.extend(shapes(&c));
+    }
+    // (Read file by file, in file-name order.)
+    alone.sort();
+    let mut by_id = expected.clone();
+    by_id.sort();
+    assert_eq!(alone, by_id);
+
+    // Through the command line: the folder (results.json and the simulation files both
+    // inputs), the index alone, the simulations alone: two records, no duplicate.
+    for input in [dir.clone(), results.clone(), dir.join("simulations")] {
+        let counts = ingest_counts(&input);
+        assert_eq!(counts["records_read"], 2, "{}: {counts}", input.display());
+        assert_eq!(counts["records_stored"], 2, "{}: {counts}", input.display());
+        assert_eq!(counts["duplicate_runs"], 0, "{}: {counts}", input.display());
+        assert_eq!(counts["conversations"], 2, "{}: {counts}", input.display());
+    }
+}
+
+/// A voice (full-duplex) run in the dir layout, from tau2-bench's own voice test data: its
+/// simulations hold `ticks` instead of `messages`, and these ticks carry timing and speech
+/// flags but no transcript. Each such simulation is one dropped record that says so.
+#[test]
+fn tau2_voice_ticks_without_transcripts_are_dropped_with_the_reason() {
+    let dir = testdata("tau2/voice/experiment");
+    let results = dir.join("results.json");
+    assert_eq!(
+        Format::detect(&read_head(&results).unwrap()),
+        Some(Format::Tau2)
+    );
+    let sink = read_path(&results, None).unwrap();
+    assert_eq!(sink.records, 1);
+    assert!(sink.conversations.is_empty());
+    assert_eq!(sink.quarantined.len(), 1, "{:?}", sink.quarantined);
+    let q = &sink.quarantined[0];
+    assert_eq!(q.severity, Severity::Dropped);
+    assert!(
+        q.file
+            .ends_with("simulations/49b22f0c-4a56-41c5-922f-bc2a56e53a23.json"),
+        "{}",
+        q.file
+    );
+    assert_eq!(
+        q.reason,
+        "simulation 49b22f0c-4a56-41c5-922f-bc2a56e53a23 is a full-duplex run of 40 tick(s), and \
+         no tick holds text, a tool call or a tool result (it was saved without transcripts); \
+         there is nothing to audit"
+    );
 }

@@ -6,10 +6,10 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use traceaudit::config::Config;
-use traceaudit::ingest::{read_path, Severity};
-use traceaudit::passes::schema_attempt::SchemaAttempt;
-use traceaudit::passes::{Pass, PassContext};
+use traceaudit::internals::SchemaAttempt;
+use traceaudit::Config;
+use traceaudit::{read_path, Severity};
+use traceaudit::{Pass, PassContext};
 
 fn yaml_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -114,7 +114,7 @@ fn row_line(row: &Value) -> String {
 fn bundled_cassettes() {
     let mut files = Vec::new();
     yaml_files(&testdata("cassettes"), &mut files);
-    assert_eq!(files.len(), 9);
+    assert_eq!(files.len(), 15);
     let t = tally(&files);
     assert_eq!(t.records_dropped, 0);
     assert_eq!(t.retries, 3);

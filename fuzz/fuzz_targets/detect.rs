@@ -2,7 +2,7 @@
 //! path every input takes when no `--format` is given.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use traceaudit::ingest::Format;
+use traceaudit::Format;
 
 fuzz_target!(|data: &[u8]| {
     if let Some(format) = Format::detect(data) {

@@ -9,8 +9,8 @@
 //! JSON result indexes what the reference walk over the parsed value indexes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use traceaudit::evidence::index::assert_direct_walk_as_reference;
-use traceaudit::evidence::{
+use traceaudit::internals::evidence::assert_direct_walk_as_reference;
+use traceaudit::internals::evidence::{
     answer_values, build_index, build_watching_index, digest_result, normalize_token, read_answer,
     tokenize, EvidenceConfig, EvidenceIndex,
 };
@@ -33,7 +33,7 @@ fn same_answers(
     full: &EvidenceIndex,
     values: &[String],
     answer: &str,
-    cfg: &traceaudit::evidence::CompiledEvidence,
+    cfg: &traceaudit::internals::evidence::CompiledEvidence,
 ) {
     assert!(
         !full.truncated(),

@@ -7,7 +7,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use traceaudit::js;
+use traceaudit::fingerprint as js;
 
 fn fnv1a_units(text: &str) -> u32 {
     let mut hash: u32 = 0x811c_9dc5;

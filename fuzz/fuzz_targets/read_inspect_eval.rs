@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashSet;
 use std::io::Write;
-use traceaudit::ingest::Format;
+use traceaudit::Format;
 
 fn archive(members: &[u8]) -> Vec<u8> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));

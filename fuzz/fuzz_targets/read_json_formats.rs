@@ -2,7 +2,7 @@
 //! the file.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use traceaudit::ingest::Format;
+use traceaudit::Format;
 
 const FORMATS: [Format; 6] = [
     Format::AgentfootprintNdjson,

@@ -2,7 +2,7 @@
 //! spans go through the same adapter) fed arbitrary bytes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use traceaudit::ingest::Format;
+use traceaudit::Format;
 
 fuzz_target!(|data: &[u8]| {
     traceaudit_fuzz::read_and_check(Format::Otel, "input.json", data);

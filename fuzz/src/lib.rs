@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use traceaudit::ingest::{read_file, Collect, Format, Input, Severity};
+use traceaudit::internals::{read_file, Input};
+use traceaudit::{Collect, Format, Severity};
 
 /// Where inputs are written: /dev/shm when there is one, so that writing each input costs no
 /// disk; the system temp directory otherwise.

@@ -23,9 +23,9 @@ use super::{ExpectedAttempt, ExpectedRepeat, ExpectedRun, GenFormat, GenOptions,
 use super::{Stats, Unit, Writer, EPOCH_MS};
 use std::collections::HashMap;
 use std::fmt::Display;
-use traceaudit::config::RepeatedWhen;
-use traceaudit::js;
-use traceaudit::passes::repeated_call::call_key;
+use traceaudit::fingerprint as js;
+use traceaudit::fingerprint::call_key;
+use traceaudit::RepeatedWhen;
 
 /// Streams of the generator's randomness (see [`Rng::derive`]).
 const STREAM_GROUPS: u64 = 1;
@@ -528,7 +528,7 @@ impl Conv {
         // The run's ledger, in landing order, as the framework keeps it.
         let calls: Vec<&Call> = turn.calls().collect();
         let mut counts: HashMap<String, u32> = HashMap::new();
-        let mut fires: Vec<Option<traceaudit::passes::repeated_call::CallKey>> = Vec::new();
+        let mut fires: Vec<Option<traceaudit::fingerprint::CallKey>> = Vec::new();
         let mut repeats: Vec<ExpectedRepeat> = Vec::new();
         let mut index_of_key: HashMap<String, usize> = HashMap::new();
         let mut iteration_of_call = Vec::new();

@@ -11,7 +11,7 @@
 //!
 //! Conversations are planned format-neutrally ([`plan`]) and written by one module per format
 //! ([`agentfootprint`], [`tau2`]), which also derive the expected findings from what they wrote
-//! (repeated-call keys through [`traceaudit::passes::repeated_call::call_key`], the framework's own
+//! (repeated-call keys through [`traceaudit::fingerprint::call_key`], the framework's own
 //! fingerprints). [`verify`] compares a corpus with `expected.json`.
 //!
 //! The same options and seed give a byte-identical directory: every conversation draws from
@@ -20,6 +20,7 @@
 
 pub mod agentfootprint;
 pub mod plan;
+pub mod replicate;
 pub mod rng;
 pub mod tau2;
 pub mod verify;
@@ -29,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use traceaudit::store::atomic::{write_file, AtomicDir};
+use traceaudit::output::{write_file, AtomicDir};
 
 /// Bump when the same options would produce different bytes (cached corpora are keyed on it).
 pub const GENERATOR_VERSION: u32 = 1;
@@ -230,7 +231,14 @@ impl ExpectedRun {
             "unreachable"
         }
         .to_string();
+        // An answer that exhausted the output schema's attempts is never judged by the evidence
+        // gate, so the check gives no grounding verdict for it.
+        let unmet = self
+            .schema_attempts
+            .last()
+            .is_some_and(|a| a.outcome == "exhausted");
         self.prior_turn_evidence = match self.answer {
+            _ if unmet => "not-applicable",
             AnswerKind::Fresh => "checked-pass",
             AnswerKind::Stale | AnswerKind::StaleAfterCalls => "checked-fail",
             AnswerKind::NoValues | AnswerKind::NoAnswer => "unreachable",
@@ -402,8 +410,8 @@ pub struct GenSummary {
 
 /// A generated corpus as an output directory: `expected.json` written by the generator, its
 /// configuration, and the generated input files.
-fn layout() -> traceaudit::store::atomic::Layout {
-    traceaudit::store::atomic::Layout {
+fn layout() -> traceaudit::output::Layout {
+    traceaudit::output::Layout {
         what: "generated corpus",
         manifest: EXPECTED_FILE,
         claims: |m| {
@@ -663,7 +671,7 @@ mod tests {
         assert_eq!(iso_time(0, 0), "1970-01-01T00:00:00.000000");
         assert_eq!(iso_time(EPOCH_MS, 0), "2026-03-02T09:00:00.000000");
         assert_eq!(iso_time(951_782_400_123, 456), "2000-02-29T00:00:00.123456");
-        let ms = traceaudit::ingest::trajectory::parse_iso_ms(&iso_time(EPOCH_MS + 1_234, 5));
+        let ms = traceaudit::internals::parse_iso_ms(&iso_time(EPOCH_MS + 1_234, 5));
         assert_eq!(ms, Some((EPOCH_MS + 1_234) as i64));
     }
 }

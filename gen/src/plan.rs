@@ -470,7 +470,7 @@ fn fill(
     let mut list = Vec::new();
     while list.len() < min || ((base_len as u64) < target && list.len() < 2_000) {
         let v = item(rng, list.len());
-        base_len += traceaudit::js::stringify(&v).len() + 1;
+        base_len += traceaudit::fingerprint::stringify(&v).len() + 1;
         list.push(v);
     }
     list
@@ -557,7 +557,7 @@ impl Ctx<'_> {
             return (args, Outcome::Error(msg), Vec::new());
         }
         if let Outcome::Json(v) = &outcome {
-            self.served_bytes += traceaudit::js::stringify(v).len() as u64;
+            self.served_bytes += traceaudit::fingerprint::stringify(v).len() as u64;
         }
         (args, outcome, facts)
     }
@@ -1021,7 +1021,9 @@ fn json_answer(kind: AnswerKind, facts: &[Fact], summary: &str) -> String {
         AnswerKind::NoValues | AnswerKind::NoAnswer => "no-data",
         _ => "resolved",
     };
-    traceaudit::js::stringify(&json!({"status": status, "references": refs, "summary": summary}))
+    traceaudit::fingerprint::stringify(
+        &json!({"status": status, "references": refs, "summary": summary}),
+    )
 }
 
 /// The first ten characters of a text as V8 quotes them in a JSON-parse error.
@@ -1061,7 +1063,7 @@ fn schema_plan(rng: &mut Rng, kind: AnswerKind, facts: &[Fact], prose: &str) -> 
                 .map(|f| Value::String(f.answer_string()))
                 .collect();
             Attempt {
-                text: traceaudit::js::stringify(&json!({"status": 1, "references": refs,
+                text: traceaudit::fingerprint::stringify(&json!({"status": 1, "references": refs,
                                                     "summary": summary})),
                 failure: Some(SchemaFailure {
                     stage: "schema-validate",
@@ -1080,7 +1082,9 @@ fn schema_plan(rng: &mut Rng, kind: AnswerKind, facts: &[Fact], prose: &str) -> 
                 .map(|f| Value::String(f.answer_string()))
                 .collect();
             Attempt {
-                text: traceaudit::js::stringify(&json!({"status": "resolved", "references": refs})),
+                text: traceaudit::fingerprint::stringify(
+                    &json!({"status": "resolved", "references": refs}),
+                ),
                 failure: Some(SchemaFailure {
                     stage: "schema-validate",
                     error: zod_error("summary", "string", "undefined", "Required"),
@@ -1289,7 +1293,7 @@ fn device_result(rng: &mut Rng, tool: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use traceaudit::evidence::{answer_values, CompiledEvidence};
+    use traceaudit::internals::evidence::{answer_values, CompiledEvidence};
 
     #[test]
     fn fact_spellings_normalise_to_one_form() {

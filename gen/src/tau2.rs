@@ -17,9 +17,9 @@ use super::{Stats, Unit, Writer, EPOCH_MS};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use traceaudit::config::RepeatedWhen;
-use traceaudit::js;
-use traceaudit::passes::repeated_call::call_key;
+use traceaudit::fingerprint as js;
+use traceaudit::fingerprint::call_key;
+use traceaudit::RepeatedWhen;
 
 const STREAM_FILES: u64 = 11;
 const STREAM_RENDER: u64 = 12;

@@ -10,7 +10,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, BufRead};
 use std::path::Path;
-use traceaudit::corpus::Finding;
+use traceaudit::Finding;
 
 /// The outcome of a comparison.
 #[derive(Debug, Default, Clone)]

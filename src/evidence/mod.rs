@@ -7,7 +7,7 @@
 //! Typical use, once per judged answer:
 //!
 //! ```
-//! use traceaudit::evidence::{build_index, disposition, read_answer, EvidenceConfig};
+//! use traceaudit::internals::evidence::{build_index, disposition, read_answer, EvidenceConfig};
 //! use traceaudit::model::{HistoryMessage, Role};
 //!
 //! let cfg = EvidenceConfig::default().compile().unwrap();
@@ -39,13 +39,10 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-pub use index::{
-    build_index, build_watching_index, digest_result, is_framework_frame, EvidenceDigest,
-    EvidenceIndex,
-};
+pub use index::{build_index, build_watching_index, digest_result, EvidenceIndex};
 pub use normalize::{lookup_forms, normalize_token, tokenize};
-pub use reading::{disposition, read_answer, reported_value, GroundedValue, Reading};
-pub use values::{answer_values, classify_token, Candidate};
+pub use reading::{disposition, read_answer, reported_value, Reading};
+pub use values::answer_values;
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};

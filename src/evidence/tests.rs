@@ -1,6 +1,8 @@
 //! The vectors of spec section 4, the decisions the module documents, and answers judged by the
 //! real framework in the recorded sample `f_prior_turn_evidence` / `j_json_answer_gate`.
 
+use super::reading::GroundedValue;
+use super::values::{classify_token, Candidate};
 use super::*;
 use crate::model::{HistoryMessage, Role};
 

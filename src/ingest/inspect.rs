@@ -33,6 +33,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek};
+use std::marker::PhantomData;
 use std::path::Path;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -131,19 +132,83 @@ impl Pick for EvalSpec {
     }
 }
 
-/// `header.json` and `_journal/start.json`: only `eval` is read.
+/// `header.json` and `_journal/start.json`: the `eval` spec, and the log's `status` and
+/// `error` (only the header has them).
 #[derive(Default)]
 struct HeaderDoc {
     eval: Option<Shape<EvalSpec>>,
+    outcome: Outcome,
 }
 
 impl Pick for HeaderDoc {
     fn pick<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         match key {
             "eval" => self.eval = Some(map.next_value_seed(Picked(EvalSpec::default()))?),
+            "status" | "error" => self.outcome.take(key, map.next_value()?),
             _ => skip(map)?,
         }
         Ok(())
+    }
+}
+
+/// How the eval ended, as the log says: `status` (`started`, `success`, `cancelled`, `error`)
+/// and the error's message.
+#[derive(Debug, Default, Clone)]
+struct Outcome {
+    status: Option<String>,
+    error: Option<String>,
+}
+
+impl Outcome {
+    fn take(&mut self, key: &str, value: Value) {
+        match key {
+            "status" => self.status = non_empty(Some(&value)),
+            _ => {
+                let message = match &value {
+                    Value::Object(o) => non_empty(o.get("message")),
+                    other => non_empty(Some(other)),
+                };
+                // The first line of the message: tracebacks follow it in some logs.
+                self.error = message.map(|m| {
+                    let line = m.lines().next().unwrap_or_default().trim();
+                    let cut: String = line.chars().take(200).collect();
+                    if cut.len() < line.len() {
+                        format!("{cut}...")
+                    } else {
+                        cut
+                    }
+                });
+            }
+        }
+    }
+
+    /// Why a log without samples yields no conversation: one dropped record whose reason says
+    /// how the eval ended, so that a cancelled or failed eval shows up in an audit of a folder
+    /// of logs instead of reading as an empty success.
+    fn no_samples(&self, written: &str) -> String {
+        let why = match self.status.as_deref() {
+            None | Some("started") => "the eval never finished (status \"started\": still \
+                                       running when the log was copied, or its process was \
+                                       stopped)"
+                .to_string(),
+            Some("cancelled") => {
+                "the eval was cancelled before any sample was logged (status \"cancelled\")"
+                    .to_string()
+            }
+            Some("error") => format!(
+                "the eval failed before any sample was logged (status \"error\"{})",
+                self.error
+                    .as_ref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ),
+            Some("success") => "the eval succeeded but its samples were not logged (status \
+                                \"success\": written with log_samples off, or the samples were \
+                                removed)"
+                .to_string(),
+            Some(other) => format!("status {other:?}"),
+        };
+        format!("the log holds no samples ({written}): {why}")
     }
 }
 
@@ -377,6 +442,7 @@ struct Log<'a, 'b> {
     input: &'a Input<'b>,
     sink: &'a mut dyn Sink,
     spec: EvalSpec,
+    outcome: Outcome,
     /// Conversation ids already stored, with their record.
     seen: HashMap<String, u64>,
 }
@@ -860,6 +926,7 @@ fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         input,
         sink,
         spec: EvalSpec::default(),
+        outcome: Outcome::default(),
         seen: HashMap::new(),
     };
     let mut top = TopState {
@@ -902,13 +969,15 @@ fn read_json(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         return Ok(());
     }
     match top.samples {
-        Some(Ok(())) => {}
-        None => whole_file(
-            input,
-            log.sink,
-            FORMAT,
-            "the log holds no samples (written without samples, or not finished)",
-        ),
+        Some(Ok(())) if top.next > 0 => {}
+        Some(Ok(())) => {
+            let reason = log.outcome.no_samples("its samples list is empty");
+            whole_file(input, log.sink, FORMAT, reason)
+        }
+        None | Some(Err("null")) => {
+            let reason = log.outcome.no_samples("it has no samples list");
+            whole_file(input, log.sink, FORMAT, reason)
+        }
         Some(Err(kind)) => whole_file(
             input,
             log.sink,
@@ -964,6 +1033,11 @@ impl TopState {
                     let shape = self.samples(scan, log)?;
                     self.samples = Some(shape);
                 }
+                "status" | "error" => match scan.parse(PhantomData::<Value>) {
+                    Ok(value) => log.outcome.take(&key, value),
+                    Err(ScanError::Skipped(_)) => {}
+                    Err(err) => return Err(err),
+                },
                 _ => scan.skip()?,
             }
         }
@@ -1026,11 +1100,24 @@ impl TopState {
 // `.eval` archives.
 // ---------------------------------------------------------------------------------------------
 
-/// Is this archive member a sample (`samples/<id>_epoch_<n>.json`)?
+/// Is this archive member a sample (`samples/<id>_epoch_<n>.json`)? Inspect writes the sample
+/// id into the name as it is, so an id holding `/` (`suite/task/issue_3603`) nests folders under
+/// `samples/`: everything between `samples/` and the last `_epoch_<n>.json` is the id.
 fn is_sample_member(name: &str) -> bool {
     name.strip_prefix("samples/")
         .and_then(|rest| rest.strip_suffix(".json"))
-        .is_some_and(|stem| !stem.is_empty() && !stem.contains('/'))
+        .and_then(|stem| stem.rsplit_once("_epoch_"))
+        .is_some_and(|(id, epoch)| {
+            !id.is_empty() && !epoch.is_empty() && epoch.bytes().all(|b| b.is_ascii_digit())
+        })
+}
+
+/// The prefix `samples/<id>_epoch_<n>` of a sample stored in Inspect's chunked layout, from
+/// its shell member `samples/<id>_epoch_<n>/sample.json` (its messages, events and attachments
+/// are numbered chunks under the same prefix).
+fn chunked_sample(name: &str) -> Option<&str> {
+    let prefix = name.strip_suffix("/sample.json")?;
+    is_sample_member(&format!("{prefix}.json")).then_some(prefix)
 }
 
 /// Read one JSON member into a `T`: the value, and how many of Python's special numbers were
@@ -1086,6 +1173,7 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         input,
         sink,
         spec: EvalSpec::default(),
+        outcome: Outcome::default(),
         seen: HashMap::new(),
     };
     // The header is written last (when the eval finishes); a running eval has only its journal.
@@ -1099,10 +1187,12 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             Ok((
                 Ok(HeaderDoc {
                     eval: Some(Ok(spec)),
+                    outcome,
                 }),
                 _,
             )) => {
                 log.spec = spec;
+                log.outcome = outcome;
                 found = true;
                 break;
             }
@@ -1125,23 +1215,71 @@ fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             format!("{}; {outcome}", problems.join("; ")),
         ));
     }
-    let members: Vec<(usize, String)> = (0..zip.len())
+    let names: Vec<(usize, String)> = (0..zip.len())
         .filter_map(|i| zip.name_for_index(i).map(|n| (i, n.to_string())))
-        .filter(|(_, name)| is_sample_member(name))
+        .filter(|(_, name)| name.starts_with("samples/"))
         .collect();
-    if members.is_empty() {
-        whole_file(
+    let chunked: Vec<&str> = names
+        .iter()
+        .filter_map(|(_, n)| chunked_sample(n))
+        .collect();
+    // Samples, whole or chunked, in the archive's order; a chunked sample is one record.
+    let mut samples = Vec::new();
+    let mut unknown = Vec::new();
+    for (index, name) in &names {
+        if is_sample_member(name) {
+            samples.push((*index, name.as_str(), false));
+        } else if chunked_sample(name).is_some() {
+            samples.push((*index, name.as_str(), true));
+        } else if !chunked.iter().any(|prefix| {
+            name.strip_prefix(prefix)
+                .is_some_and(|r| r.starts_with('/'))
+        }) {
+            unknown.push(name.as_str());
+        }
+    }
+    if !unknown.is_empty() {
+        log.sink.quarantine(partial(
             input,
-            log.sink,
             FORMAT,
-            "the archive holds no samples/<id>_epoch_<n>.json member",
-        );
+            Locator::File,
+            format!(
+                "{} member(s) under samples/ are not named samples/<id>_epoch_<n>.json and \
+                 belong to no chunked sample; not read: {}",
+                unknown.len(),
+                unknown
+                    .iter()
+                    .take(3)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    if samples.is_empty() {
+        let reason = log
+            .outcome
+            .no_samples("it has no samples/<id>_epoch_<n>.json member");
+        whole_file(input, log.sink, FORMAT, reason);
         return Ok(());
     }
-    for (record, (index, name)) in members.into_iter().enumerate() {
+    for (record, (index, name, chunks)) in samples.into_iter().enumerate() {
         let record = record as u64;
         log.sink.records_read(1);
         let what = format!("member {name}");
+        if chunks {
+            log.sink.quarantine(dropped(
+                input,
+                FORMAT,
+                Locator::Record(record),
+                format!(
+                    "{what}: the sample is stored in Inspect's chunked layout (this shell, with \
+                     its messages, events and attachments in numbered chunks beside it), which \
+                     this reader does not read"
+                ),
+            ));
+            continue;
+        }
         match read_member::<_, RawSample>(&mut zip, index, &input.limits) {
             Ok((sample, python)) => log.sample(record, &what, sample, python),
             Err(reason) => {
@@ -1507,24 +1645,119 @@ mod tests {
                 br#"{"id": 4, "epoch": 1, "messages": [{"role": "user""#,
                 Zstd,
             ),
+            // A sample id holding `/` nests the member: a sample like any other.
             ("samples/nested/5_epoch_1.json", b"{}", Deflated),
             ("header.json", &h, Deflated),
         ]);
         let sink = read_bytes("x.eval", &bytes);
-        assert_eq!(sink.records, 4);
+        assert_eq!(sink.records, 5);
         assert_eq!(sink.conversations.len(), 1);
         let dropped: Vec<_> = sink
             .quarantined
             .iter()
             .map(|q| (q.locator.clone(), q.reason.as_str()))
             .collect();
-        assert_eq!(dropped.len(), 3, "{dropped:?}");
+        assert_eq!(dropped.len(), 4, "{dropped:?}");
         assert_eq!(dropped[0].0, Locator::Record(1));
         assert!(dropped[0]
             .1
             .contains("member samples/2_epoch_1.json is not readable JSON"));
         assert!(dropped[1].1.contains("is a list, not an object"));
         assert!(dropped[2].1.contains("EOF while parsing"));
+        assert_eq!(dropped[3].0, Locator::Record(4));
+        assert_eq!(
+            dropped[3].1,
+            "member samples/nested/5_epoch_1.json has no id"
+        );
+    }
+
+    #[test]
+    fn nested_chunked_and_stray_members() {
+        use zip::CompressionMethod::Deflated;
+        let mut nested = tool_sample(json!("suite/task/issue_3603/457f8"));
+        nested["epoch"] = json!(2);
+        let nested = serde_json::to_vec(&nested).unwrap();
+        let h = header();
+        let bytes = archive(&[
+            (
+                "samples/suite/task/issue_3603/457f8_epoch_2.json",
+                &nested,
+                Deflated,
+            ),
+            ("samples/big_epoch_1/sample.json", b"{}", Deflated),
+            ("samples/big_epoch_1/messages/0.json", b"[]", Deflated),
+            ("samples/big_epoch_1/events/stats.json", b"{}", Deflated),
+            ("samples/notes.txt", b"x", Deflated),
+            ("header.json", &h, Deflated),
+        ]);
+        let sink = read_bytes("x.eval", &bytes);
+        assert_eq!(sink.records, 2);
+        let ids: Vec<_> = sink
+            .conversations
+            .iter()
+            .map(|(c, _)| c.id.as_str())
+            .collect();
+        assert_eq!(ids, vec!["browse/EV/suite/task/issue_3603/457f8/2"]);
+        let notes: Vec<_> = sink
+            .quarantined
+            .iter()
+            .map(|q| (q.severity, q.locator.clone(), q.reason.as_str()))
+            .collect();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes[0].0, Severity::Partial);
+        assert!(
+            notes[0].2.ends_with("not read: samples/notes.txt"),
+            "{}",
+            notes[0].2
+        );
+        assert_eq!(notes[1].0, Severity::Dropped);
+        assert_eq!(notes[1].1, Locator::Record(1));
+        assert!(
+            notes[1]
+                .2
+                .starts_with("member samples/big_epoch_1/sample.json: the sample is stored in Inspect's chunked layout"),
+            "{}",
+            notes[1].2
+        );
+    }
+
+    #[test]
+    fn logs_without_samples_say_how_the_eval_ended() {
+        let log = |status: &str, samples: &str| {
+            format!(
+                r#"{{"version": 2, "status": "{status}", "eval": {{"task": "t"}}, "error": {{"message": "ValueError: bad\nTraceback..."}}{samples}}}"#
+            )
+        };
+        for (text, expect) in [
+            (log("error", r#", "samples": []"#), "(its samples list is empty): the eval failed before any sample was logged (status \"error\": ValueError: bad)"),
+            (log("cancelled", r#", "samples": null"#), "(it has no samples list): the eval was cancelled"),
+            (log("success", ""), "status \"success\": written with log_samples off"),
+        ] {
+            let sink = read_bytes("x.json", text.as_bytes());
+            assert_eq!(sink.records, 1);
+            assert_eq!(sink.quarantined.len(), 1);
+            assert_eq!(sink.quarantined[0].severity, Severity::Dropped);
+            assert!(sink.quarantined[0].reason.contains(expect), "{}", sink.quarantined[0].reason);
+        }
+        // An archive whose header says it failed, and one with only its journal.
+        let header = serde_json::to_vec(&json!({"version": 2, "status": "error",
+            "eval": {"task": "t"}, "error": {"message": "RuntimeError('boom')", "traceback": "..."}}))
+        .unwrap();
+        let failed = archive(&[("header.json", &header, zip::CompressionMethod::Deflated)]);
+        let sink = read_bytes("x.eval", &failed);
+        assert!(sink.quarantined[0]
+            .reason
+            .ends_with("(status \"error\": RuntimeError('boom'))"));
+        let start = br#"{"version": 2, "eval": {"task": "t"}, "plan": {}}"#;
+        let started = archive(&[(
+            "_journal/start.json",
+            start,
+            zip::CompressionMethod::Deflated,
+        )]);
+        let sink = read_bytes("x.eval", &started);
+        assert!(sink.quarantined[0]
+            .reason
+            .contains("never finished (status \"started\""));
     }
 
     #[test]

@@ -319,6 +319,31 @@ pub(crate) fn dropped(
     }
 }
 
+/// Open a file that is one record, parsed whole (a trajectory): counts the record, and when the
+/// file is over the record limit or holds no JSON document, quarantines it (dropped, with the
+/// reason) and gives `None`.
+pub(crate) fn open_record_file(
+    input: &Input<'_>,
+    sink: &mut dyn Sink,
+    format: &'static str,
+) -> io::Result<Option<JsonDoc>> {
+    sink.records_read(1);
+    let len = std::fs::metadata(input.path)?.len();
+    let reason = if len > input.limits.record_bytes {
+        format!(
+            "the file is {}; a file of this format is read whole, as one record",
+            input.limits.too_large(len)
+        )
+    } else {
+        match open_json(input.path)? {
+            Ok(doc) => return Ok(Some(doc)),
+            Err(not_json) => not_json.reason("nothing but blanks", "a JSON document"),
+        }
+    };
+    sink.quarantine(dropped(input, format, Locator::File, reason));
+    Ok(None)
+}
+
 /// A partial quarantine entry tagged with the adapter's format.
 pub(crate) fn partial(
     input: &Input<'_>,

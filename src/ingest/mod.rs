@@ -13,6 +13,7 @@ pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
 pub mod limits;
+pub mod mini_swe_agent;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub use json_scan::fuzz_scan_as_streamed;

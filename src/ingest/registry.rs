@@ -10,6 +10,7 @@
 use super::{Input, Sink};
 use std::any::Any;
 use std::io;
+use std::path::{Path, PathBuf};
 
 /// What detection sees of a file.
 pub struct Head<'a> {
@@ -54,6 +55,11 @@ pub trait Adapter: Sync + Send {
     /// Read one file: whole conversations (or fragments, see [`Adapter::stitcher`]) and
     /// quarantine records go to the sink.
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()>;
+    /// Files read through this one (a dir layout's record files beside their index): when an
+    /// ingest has both among its inputs, they are read once, through this file.
+    fn companions(&self, _path: &Path) -> Vec<PathBuf> {
+        Vec::new()
+    }
     /// For a format whose conversations can span files: what joins the fragments its reader
     /// hands over ([`Sink::fragment`]) across every file of an ingest.
     fn stitcher(&self) -> Option<Box<dyn Stitch>> {
@@ -90,6 +96,7 @@ impl Format {
     pub const ALL: &'static [Format] = &[
         Format::InspectAi,
         Format::SweAgent,
+        Format::MiniSweAgent,
         Format::Otel,
         Format::OpenInference,
         Format::AgentfootprintNdjson,
@@ -136,6 +143,65 @@ impl Format {
         }
         weak
     }
+}
+
+/// Why no format recognised a file, from its head, in a few words: what the content is, and
+/// for JSON what it holds at its top level (a format is recognised by its telltale keys).
+pub fn why_unrecognised(head: &[u8]) -> String {
+    let text = String::from_utf8_lossy(head);
+    let text = text.trim_start_matches('\u{feff}').trim_start();
+    if head.starts_with(b"PK\x03\x04") {
+        return "a ZIP archive that is not an Inspect .eval log".to_string();
+    }
+    let quoted = |s: &str| format!("{:?}", s.chars().take(24).collect::<String>());
+    match text.chars().next() {
+        None => "nothing but blanks".to_string(),
+        Some('{') => match top_keys(text.as_bytes()) {
+            keys if keys.is_empty() => {
+                "a JSON object with no keys, or one broken at its start".to_string()
+            }
+            keys => {
+                let shown: Vec<String> = keys.iter().take(4).map(|k| format!("{k:?}")).collect();
+                let more = if keys.len() > 4 { ", ..." } else { "" };
+                format!(
+                    "a JSON object whose keys ({}{more}) are no format's",
+                    shown.join(", ")
+                )
+            }
+        },
+        Some('[') => "a JSON list whose items are no format's".to_string(),
+        Some(_) if std::str::from_utf8(head).is_err() && !text.is_empty() => {
+            "binary content, not text".to_string()
+        }
+        Some(_) => format!(
+            "text that no format starts like (it starts with {})",
+            quoted(text)
+        ),
+    }
+}
+
+/// The top-level keys of a JSON object, as far as the head holds them.
+fn top_keys(text: &[u8]) -> Vec<String> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys<'a>(&'a mut Vec<String>);
+    impl<'de> Visitor<'de> for Keys<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                self.0.push(key);
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+    let mut keys = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(text);
+    // A head cut inside the object ends the walk with an error: the keys read so far stand.
+    let _ = de.deserialize_map(Keys(&mut keys));
+    keys
 }
 
 impl PartialEq for Format {

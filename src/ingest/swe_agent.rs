@@ -32,8 +32,8 @@ use serde::de::{DeserializeSeed, MapAccess};
 use serde_json::Value;
 
 use crate::ingest::json_pick::{
-    content_text, dropped, first_key, kind_of, non_empty, open_json, partial, scalar_text, skip,
-    ListOf, Pick, Picked, Shape,
+    content_text, dropped, first_key, kind_of, non_empty, open_record_file, partial, scalar_text,
+    skip, ListOf, Pick, Picked, Shape,
 };
 use crate::ingest::trajectory::{self, ChatMessage, ChatToolCall, RunTemplate};
 use crate::ingest::{Input, Locator, Sink};
@@ -130,32 +130,9 @@ impl Pick for Info {
 
 /// Read one `.traj` file: one record.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    sink.records_read(1);
     // The trajectory is built whole, so the file is held to the record limit.
-    let len = std::fs::metadata(input.path)?.len();
-    if len > input.limits.record_bytes {
-        sink.quarantine(dropped(
-            input,
-            FORMAT,
-            Locator::File,
-            format!(
-                "the file is {}; a file of this format is read whole, as one record",
-                input.limits.too_large(len)
-            ),
-        ));
+    let Some(mut doc) = open_record_file(input, sink, FORMAT)? else {
         return Ok(());
-    }
-    let mut doc = match open_json(input.path)? {
-        Ok(doc) => doc,
-        Err(not_json) => {
-            sink.quarantine(dropped(
-                input,
-                FORMAT,
-                Locator::File,
-                not_json.reason("nothing but blanks", "a JSON document"),
-            ));
-            return Ok(());
-        }
     };
     let parsed = Picked(RawTrajectory::default())
         .deserialize(&mut doc.de)
@@ -191,20 +168,55 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     Ok(())
 }
 
-/// `<run folder>/<file stem>`: SWE-agent names each file after its task instance and each
-/// folder after the run, so the pair is unique where the stem alone is not.
-fn conversation_id(path: &Path) -> String {
-    let stem = path
-        .file_stem()
+/// The conversation id of a trajectory file: `<run>/<instance>`, where the instance is the file
+/// name without `.traj` / `.traj.json` and the run is the nearest folder above the file that is
+/// neither the instance's own folder (SWE-agent 1.x and mini-swe-agent write
+/// `<run>/<instance>/<instance>.traj`) nor a folder of trajectories named generically (`trajs`,
+/// `trajectories`). In SWE-bench experiments' layout,
+/// `evaluation/<split>/<submission>/trajs/<instance>.traj`, the split is kept as well
+/// (`<split>/<submission>/<instance>`): one submission folder name can sit in several splits.
+///
+/// The path is resolved first, so the id is the same whether the ingest was pointed at the
+/// experiments root, the submission, its `trajs` folder or the file itself; copied elsewhere
+/// without its experiments folders, a submission's ids lose the split.
+pub(crate) fn conversation_id(path: &Path) -> String {
+    let name = path
+        .file_name()
         .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "trajectory".to_string());
-    match path
+        .unwrap_or_default();
+    let instance = name
+        .strip_suffix(".json")
+        .unwrap_or(&name)
+        .strip_suffix(".traj")
+        .or_else(|| Path::new(&name).file_stem().and_then(|s| s.to_str()))
+        .filter(|s| !s.is_empty())
+        .unwrap_or("trajectory")
+        .to_string();
+    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let folders: Vec<String> = resolved
         .parent()
-        .and_then(Path::file_name)
-        .map(|p| p.to_string_lossy())
-    {
-        Some(folder) if !folder.is_empty() => format!("{folder}/{stem}"),
-        _ => stem,
+        .map(|p| {
+            p.components()
+                .rev()
+                .filter_map(|c| match c {
+                    std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let run_at = folders
+        .iter()
+        .position(|f| *f != instance && !matches!(f.as_str(), "trajs" | "traj" | "trajectories"));
+    let Some(at) = run_at else {
+        return instance;
+    };
+    let run = &folders[at];
+    match (folders.get(at + 1), folders.get(at + 2)) {
+        (Some(split), Some(evaluation)) if evaluation == "evaluation" => {
+            format!("{split}/{run}/{instance}")
+        }
+        _ => format!("{run}/{instance}"),
     }
 }
 

@@ -24,6 +24,9 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{self, Read, Seek};
 use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeSeed;
 
 use serde::de::MapAccess;
 use serde_json::Value;
@@ -39,16 +42,9 @@ use crate::ingest::{Input, Locator, Sink};
 
 const FORMAT: &str = "tau2";
 
-/// Read one tau2 simulations file.
+/// Read one tau2 simulations file: a results document (with, in the dir layout, the simulation
+/// files beside it), a wrapper, a bare list, or one simulation saved on its own.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let mut scan = match Scanner::open(input.path, &input.limits)? {
-        Ok(scan) => scan,
-        Err(not_json) => {
-            let reason = not_json.reason("only whitespace", "a JSON list or object");
-            whole_file(input, sink, FORMAT, reason);
-            return Ok(());
-        }
-    };
     let mut state = State {
         input,
         sink,
@@ -61,49 +57,184 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         wrapper_agent: None,
         simulations: Simulations::Absent,
         python_outside: 0,
+        index: None,
+        single: false,
     };
-    let outcome = state.document(&mut scan).and_then(|()| scan.end());
-    if let Some(sha256) = scan.file_digest() {
-        state.sink.file_digest(sha256);
-    }
-    state.python_outside += scan.take_python_numbers();
-    if state.python_outside > 0 {
-        state.sink.quarantine(partial(
-            input,
-            FORMAT,
-            Locator::File,
-            python_note(state.python_outside, "outside the simulations"),
-        ));
-    }
-    if let Err(err) = outcome {
-        let (err, offset) = scan.describe(err)?;
-        broken_at(
-            input,
-            state.sink,
-            FORMAT,
-            ["record", "document"],
-            &err,
-            state.current.get(),
-            offset,
-        );
+    if is_single_simulation(&crate::ingest::read_head(input.path)?) {
+        // `simulations/<id>.json` read on its own: the run's agent and model are in the
+        // `results.json` beside its folder.
+        if let Some(results) = set_results(input.path) {
+            state.take_results_info(&results);
+        }
+        state.single = true;
+        state.read_single()?;
         return Ok(());
     }
-    match state.simulations {
-        Simulations::Read => {}
-        Simulations::Absent => whole_file(
+    let set = companions(input.path);
+    if !state.read_document()? {
+        return Ok(());
+    }
+    match (&state.simulations, &set) {
+        (Simulations::Read, _) | (Simulations::Absent, Some(_)) => {}
+        (Simulations::Absent, None) => whole_file(
             input,
             state.sink,
             FORMAT,
             "the document is a JSON object without a simulations list",
         ),
-        Simulations::Not(what) => whole_file(
+        (Simulations::Not(what), _) => whole_file(
             input,
             state.sink,
             FORMAT,
             format!("the document's simulations is {what}, not a list"),
         ),
     }
+    if let Some(files) = set {
+        state.read_set(&files)?;
+    }
     Ok(())
+}
+
+/// Does a file's head hold one simulation (tau2 writes `id` first, then `task_id`)?
+fn is_single_simulation(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head);
+    let text = text.trim_start_matches('\u{feff}');
+    crate::ingest::json_pick::first_key(text) == Some("id")
+        && text.contains("\"task_id\"")
+        && (text.contains("\"messages\"") || text.contains("\"ticks\""))
+}
+
+/// The simulation files of a dir-layout results document: `results.json` with a `simulations/`
+/// folder beside it (tau2 writes the dir layout so, and reads a results file with that folder
+/// beside it as one). Sorted by name, as tau2 loads them.
+pub(crate) fn companions(path: &Path) -> Option<Vec<PathBuf>> {
+    if path.file_name()? != "results.json" {
+        return None;
+    }
+    let folder = path.parent()?.join("simulations");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+        .collect();
+    files.sort();
+    Some(files)
+}
+
+/// The `results.json` whose set a simulation file belongs to (`<dir>/simulations/<id>.json`
+/// beside `<dir>/results.json`).
+fn set_results(path: &Path) -> Option<PathBuf> {
+    let folder = path.parent()?;
+    if folder.file_name()? != "simulations" {
+        return None;
+    }
+    let results = folder.parent()?.join("results.json");
+    results.is_file().then_some(results)
+}
+
+/// The messages a full-duplex simulation's ticks hold, in tau2's message shape, in tick order.
+/// Each tick holds what each side said in it (`agent_chunk`, `user_chunk`: a piece of an
+/// utterance, or nothing while it is silent), the tool calls each side made and their results.
+/// Consecutive pieces of one side's speech are joined into one message (with a space where the
+/// utterance changes); a tool call ends its side's message (tau2 files the calls on the message
+/// that is speaking) and its results follow. `Err` when no tick holds text or a call: the run was
+/// saved without transcripts and there is nothing to audit.
+fn tick_messages(id: &str, ticks: Value) -> Result<Vec<Shape<RawMessage>>, String> {
+    let Value::Array(ticks) = ticks else {
+        return Err(format!(
+            "simulation {id}: ticks is {}, not a list",
+            kind_of(&ticks)
+        ));
+    };
+    let count = ticks.len();
+    let mut out: Vec<Value> = Vec::new();
+    // The speech being gathered: role, text, timestamp, utterance ids of its last piece.
+    let mut open: Option<(&'static str, String, Value, Value)> = None;
+    let flush = |open: &mut Option<(&'static str, String, Value, Value)>, out: &mut Vec<Value>| {
+        if let Some((role, text, timestamp, _)) = open.take() {
+            out.push(serde_json::json!({"role": role, "content": text, "timestamp": timestamp}));
+        }
+    };
+    for tick in &ticks {
+        for (role, chunk, calls, results) in [
+            (
+                "assistant",
+                "agent_chunk",
+                "agent_tool_calls",
+                "agent_tool_results",
+            ),
+            ("user", "user_chunk", "user_tool_calls", "user_tool_results"),
+        ] {
+            let chunk = tick.get(chunk);
+            let text = chunk
+                .and_then(|c| c.get("content"))
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty());
+            let timestamp = chunk
+                .and_then(|c| c.get("timestamp"))
+                .filter(|t| !t.is_null())
+                .or_else(|| tick.get("timestamp"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let utterances = chunk
+                .and_then(|c| c.get("utterance_ids"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            if let Some(text) = text {
+                match &mut open {
+                    Some((r, gathered, _, last)) if *r == role => {
+                        if *last != utterances && !gathered.ends_with(' ') && !text.starts_with(' ')
+                        {
+                            gathered.push(' ');
+                        }
+                        gathered.push_str(text);
+                        *last = utterances;
+                    }
+                    _ => {
+                        flush(&mut open, &mut out);
+                        open = Some((role, text.to_string(), timestamp.clone(), utterances));
+                    }
+                }
+            }
+            let calls = match tick.get(calls) {
+                Some(Value::Array(calls)) if !calls.is_empty() => Some(calls.clone()),
+                _ => None,
+            };
+            if let Some(calls) = calls {
+                let (content, at) = match open.take() {
+                    Some((r, gathered, at, _)) if r == role => (Value::String(gathered), at),
+                    other => {
+                        open = other;
+                        flush(&mut open, &mut out);
+                        (Value::Null, timestamp.clone())
+                    }
+                };
+                out.push(serde_json::json!({"role": role, "content": content,
+                                            "tool_calls": calls, "timestamp": at}));
+            }
+            if let Some(Value::Array(results)) = tick.get(results) {
+                if !results.is_empty() {
+                    flush(&mut open, &mut out);
+                    out.extend(results.iter().cloned());
+                }
+            }
+        }
+    }
+    flush(&mut open, &mut out);
+    if out.is_empty() {
+        return Err(format!(
+            "simulation {id} is a full-duplex run of {count} tick(s), and no tick holds text, a \
+             tool call or a tool result (it was saved without transcripts); there is nothing to \
+             audit"
+        ));
+    }
+    out.into_iter()
+        .map(|m| {
+            Picked(RawMessage::default())
+                .deserialize(m)
+                .map_err(|e| format!("simulation {id}: a tick's message cannot be read: {e}"))
+        })
+        .collect()
 }
 
 /// One simulation, reduced to the keys the adapter uses.
@@ -112,6 +243,8 @@ struct RawSimulation {
     id: Option<Value>,
     termination_reason: Option<Value>,
     messages: Option<Shape<Vec<Shape<RawMessage>>>>,
+    /// Full-duplex (voice) runs: what happened in each tick, instead of `messages`.
+    ticks: Option<Value>,
 }
 
 impl Pick for RawSimulation {
@@ -120,6 +253,7 @@ impl Pick for RawSimulation {
             "id" => self.id = Some(map.next_value()?),
             "termination_reason" => self.termination_reason = Some(map.next_value()?),
             "messages" => self.messages = Some(map.next_value_seed(ListOf::new())?),
+            "ticks" => self.ticks = Some(map.next_value()?),
             _ => skip(map)?,
         }
         Ok(())
@@ -166,9 +300,205 @@ struct State<'a, 'b> {
     simulations: Simulations,
     /// Python's special numbers read as `null` outside any simulation.
     python_outside: u64,
+    /// The ids a results document's `simulation_index` lists (the dir layout), in order.
+    index: Option<Vec<String>>,
+    /// The file is one simulation (a dir layout's `simulations/<id>.json`): quarantine entries
+    /// name the whole file.
+    single: bool,
 }
 
 impl State<'_, '_> {
+    /// Walk the file as a results document, a wrapper or a list, storing its simulations.
+    /// `false` when it broke off (what broke is quarantined).
+    fn read_document(&mut self) -> io::Result<bool> {
+        let input = self.input;
+        let mut scan = match Scanner::open(input.path, &input.limits)? {
+            Ok(scan) => scan,
+            Err(not_json) => {
+                let reason = not_json.reason("only whitespace", "a JSON list or object");
+                whole_file(input, self.sink, FORMAT, reason);
+                return Ok(false);
+            }
+        };
+        let outcome = self.document(&mut scan).and_then(|()| scan.end());
+        if let Some(sha256) = scan.file_digest() {
+            self.sink.file_digest(sha256);
+        }
+        self.python_outside += scan.take_python_numbers();
+        if self.python_outside > 0 {
+            self.sink.quarantine(partial(
+                input,
+                FORMAT,
+                Locator::File,
+                python_note(self.python_outside, "outside the simulations"),
+            ));
+        }
+        if let Err(err) = outcome {
+            let (err, offset) = scan.describe(err)?;
+            broken_at(
+                input,
+                self.sink,
+                FORMAT,
+                ["record", "document"],
+                &err,
+                self.current.get(),
+                offset,
+            );
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// The file is one simulation: one record, numbered `self.next`.
+    fn read_single(&mut self) -> io::Result<()> {
+        let input = self.input;
+        let index = self.next;
+        self.next += 1;
+        let mut scan = match Scanner::open(input.path, &input.limits)? {
+            Ok(scan) => scan,
+            Err(not_json) => {
+                let reason = not_json.reason("only whitespace", "a JSON object");
+                whole_file(input, self.sink, FORMAT, reason);
+                return Ok(());
+            }
+        };
+        let parsed = scan
+            .parse(Picked(RawSimulation::default()))
+            .and_then(|sim| scan.end().map(|()| sim));
+        if let Some(sha256) = scan.file_digest() {
+            self.sink.file_digest(sha256);
+        }
+        match parsed {
+            Ok(simulation) => {
+                let python = scan.take_python_numbers();
+                self.simulation(index, simulation, python);
+            }
+            Err(ScanError::Skipped(reason)) => {
+                self.sink.records_read(1);
+                let reason = format!("the simulation {reason}; it was passed over");
+                self.sink
+                    .quarantine(dropped(input, FORMAT, Locator::File, reason));
+            }
+            Err(err) => {
+                let (err, offset) = scan.describe(err)?;
+                broken_at(
+                    input,
+                    self.sink,
+                    FORMAT,
+                    ["record", "document"],
+                    &err,
+                    None,
+                    offset,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The dir layout: every simulation file of the set, in the index's order, each one record
+    /// of this input, then the simulations the index lists that have no file. The index only summarises
+    /// simulations, so a simulation it lists and a file holds is read once, from the file; a
+    /// simulation the document itself also holds is stored once (the first copy).
+    fn read_set(&mut self, files: &[PathBuf]) -> io::Result<()> {
+        let mut listed: Vec<String> = self.index.clone().unwrap_or_default();
+        let stem_of = |p: &PathBuf| p.file_stem().map(|s| s.to_string_lossy().into_owned());
+        // The index's order (the run's), then the files it does not list, by name.
+        let mut ordered: Vec<&PathBuf> = listed
+            .iter()
+            .filter_map(|id| files.iter().find(|p| stem_of(p).as_deref() == Some(id)))
+            .collect();
+        let rest: Vec<&PathBuf> = files.iter().filter(|p| !ordered.contains(p)).collect();
+        ordered.extend(rest);
+        for path in ordered {
+            let display = match Path::new(self.input.display).parent() {
+                Some(dir) => dir
+                    .join("simulations")
+                    .join(path.file_name().unwrap_or_default())
+                    .display()
+                    .to_string(),
+                None => path.display().to_string(),
+            };
+            let member = Input {
+                limits: self.input.limits,
+                ..Input::new(path, &display)
+            };
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let in_index = listed.iter().position(|id| *id == stem);
+            match in_index {
+                Some(at) => {
+                    listed.remove(at);
+                }
+                None if self.index.is_some() => self.sink.quarantine(partial(
+                    &member,
+                    FORMAT,
+                    Locator::File,
+                    "this simulation file is not listed in results.json's simulation_index; \
+                     it is read as the listed ones are",
+                )),
+                None => {}
+            }
+            let mut state = State {
+                input: &member,
+                sink: &mut *self.sink,
+                current: Cell::new(None),
+                next: self.next,
+                seen: std::mem::take(&mut self.seen),
+                info_model: self.info_model.clone(),
+                info_agent: self.info_agent.clone(),
+                wrapper_model: None,
+                wrapper_agent: None,
+                simulations: Simulations::Absent,
+                python_outside: 0,
+                index: None,
+                single: true,
+            };
+            state.read_single()?;
+            self.next = state.next;
+            self.seen = std::mem::take(&mut state.seen);
+        }
+        for id in listed {
+            self.sink.records_read(1);
+            let index = self.next;
+            self.next += 1;
+            self.sink.quarantine(dropped(
+                self.input,
+                FORMAT,
+                Locator::Record(index),
+                format!(
+                    "simulation {id} is listed in the simulation_index, but simulations/{id}.json \
+                     is missing"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Name the agent and model from the `info` of the results document a simulation file
+    /// belongs to (read up to its `info`, which tau2 writes near the start).
+    fn take_results_info(&mut self, results: &Path) {
+        let Ok(Ok(mut scan)) = Scanner::open(results, &self.input.limits) else {
+            return;
+        };
+        if scan.peek().ok().flatten() != Some(b'{') {
+            return;
+        }
+        let mut object = scan.enter();
+        while let Ok(Some(key)) = scan.next_key(&mut object) {
+            if key == "info" {
+                if let Ok(info) = scan.parse(Picked(RunInfo::default())) {
+                    self.take_info(info);
+                }
+                return;
+            }
+            if scan.skip().is_err() {
+                return;
+            }
+        }
+    }
+
     /// The document's top level: a list of simulations, or an object holding one.
     fn document<R: Read + Seek>(&mut self, scan: &mut Scanner<R>) -> Result<(), ScanError> {
         if scan.peek()? == Some(b'[') {
@@ -191,6 +521,19 @@ impl State<'_, '_> {
                 "agent" => {
                     let agent = self.optional("agent", scan.parse(PhantomData::<Value>))?;
                     self.wrapper_agent = agent.and_then(|a| a.as_str().map(str::to_string));
+                }
+                "simulation_index" => {
+                    let index =
+                        self.optional("simulation_index", scan.parse(PhantomData::<Value>))?;
+                    self.index = index.and_then(|v| match v {
+                        Value::Array(entries) => Some(
+                            entries
+                                .iter()
+                                .filter_map(|e| e.get("id").and_then(scalar_text))
+                                .collect(),
+                        ),
+                        _ => None,
+                    });
                 }
                 "simulations" => match scan.peek()? {
                     Some(b'[') => self.simulations(scan)?,
@@ -266,6 +609,16 @@ impl State<'_, '_> {
         }
     }
 
+    /// Where a simulation's quarantine entries point: its record, or the whole file when the
+    /// file is the simulation.
+    fn at(&self, index: u64) -> Locator {
+        if self.single {
+            Locator::File
+        } else {
+            Locator::Record(index)
+        }
+    }
+
     fn take_info(&mut self, info: Shape<RunInfo>) {
         let Some(Value::Object(agent)) = info.ok().and_then(|i| i.agent_info) else {
             return;
@@ -294,8 +647,9 @@ impl State<'_, '_> {
         let simulation = match self.prepare(index, simulation) {
             Ok(s) => s,
             Err(reason) => {
+                let at = self.at(index);
                 self.sink
-                    .quarantine(dropped(self.input, FORMAT, Locator::Record(index), reason));
+                    .quarantine(dropped(self.input, FORMAT, at, reason));
                 return;
             }
         };
@@ -304,7 +658,7 @@ impl State<'_, '_> {
             self.sink.quarantine(partial(
                 self.input,
                 FORMAT,
-                Locator::Record(index),
+                self.at(index),
                 python_note(python, &format!("in simulation {id}")),
             ));
         }
@@ -314,7 +668,7 @@ impl State<'_, '_> {
             self.sink.quarantine(partial(
                 self.input,
                 FORMAT,
-                Locator::Record(index),
+                self.at(index),
                 format!(
                     "simulation {id} has no messages{}; stored as a conversation without runs",
                     termination
@@ -323,13 +677,8 @@ impl State<'_, '_> {
                 ),
             ));
         }
-        let conversation = trajectory::build(
-            &id,
-            messages,
-            &self.template(),
-            &mut *self.sink,
-            Locator::Record(index),
-        );
+        let at = self.at(index);
+        let conversation = trajectory::build(&id, messages, &self.template(), &mut *self.sink, at);
         self.seen.insert(id, index);
         self.sink.conversation(conversation, index);
     }
@@ -354,12 +703,16 @@ impl State<'_, '_> {
                 "simulation id {id} repeats record {first} of this file; the first copy is kept"
             ));
         }
-        let list = match simulation.messages {
-            None => return Err(format!("simulation {id} has no messages list")),
-            Some(Err(what)) => {
+        let list = match (simulation.messages, simulation.ticks) {
+            (Some(Ok(list)), _) => list,
+            // A full-duplex run keeps its ticks and leaves `messages` out (or null).
+            (None | Some(Err("null")), Some(ticks)) if !ticks.is_null() => {
+                tick_messages(&id, ticks)?
+            }
+            (None, _) => return Err(format!("simulation {id} has no messages list")),
+            (Some(Err(what)), _) => {
                 return Err(format!("simulation {id}: messages is {what}, not a list"))
             }
-            Some(Ok(list)) => list,
         };
         let messages = chat_messages(list).map_err(|e| format!("simulation {id}: {e}"))?;
         let termination = simulation
@@ -394,10 +747,21 @@ impl crate::ingest::Adapter for Tau2Adapter {
         let list = t.starts_with('[')
             && t.contains("\"messages\"")
             && (t.contains("\"termination_reason\"") || t.contains("\"task_id\""));
-        crate::ingest::Match::strong_if(object || list)
+        crate::ingest::Match::strong_if(object || list || is_single_simulation(head.bytes))
     }
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
         read(input, sink)
+    }
+    fn companions(&self, path: &Path) -> Vec<PathBuf> {
+        let Some(files) = companions(path) else {
+            return Vec::new();
+        };
+        let head = crate::ingest::read_head(path).unwrap_or_default();
+        if crate::ingest::Format::detect(&head) == Some(crate::ingest::Format::Tau2) {
+            files
+        } else {
+            Vec::new()
+        }
     }
 }
 
@@ -798,6 +1162,131 @@ mod tests {
                 sink.quarantined
             );
         }
+    }
+
+    /// A full-duplex simulation in tau2's tick shape: speech arrives in pieces, tool calls and
+    /// results sit on the tick they happened in.
+    #[test]
+    fn ticks_become_messages() {
+        let chunk = |role: &str, text: Option<&str>, utt: &str| {
+            serde_json::json!({"role": role, "content": text, "utterance_ids": [utt],
+                               "contains_speech": text.is_some()})
+        };
+        let tick = |i: u32, agent: Value, user: Value| {
+            serde_json::json!({"tick_id": i, "timestamp": format!("2026-06-30T11:40:{:02}.000", i),
+                               "agent_chunk": agent, "user_chunk": user})
+        };
+        let mut ticks = vec![
+            tick(
+                0,
+                chunk("assistant", Some("Hello, how "), "a1"),
+                chunk("user", None, ""),
+            ),
+            tick(
+                1,
+                chunk("assistant", Some("can I help?"), "a1"),
+                chunk("user", None, ""),
+            ),
+            tick(
+                2,
+                chunk("assistant", None, ""),
+                chunk("user", Some("Cancel my"), "u1"),
+            ),
+            tick(
+                3,
+                chunk("assistant", None, ""),
+                chunk("user", Some(" order."), "u1"),
+            ),
+            tick(
+                4,
+                chunk("assistant", Some("Let me check."), "a2"),
+                chunk("user", None, ""),
+            ),
+        ];
+        ticks[4]["agent_tool_calls"] = serde_json::json!([{"id": "c1", "name": "get_order",
+            "arguments": {"order_id": "W123"}, "requestor": "assistant"}]);
+        ticks.push(tick(
+            5,
+            chunk("assistant", None, ""),
+            chunk("user", None, ""),
+        ));
+        ticks[5]["agent_tool_results"] = serde_json::json!([{"id": "c1", "role": "tool",
+            "content": "{\"status\": \"pending\"}", "requestor": "assistant", "error": false}]);
+        ticks.push(tick(
+            6,
+            chunk("assistant", Some("It is pending."), "a3"),
+            chunk("user", None, ""),
+        ));
+        let sim = serde_json::json!({"id": "v1", "task_id": "1", "termination_reason": "user_stop",
+                                     "mode": "full_duplex", "messages": null, "ticks": ticks});
+        let sink = read_text(&serde_json::to_string(&sim).unwrap());
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.records, 1);
+        let conv = &sink.conversations[0].0;
+        // The greeting is turn 0, the request turn 1.
+        assert_eq!(conv.runs.len(), 2);
+        assert_eq!(
+            conv.runs[0].answer.as_deref(),
+            Some("Hello, how can I help?")
+        );
+        let run = &conv.runs[1];
+        assert_eq!(run.user_message.as_deref(), Some("Cancel my order."));
+        let landings: Vec<_> = run.landings().collect();
+        assert_eq!(landings.len(), 1);
+        assert_eq!(landings[0].tool_name.as_deref(), Some("get_order"));
+        assert_eq!(
+            landings[0].text.as_deref(),
+            Some("{\"status\": \"pending\"}")
+        );
+        assert_eq!(run.answer.as_deref(), Some("It is pending."));
+    }
+
+    /// The dir layout: a simulation the index lists without its file is a dropped record; a
+    /// file the index does not list is read, with a note.
+    #[test]
+    fn dir_layout_index_and_files_reconcile() {
+        let dir = tempfile::tempdir().unwrap();
+        let sims = dir.path().join("simulations");
+        std::fs::create_dir(&sims).unwrap();
+        std::fs::write(sims.join("s1.json"), sim("s1")).unwrap();
+        std::fs::write(sims.join("s3.json"), sim("s3")).unwrap();
+        let index = r#"[{"id": "s1", "task_id": "3", "trial": 0}, {"id": "s2", "task_id": "3", "trial": 0}]"#;
+        let doc = results_doc(&[]).replace(
+            "\"simulations\": []",
+            &format!("\"simulation_index\": {index}"),
+        );
+        let results = dir.path().join("results.json");
+        std::fs::write(&results, doc).unwrap();
+        let mut sink = Collect::default();
+        read(&Input::new(&results, "run/results.json"), &mut sink).unwrap();
+        assert_eq!(sink.records, 3);
+        let ids: Vec<_> = sink
+            .conversations
+            .iter()
+            .map(|(c, at)| (c.id.as_str(), *at))
+            .collect();
+        assert_eq!(ids, vec![("s1", 0), ("s3", 1)]);
+        assert_eq!(
+            sink.conversations[0].0.runs[0].model.as_deref(),
+            Some("xai/grok-4")
+        );
+        let notes: Vec<_> = sink
+            .quarantined
+            .iter()
+            .map(|q| (q.severity, q.file.as_str(), q.reason.as_str()))
+            .collect();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes[0].0, Severity::Partial);
+        assert_eq!(notes[0].1, "run/simulations/s3.json");
+        assert!(notes[0]
+            .2
+            .contains("not listed in results.json's simulation_index"));
+        assert_eq!(notes[1].0, Severity::Dropped);
+        assert_eq!(notes[1].1, "run/results.json");
+        assert_eq!(
+            notes[1].2,
+            "simulation s2 is listed in the simulation_index, but simulations/s2.json is missing"
+        );
     }
 
     #[test]

@@ -4,6 +4,15 @@
 //! events. The rules are those of `formats.md`:
 //! - every user message without tool calls starts a new run (turn += 1); work before the first
 //!   user message is turn 0 and becomes a run only when the agent did something there;
+//! - except a user message that arrives while the agent's turn is still open: after the agent
+//!   called a tool (its result came back, or not yet) and before it answered with text. No user
+//!   has spoken there; the harness has (a token-usage notice after every tool result, a rejected
+//!   submission, a file a tool returned, an announcement of new tools). Such a message stays in
+//!   the run and is kept as system text, so that it is in the history without opening a turn.
+//!   A system message after agent work (a restarted history) closes the turn, so the next user
+//!   message is a new task again. In the recorded logs read so far (tau-bench, tau2, Inspect,
+//!   pydantic-ai's cassettes) every genuine user message follows an answer, so the rule needs
+//!   no switch;
 //! - a user message that carries tool calls is the simulated user acting on its own device: it
 //!   starts no turn, and neither it nor the results of its calls are part of the agent's history;
 //! - an assistant tool call is paired with the first tool message answering the same id (else
@@ -95,8 +104,10 @@ pub fn build(
     let mut pending: Vec<Pending> = Vec::new();
     let mut turn = 0u32;
     let mut device_call_ids: Vec<String> = Vec::new();
+    // The agent called a tool since the last user turn and has not answered with text yet.
+    let mut turn_open = false;
 
-    for msg in messages {
+    for mut msg in messages {
         // The simulated user's device: not the agent's history, no turn, no landings.
         if msg.by_user_device || (msg.role == Role::User && !msg.tool_calls.is_empty()) {
             for call in &msg.tool_calls {
@@ -105,6 +116,18 @@ pub fn build(
                 }
             }
             continue;
+        }
+        match msg.role {
+            Role::User if turn_open => {
+                // The harness talking inside the agent's turn, not a user turn.
+                msg.role = Role::System;
+            }
+            // A system message after agent work restarts the history: the next user message is a
+            // new task.
+            Role::User | Role::System => turn_open = false,
+            Role::Assistant => turn_open = !msg.tool_calls.is_empty(),
+            // The result of a call the simulated user made on its own device is not the agent's.
+            Role::Tool => turn_open |= !answers_device_call(&msg, &device_call_ids),
         }
         if msg.role == Role::User {
             turn += 1;
@@ -170,10 +193,7 @@ pub fn build(
                         .iter()
                         .position(|p| p.id.as_deref() == Some(id.as_str()))
                 });
-                let answers_device = msg
-                    .call_id
-                    .as_ref()
-                    .is_some_and(|id| device_call_ids.iter().any(|d| d == id));
+                let answers_device = answers_device_call(&msg, &device_call_ids);
                 let slot = match by_id {
                     Some(i) => Some(i),
                     None if answers_device => None,
@@ -235,6 +255,13 @@ pub fn build(
         id: conversation_id.to_string(),
         runs,
     }
+}
+
+/// Does a tool message answer a call the simulated user made on its own device?
+fn answers_device_call(msg: &ChatMessage, device_call_ids: &[String]) -> bool {
+    msg.call_id
+        .as_ref()
+        .is_some_and(|id| device_call_ids.iter().any(|d| d == id))
 }
 
 /// An assistant message's tool calls as JSON text: `[{"id":..,"name":..,"arguments":..}]`.
@@ -428,6 +455,78 @@ mod tests {
         assert_eq!(c.runs[1].turn, 1);
         assert_eq!(c.runs[1].landings().count(), 0);
         assert!(c.history_for(1).iter().all(|m| m.text != "ok"));
+    }
+
+    #[test]
+    fn harness_messages_inside_an_open_turn_start_no_run() {
+        let (c, sink) = build_simple(vec![
+            ChatMessage::new(Role::System, "policy"),
+            ChatMessage::new(Role::User, "run the simulation"),
+            assistant_calls(vec![call("a", "bash")]),
+            tool("a", ""),
+            ChatMessage::new(Role::User, "[usage] Tokens used so far: 1,297/8,000,000."),
+            assistant_calls(vec![call("b", "bash")]),
+            // A notice before the result arrives is inside the turn as well.
+            ChatMessage::new(Role::User, "Your submission was incorrect."),
+            tool("b", ""),
+            ChatMessage::new(Role::User, "[usage] Tokens used so far: 2,958/8,000,000."),
+            ChatMessage::new(Role::Assistant, "done"),
+            // After an answer, a user message is a new turn.
+            ChatMessage::new(Role::User, "and now?"),
+            ChatMessage::new(Role::Assistant, "nothing else"),
+        ]);
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(c.runs.len(), 2);
+        let first = &c.runs[0];
+        assert_eq!(first.turn, 1);
+        assert_eq!(first.user_message.as_deref(), Some("run the simulation"));
+        assert_eq!(first.answer.as_deref(), Some("done"));
+        assert_eq!(first.landings().count(), 2);
+        assert!(first.landings().all(|l| l.text.as_deref() == Some("")));
+        // The notices stay in the history, as system text: they open no turn.
+        let notices: Vec<_> = c
+            .history_for(0)
+            .into_iter()
+            .filter(|m| m.text.starts_with("[usage]") || m.text.starts_with("Your submission"))
+            .collect();
+        assert_eq!(notices.len(), 3);
+        assert!(notices.iter().all(|m| m.role == Role::System));
+        assert_eq!(c.runs[1].turn, 2);
+        assert_eq!(c.runs[1].user_message.as_deref(), Some("and now?"));
+    }
+
+    #[test]
+    fn a_restarted_history_closes_the_open_turn() {
+        // A trajectory whose agent stopped after a tool result and started over with a new
+        // system prompt and task: the task is a new turn.
+        let (c, _) = build_simple(vec![
+            ChatMessage::new(Role::User, "task one"),
+            assistant_calls(vec![call("a", "submit")]),
+            tool("a", "diff"),
+            ChatMessage::new(Role::System, "you are a reviewer"),
+            ChatMessage::new(Role::User, "task two"),
+            ChatMessage::new(Role::Assistant, "ok"),
+        ]);
+        assert_eq!(c.runs.len(), 2);
+        assert_eq!(c.runs[1].user_message.as_deref(), Some("task two"));
+    }
+
+    #[test]
+    fn the_user_device_does_not_open_the_agent_turn() {
+        // The simulated user acts on its device (no requestor flag on the result: it is known by
+        // the call id), then speaks: that is a user turn, whatever came before it.
+        let mut device = ChatMessage::new(Role::User, "");
+        device.tool_calls = vec![call("d1", "check_status_bar")];
+        let (c, _) = build_simple(vec![
+            ChatMessage::new(Role::User, "my phone"),
+            ChatMessage::new(Role::Assistant, "please check the status bar"),
+            device,
+            tool("d1", "no signal"),
+            ChatMessage::new(Role::User, "it says no signal"),
+            ChatMessage::new(Role::Assistant, "let me look"),
+        ]);
+        assert_eq!(c.runs.len(), 2);
+        assert_eq!(c.runs[1].user_message.as_deref(), Some("it says no signal"));
     }
 
     #[test]

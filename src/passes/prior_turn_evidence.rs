@@ -8,6 +8,11 @@
 //! is older, one advisory finding is filed at the claim seam: referring back can be a
 //! legitimate follow-up, and nothing here can tell the two apart.
 //!
+//! A run whose output contract was not met (its recording says so: a `contract-unmet` verdict,
+//! or a ledger of output attempts ending `exhausted`) is not judged: the framework's evidence
+//! gate never judges an answer that exhausted its attempts, so there is no verdict to reproduce.
+//! What the schema-attempt check infers by validating answers itself is not consulted here.
+//!
 //! The grounded values are data from tool results: a finding lists them only when the audit
 //! was asked to (`--include-values`); otherwise it says how many there were.
 
@@ -18,7 +23,7 @@ use crate::evidence::{
 };
 use crate::js;
 use crate::model::digest::{Digest, DigestKind, DigestValue};
-use crate::model::{Conversation, EventKind, Role, Run};
+use crate::model::{vocab, Conversation, EventKind, Role, Run};
 use crate::passes::{Pass, PassContext, RunOutcome};
 use serde_json::{json, Value};
 
@@ -204,6 +209,16 @@ fn check_run(run: &Run, evidence_index: &EvidenceIndex, ctx: &PassContext) -> Ru
             "the recording omitted tool results or the answer, so grounding cannot be judged",
         );
     }
+    // The framework's evidence gate judges only an answer the run delivers. When the output
+    // contract was not met (every attempt failed its schema), the run ends on the last failed
+    // attempt and the gate never judged it: there is no grounding verdict to reproduce.
+    if contract_unmet(run) {
+        return RunOutcome::new(
+            Disposition::NotApplicable,
+            "the output contract was not met (every attempt failed its schema), so the evidence \
+             gate never judged the answer",
+        );
+    }
     let answer = run.answer.as_deref().unwrap_or("");
     if answer.trim().is_empty() {
         return RunOutcome::new(Disposition::Unreachable, "the run gave no answer to judge");
@@ -220,6 +235,29 @@ fn check_run(run: &Run, evidence_index: &EvidenceIndex, ctx: &PassContext) -> Ru
         outcome.agreement = agreement(run, &reading, outcome.disposition);
     }
     outcome
+}
+
+/// Did the run end with its output contract unmet, by what it recorded: a `contract-unmet`
+/// verdict, or a recorded ledger of output attempts whose last row is `exhausted`.
+fn contract_unmet(run: &Run) -> bool {
+    run.events_of(EventKind::Verdict)
+        .any(|e| match e.text.as_deref() {
+            Some(vocab::CONTRACT_UNMET) => true,
+            Some(vocab::OUTPUT_ATTEMPTS) => e
+                .payload
+                .as_deref()
+                .and_then(|p| serde_json::from_str::<Value>(p).ok())
+                .and_then(|p| {
+                    p.get("payload")
+                        .and_then(Value::as_array)
+                        .and_then(|rows| rows.last())
+                        .and_then(|row| row.get("outcome"))
+                        .and_then(Value::as_str)
+                        .map(|outcome| outcome == "exhausted")
+                })
+                .unwrap_or(false),
+            _ => false,
+        })
 }
 
 fn finding(run: &Run, reading: &Reading, include_values: bool) -> Draft {
@@ -515,6 +553,61 @@ mod tests {
         assert_eq!(judge(&empty, false).disposition, Disposition::Unreachable);
         let no_user = conversation(vec![msg(Role::Tool, r#"{"iops":98765}"#)], "98765 IOPS");
         assert_eq!(judge(&no_user, false).disposition, Disposition::Unreachable);
+    }
+
+    #[test]
+    fn an_unmet_output_contract_gets_no_grounding_verdict() {
+        // This turn's tool result grounds the answer: judged, it passes.
+        let grounded = || {
+            conversation(
+                vec![
+                    msg(Role::User, "arrays?"),
+                    msg(Role::Tool, r#"{"name":"SHPMAXDLVAP001"}"#),
+                ],
+                "The array SHPMAXDLVAP001 is healthy.",
+            )
+        };
+        assert_eq!(
+            judge(&grounded(), false).disposition,
+            Disposition::CheckedPass
+        );
+        let verdict = |text: &str, payload: Option<&str>| {
+            let mut v = Event::new(EventKind::Verdict);
+            v.text = Some(text.into());
+            v.payload = payload.map(str::to_string);
+            v
+        };
+        // A recorded `contract-unmet` verdict: the gate never judged this answer.
+        let mut unmet = grounded();
+        unmet.runs[0]
+            .events
+            .push(verdict(vocab::CONTRACT_UNMET, None));
+        let out = judge(&unmet, false);
+        assert_eq!(out.disposition, Disposition::NotApplicable);
+        assert!(out.reason.contains("never judged"), "{}", out.reason);
+        assert!(out.findings.is_empty());
+        // A recorded ledger: its last row decides.
+        let ledger = |last: &str| {
+            format!(
+                r#"{{"type":"t","payload":[{{"attempt":1,"outcome":"retried"}},{{"attempt":2,"outcome":"{last}"}}]}}"#
+            )
+        };
+        for (last, expected) in [
+            ("exhausted", Disposition::NotApplicable),
+            ("passed", Disposition::CheckedPass),
+        ] {
+            let mut conv = grounded();
+            conv.runs[0]
+                .events
+                .push(verdict(vocab::OUTPUT_ATTEMPTS, Some(&ledger(last))));
+            assert_eq!(judge(&conv, false).disposition, expected, "{last}");
+        }
+        // A retry alone is not an unmet contract.
+        let mut retried = grounded();
+        retried.runs[0]
+            .events
+            .push(verdict(vocab::SCHEMA_RETRY, None));
+        assert_eq!(judge(&retried, false).disposition, Disposition::CheckedPass);
     }
 
     #[test]

@@ -191,33 +191,37 @@ fn read_one(
         pool,
     };
     let detected = match opts.format {
-        Some(f) => Ok(Some(f)),
-        None => crate::ingest::read_head(path).map(|head| {
-            if head.is_empty() {
-                None
-            } else {
-                Format::detect(&head)
-            }
+        Some(f) => Ok(Ok(f)),
+        None => crate::ingest::read_head(path).map(|head| match Format::detect(&head) {
+            Some(format) if !head.is_empty() => Ok(format),
+            _ => Err(head),
         }),
     };
     let (format, error) = match detected {
         Err(e) => (None, Some(format!("cannot read {display}: {e}"))),
-        Ok(None) => {
-            let empty = size == 0;
+        Ok(Err(_)) if size == 0 => {
+            // An empty file where a recording should be (a write cut short): a lost record.
             sink.records_read(1);
-            sink.quarantine(Quarantined::dropped(
-                display,
-                Locator::File,
-                if empty {
-                    "empty file".to_string()
-                } else {
-                    "not a recognised recording format (no known format matched its content)"
-                        .to_string()
-                },
-            ));
+            sink.quarantine(Quarantined::dropped(display, Locator::File, "empty file"));
             (None, None)
         }
-        Ok(Some(format)) => {
+        Ok(Err(head)) => {
+            // Not a recording of any format: not a record either. It is listed, and counted as
+            // unrecognised, so that a folder of the wrong files does not read as an empty success.
+            sink.quarantine(Quarantined {
+                severity: Severity::Skipped,
+                ..Quarantined::dropped(
+                    display,
+                    Locator::File,
+                    format!(
+                        "not a recognised recording format: {}",
+                        crate::ingest::registry::why_unrecognised(&head)
+                    ),
+                )
+            });
+            (None, None)
+        }
+        Ok(Ok(format)) => {
             let input = Input {
                 limits: opts.limits,
                 ..Input::new(path, display)
@@ -337,6 +341,7 @@ pub(super) fn ingest_found(
         seen_conversations: HashSet::new(),
         fatal: None,
         first_reasons: Vec::new(),
+        unrecognised: Vec::new(),
     };
     let progress = crate::progress::bar(opts.progress, total_bytes, "ingest");
     let inputs = Inputs {
@@ -535,6 +540,8 @@ struct Writer<'a> {
     fatal: Option<io::Error>,
     /// The first reasons records were dropped for, for the message when nothing could be read.
     first_reasons: Vec<String>,
+    /// The first files no format recognised, with why, for the same message.
+    unrecognised: Vec<String>,
 }
 
 impl Writer<'_> {
@@ -631,7 +638,18 @@ impl Writer<'_> {
                         }
                     }
                     Severity::Partial => self.counts.partial_notes += 1,
-                    Severity::Duplicate | Severity::Skipped => {}
+                    // From a reader, a skipped entry is a file no format recognised (the
+                    // inputs passed over are filed before reading starts).
+                    Severity::Skipped => {
+                        self.counts.unrecognised_files += 1;
+                        if self.unrecognised.len() < 3 {
+                            let why = q
+                                .reason
+                                .trim_start_matches("not a recognised recording format: ");
+                            self.unrecognised.push(format!("{} ({why})", q.file));
+                        }
+                    }
+                    Severity::Duplicate => {}
                 }
                 write_quarantine(&mut self.quarantine, &q)
             }
@@ -730,7 +748,20 @@ impl Writer<'_> {
         counts.skipped_inputs = skipped_inputs;
         if counts.records_stored == 0 && !self.may_be_empty {
             // Nothing to store: no output is left that looks like a (possibly empty) result.
-            let why = if counts.records_read == 0 {
+            let why = if counts.records_read == 0 && counts.unrecognised_files > 0 {
+                let more = counts.unrecognised_files - self.unrecognised.len() as u64;
+                format!(
+                    "no adapter recognised {} of {} file(s): {}{}",
+                    counts.unrecognised_files,
+                    counts.files,
+                    self.unrecognised.join(", "),
+                    if more > 0 {
+                        format!(", and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )
+            } else if counts.records_read == 0 {
                 format!("no records found in {} file(s)", counts.files)
             } else {
                 format!(

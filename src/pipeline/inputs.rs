@@ -73,9 +73,31 @@ pub fn find_inputs(inputs: &[PathBuf]) -> io::Result<FoundInputs> {
     }
     found.files.sort_by(|a, b| a.path.cmp(&b.path));
     found.files.dedup();
+    drop_companions(&mut found.files);
     // Streams keep the order they were given in, after the files.
     found.files.extend(streams);
     Ok(found)
+}
+
+/// Files that another input reads through itself (a dir layout's record files beside their
+/// index, [`crate::ingest::Adapter::companions`]) are not read on their own as well.
+fn drop_companions(files: &mut Vec<InputFile>) {
+    let claimed: HashSet<PathBuf> = files
+        .iter()
+        .flat_map(|f| {
+            crate::ingest::Format::ALL
+                .iter()
+                .flat_map(|format| format.adapter().companions(&f.path))
+        })
+        .map(|p| p.canonicalize().unwrap_or(p))
+        .collect();
+    if claimed.is_empty() {
+        return;
+    }
+    files.retain(|f| {
+        let real = f.path.canonicalize().unwrap_or_else(|_| f.path.clone());
+        !claimed.contains(&real)
+    });
 }
 
 /// Every regular file under the given paths, sorted, de-duplicated (what [`find_inputs`] finds,

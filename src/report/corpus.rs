@@ -136,6 +136,21 @@ impl CorpusDir {
     }
 }
 
+/// `column` is one of `values` (an exact string match), for scans that read a few runs.
+pub fn one_of(column: &str, values: &[String]) -> Expr {
+    let list = Series::new(PlSmallStr::EMPTY, values);
+    col(column).is_in(lit(list).implode(false), false)
+}
+
+/// The rows of a collected frame whose `column` equals `value`.
+pub fn rows_where(df: &DataFrame, column: &str, value: &str) -> io::Result<DataFrame> {
+    df.clone()
+        .lazy()
+        .filter(col(column).eq(lit(value)))
+        .collect()
+        .map_err(pl)
+}
+
 /// The column names of a lazy frame (reads the Parquet footer only).
 pub fn columns(lf: &mut LazyFrame) -> io::Result<Vec<String>> {
     Ok(lf

@@ -180,7 +180,8 @@ impl Diff {
     }
 }
 
-const INTERVAL: &str = "Newcombe hybrid score interval (from Wilson intervals), 95%";
+/// How the interval of a change is computed, in words.
+pub const INTERVAL: &str = "Newcombe hybrid score interval (from Wilson intervals), 95%";
 
 fn info(c: &CorpusDir) -> CorpusInfo {
     CorpusInfo {

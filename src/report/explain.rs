@@ -5,10 +5,13 @@
 //! check's disposition. Recorded text is bounded and the output says what it cut.
 
 use crate::passes::repeated_call::arguments_text;
-use crate::report::corpus::{columns, counts, f64s, pl, strings, strs, u64s, CorpusDir};
+use crate::report::corpus::{
+    columns, counts, f64s, one_of, pl, rows_where, strings, strs, u64s, CorpusDir,
+};
 use crate::report::text::{bounded, terminal, Preview};
 use polars::prelude::*;
 use serde::Serialize;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 
 /// Bounds of an explanation.
@@ -157,15 +160,21 @@ fn flag_words(flags: u64) -> Vec<String> {
     out
 }
 
-/// Findings of the run, with their witnesses and the columns used to place them.
+/// A finding of one of the runs, with its witnesses and the columns used to place it.
 struct Placed {
+    run_id: String,
     view: FindingView,
     tool: Option<String>,
     call_id: Option<String>,
     args_fp: Option<String>,
 }
 
-fn findings_of(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Result<Vec<Placed>> {
+/// The findings of `run_ids`, in table order.
+fn findings_of(
+    corpus: &CorpusDir,
+    run_ids: &[String],
+    opts: ExplainOptions,
+) -> io::Result<Vec<Placed>> {
     let mut lf = corpus.table("findings")?;
     let names = columns(&mut lf)?;
     let pick = |n: &str| {
@@ -175,10 +184,11 @@ fn findings_of(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Re
             lit(NULL).cast(DataType::String).alias(n)
         }
     };
-    let lf = lf.filter(col("run_id").eq(lit(run_id)));
+    let lf = lf.filter(one_of("run_id", run_ids));
     let df = lf
         .clone()
         .select([
+            col("run_id"),
             col("finding_id"),
             col("check"),
             col("kind"),
@@ -236,7 +246,12 @@ fn findings_of(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Re
     let w_pred = strings(&wit, "predicate")?;
     let w_val = strings(&wit, "value")?;
     let w_prov = strings(&wit, "provenance")?;
+    let mut witnesses_of: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (j, id) in w_id.iter().enumerate() {
+        witnesses_of.entry(id.as_str()).or_default().push(j);
+    }
 
+    let run = strings(&df, "run_id")?;
     let id = strings(&df, "finding_id")?;
     let check = strings(&df, "check")?;
     let kind = strings(&df, "kind")?;
@@ -256,6 +271,7 @@ fn findings_of(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Re
     let args = strs(&df, "args_fingerprint")?;
     Ok((0..df.height())
         .map(|i| Placed {
+            run_id: run[i].clone(),
             view: FindingView {
                 finding_id: id[i].clone(),
                 check: check[i].clone(),
@@ -264,16 +280,20 @@ fn findings_of(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Re
                 advisory: advisory[i] != 0,
                 iteration: iteration[i],
                 message: Preview::of(&message[i], opts.preview.max(1000)),
-                witnesses: (0..wit.height())
-                    .filter(|&j| w_id[j] == id[i])
-                    .map(|j| WitnessView {
-                        subject_kind: w_kind[j].clone(),
-                        subject_id: w_sid[j].clone(),
-                        predicate: w_pred[j].clone(),
-                        value: Preview::of(&w_val[j], 120),
-                        provenance: w_prov[j].clone(),
+                witnesses: witnesses_of
+                    .get(id[i].as_str())
+                    .map(|js| {
+                        js.iter()
+                            .map(|&j| WitnessView {
+                                subject_kind: w_kind[j].clone(),
+                                subject_id: w_sid[j].clone(),
+                                predicate: w_pred[j].clone(),
+                                value: Preview::of(&w_val[j], 120),
+                                provenance: w_prov[j].clone(),
+                            })
+                            .collect()
                     })
-                    .collect(),
+                    .unwrap_or_default(),
             },
             tool: tool[i].clone(),
             call_id: call[i].clone(),
@@ -284,10 +304,30 @@ fn findings_of(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Re
 
 /// Explain `run_id` of `corpus`.
 pub fn build(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Result<Explanation> {
+    build_many(corpus, &[run_id.to_string()], opts)?
+        .pop()
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("run {} is not in this corpus's store", bounded(run_id, 120)),
+            )
+        })
+}
+
+/// Explain each of `run_ids` (in that order, each once) with one scan of every table, so a page
+/// that tells many runs reads the events once; runs not in the store are left out.
+pub fn build_many(
+    corpus: &CorpusDir,
+    run_ids: &[String],
+    opts: ExplainOptions,
+) -> io::Result<Vec<Explanation>> {
+    if run_ids.is_empty() {
+        return Ok(Vec::new());
+    }
     let runs = corpus.runs()?;
-    let run = runs
+    let run_rows = runs
         .clone()
-        .filter(col("run_id").eq(lit(run_id)))
+        .filter(one_of("run_id", run_ids))
         .select([
             col("run_id"),
             col("conversation_id"),
@@ -308,30 +348,21 @@ pub fn build(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Resu
         ])
         .collect()
         .map_err(pl)?;
-    if run.height() == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("run {} is not in this corpus's store", bounded(run_id, 120)),
-        ));
-    }
-    let conversation_id = strings(&run, "conversation_id")?[0].clone();
-    let turn = counts(&run, "turn")?[0];
+    let conversations: Vec<String> = strings(&run_rows, "conversation_id")?
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let siblings = runs
-        .filter(col("conversation_id").eq(lit(conversation_id.as_str())))
-        .select([col("run_id"), col("turn")])
+        .filter(one_of("conversation_id", &conversations))
+        .select([col("conversation_id"), col("run_id"), col("turn")])
         .collect()
         .map_err(pl)?;
-    let mut sib: Vec<(u64, String)> = counts(&siblings, "turn")?
-        .into_iter()
-        .zip(strings(&siblings, "run_id")?)
-        .collect();
-    sib.sort();
-    let position = sib.iter().position(|(_, r)| r == run_id).unwrap_or(0) as u64 + 1;
-
-    let ev = corpus
+    let events = corpus
         .events()?
-        .filter(col("run_id").eq(lit(run_id)))
+        .filter(one_of("run_id", run_ids))
         .select([
+            col("run_id"),
             col("seq"),
             col("kind"),
             col("role"),
@@ -345,9 +376,83 @@ pub fn build(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Resu
             col("iteration"),
             col("duration_ms"),
         ])
-        .sort(["seq"], SortMultipleOptions::default())
+        .sort(["run_id", "seq"], SortMultipleOptions::default())
         .collect()
         .map_err(pl)?;
+    let mut findings: HashMap<String, Vec<Placed>> = HashMap::new();
+    for f in findings_of(corpus, run_ids, opts)? {
+        findings.entry(f.run_id.clone()).or_default().push(f);
+    }
+    let dispositions = corpus
+        .table("dispositions")?
+        .filter(one_of("run_id", run_ids))
+        .select([
+            col("run_id"),
+            col("check"),
+            col("disposition"),
+            col("reason"),
+        ])
+        .collect()
+        .map_err(pl)?;
+    let checks = corpus.checks();
+    let mut told = BTreeSet::new();
+    let mut out = Vec::new();
+    for id in run_ids {
+        if !told.insert(id.as_str()) {
+            continue;
+        }
+        let run = rows_where(&run_rows, "run_id", id)?;
+        if run.height() == 0 {
+            continue;
+        }
+        let conversation = strings(&run, "conversation_id")?[0].clone();
+        out.push(tell(
+            Rows {
+                run,
+                siblings: rows_where(&siblings, "conversation_id", &conversation)?,
+                events: rows_where(&events, "run_id", id)?,
+                dispositions: rows_where(&dispositions, "run_id", id)?,
+            },
+            id,
+            findings.remove(id).unwrap_or_default(),
+            &checks,
+            opts,
+        )?);
+    }
+    Ok(out)
+}
+
+/// One run's rows of each table.
+struct Rows {
+    run: DataFrame,
+    siblings: DataFrame,
+    events: DataFrame,
+    dispositions: DataFrame,
+}
+
+/// Tell one run from its rows.
+fn tell(
+    rows: Rows,
+    run_id: &str,
+    findings: Vec<Placed>,
+    checks: &[String],
+    opts: ExplainOptions,
+) -> io::Result<Explanation> {
+    let Rows {
+        run,
+        siblings,
+        events: ev,
+        dispositions: disp,
+    } = rows;
+    let conversation_id = strings(&run, "conversation_id")?[0].clone();
+    let turn = counts(&run, "turn")?[0];
+    let mut sib: Vec<(u64, String)> = counts(&siblings, "turn")?
+        .into_iter()
+        .zip(strings(&siblings, "run_id")?)
+        .collect();
+    sib.sort();
+    let position = sib.iter().position(|(_, r)| r == run_id).unwrap_or(0) as u64 + 1;
+
     let seq = counts(&ev, "seq")?;
     let kind = strings(&ev, "kind")?;
     let role = strs(&ev, "role")?;
@@ -447,7 +552,7 @@ pub fn build(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Resu
 
     // Place each finding where it fired.
     let mut unplaced = Vec::new();
-    for f in findings_of(corpus, run_id, opts)? {
+    for f in findings {
         let at = place(&f, &steps, &landing_fps);
         match at.and_then(|i| steps[i].findings_mut()) {
             Some(list) => list.push(f.view),
@@ -455,13 +560,6 @@ pub fn build(corpus: &CorpusDir, run_id: &str, opts: ExplainOptions) -> io::Resu
         }
     }
 
-    let disp = corpus
-        .table("dispositions")?
-        .filter(col("run_id").eq(lit(run_id)))
-        .select([col("check"), col("disposition"), col("reason")])
-        .collect()
-        .map_err(pl)?;
-    let checks = corpus.checks();
     let mut dispositions: Vec<DispositionView> = strings(&disp, "check")?
         .into_iter()
         .zip(strings(&disp, "disposition")?)

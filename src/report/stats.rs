@@ -7,6 +7,9 @@
 /// The normal quantile for a two-sided 95% interval.
 pub const Z95: f64 = 1.959_963_984_540_054;
 
+/// How the interval of a rate is computed, in words.
+pub const WILSON: &str = "Wilson score interval, 95%";
+
 /// `k / n`, or `None` when `n` is 0.
 pub fn rate(k: u64, n: u64) -> Option<f64> {
     (n > 0).then(|| k as f64 / n as f64)

@@ -78,6 +78,10 @@ pub struct Counts {
     /// Entries under the inputs that were not read (listed in quarantine.jsonl as `skipped`).
     #[serde(default)]
     pub skipped_inputs: u64,
+    /// Input files that no format recognised: not records (listed in quarantine.jsonl as
+    /// `skipped`, with why).
+    #[serde(default)]
+    pub unrecognised_files: u64,
 }
 
 /// `manifest.json` of a store.

@@ -62,7 +62,10 @@ pub fn runs_schema() -> Arc<Schema> {
     ]))
 }
 
+// What follows checks `schemas/*.md` against the code (tests of the store and the corpus).
+
 /// The type name as `schemas/*.md` writes it.
+#[cfg(test)]
 pub fn type_name(t: &DataType) -> String {
     match t {
         DataType::Utf8 => "utf8".into(),
@@ -87,10 +90,12 @@ pub fn type_name(t: &DataType) -> String {
 }
 
 /// A documented table: its name and its `(column, type, nullable)` rows.
+#[cfg(test)]
 pub type DocTable = (String, Vec<(String, String, bool)>);
 
 /// Parse the column tables of a schema document: for each `## table` heading, the rows
 /// `| column | type | nullable | meaning |` that follow it.
+#[cfg(test)]
 pub fn parse_schema_doc(doc: &str) -> Vec<DocTable> {
     let mut tables: Vec<DocTable> = Vec::new();
     for line in doc.lines() {
@@ -115,6 +120,7 @@ pub fn parse_schema_doc(doc: &str) -> Vec<DocTable> {
 }
 
 /// Compare a schema with its documented table; returns the differences in words.
+#[cfg(test)]
 pub fn doc_drift(schema: &Schema, documented: &[(String, String, bool)]) -> Vec<String> {
     let mut problems = Vec::new();
     let code: Vec<(String, String, bool)> = schema

@@ -303,10 +303,6 @@ impl EventsBuilder {
         self.rows >= BATCH_ROWS || self.bytes >= BATCH_BYTES
     }
 
-    pub fn len(&self) -> usize {
-        self.rows
-    }
-
     pub fn is_empty(&self) -> bool {
         self.rows == 0
     }

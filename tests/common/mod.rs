@@ -49,7 +49,7 @@ pub fn path_str(p: &Path) -> &str {
 /// after each of the first two of `sess-f-conv`'s three runs: the agentfootprint adapter then
 /// hands that session on in three fragments.
 pub fn fragmented_session_ndjson() -> String {
-    use traceaudit::ingest::agentfootprint::LATENESS_BYTES;
+    use traceaudit::internals::LATENESS_BYTES;
     let text = std::fs::read_to_string(testdata(
         "agentfootprint/ndjson/f_prior_turn_evidence.ndjson",
     ))

@@ -45,16 +45,37 @@ fn classify(s: &Span) -> Class {
     }
     if matches!(
         op,
-        "chat" | "text_completion" | "generate_content" | "completion"
+        "chat" | "text_completion" | "generate_content" | "completion" | "chat.completions"
     ) || oi::is_llm(s)
+        || matches!(s.str_attr("llm.request.type"), Some("chat" | "completion"))
         || s.attrs.contains_key("gen_ai.input.messages")
         || s.attrs.contains_key("gen_ai.output.messages")
-        || s.attrs.contains_key("gen_ai.prompt.0.role")
-        || s.attrs.contains_key("gen_ai.completion.0.role")
+        || s.attrs.keys().any(|k| is_indexed_message_key(k))
     {
         return Class::Chat;
     }
     Class::Other
+}
+
+/// `gen_ai.prompt.{i}.*` / `gen_ai.completion.{i}.*`, the indexed message attributes of
+/// OpenLLMetry and older GenAI writers (whatever members a writer sets: `role`, `content`,
+/// `tool_calls.*`, or Bedrock's `user`).
+fn is_indexed_message_key(k: &str) -> bool {
+    ["gen_ai.prompt.", "gen_ai.completion."].iter().any(|p| {
+        k.strip_prefix(p)
+            .and_then(|rest| rest.split_once('.'))
+            .is_some_and(|(i, _)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// Does the agent span record anything of its own run (messages, an answer, a request)?
+fn has_own_content(s: &Span) -> bool {
+    input_messages(s).is_some_and(|m| !m.is_empty())
+        || output_messages(s).is_some_and(|m| !m.is_empty())
+        || s.attrs.contains_key("pydantic_ai.all_messages")
+        || s.attrs.contains_key("final_result")
+        || oi::run_input(s).is_some_and(|t| !t.is_empty())
+        || oi::run_output(s).is_some()
 }
 
 fn call_id_of(s: &Span) -> Option<&str> {
@@ -161,10 +182,67 @@ pub(super) fn assemble(
             None
         })
         .collect();
+    // Model-call and tool spans with no agent around them may sit beside one: a writer that
+    // starts the agent span without making it current (the Microsoft Agent Framework's
+    // streaming path) leaves them siblings of the agent span, under the caller's span. Such a
+    // span belongs to the sibling agent whose time it overlaps most (nearest, if none); a
+    // descendant of such a span belongs to the agent beside its nearest ancestor that has one.
+    let agents: Vec<usize> = (0..n).filter(|&i| class[i] == Class::Agent).collect();
+    let beside = |i: usize| -> Option<usize> {
+        let interval = |k: usize| {
+            let s = &spans[k];
+            let start = s.start_ns.unwrap_or(i64::MIN);
+            (start, s.end_ns.unwrap_or(start))
+        };
+        let (start, end) = interval(i);
+        let mut cur = Some(i);
+        let mut steps = 0;
+        while let Some(c) = cur {
+            let siblings: Vec<usize> = agents
+                .iter()
+                .copied()
+                .filter(|&a| a != c && spans[a].parent_id == spans[c].parent_id)
+                .collect();
+            if !siblings.is_empty() {
+                return siblings.into_iter().max_by_key(|&a| {
+                    let (a_start, a_end) = interval(a);
+                    let overlap = end.min(a_end).saturating_sub(start.max(a_start)).max(0);
+                    let gap = start
+                        .saturating_sub(a_end)
+                        .max(a_start.saturating_sub(end))
+                        .max(0);
+                    (overlap, std::cmp::Reverse(gap), std::cmp::Reverse(a_start))
+                });
+            }
+            steps += 1;
+            if steps > n {
+                break;
+            }
+            cur = parent_of(c);
+        }
+        None
+    };
     let agent_by_call: HashMap<&str, usize> = (0..n)
         .filter(|&i| class[i] == Class::Agent)
         .filter_map(|i| call_id_of(&spans[i]).map(|c| (c, i)))
         .collect();
+
+    // Is `outer` an ancestor of `inner`?
+    let wraps = |outer: usize, inner: usize| -> bool {
+        let mut cur = parent_of(inner);
+        let mut steps = 0;
+        while let Some(c) = cur {
+            if c == outer {
+                return true;
+            }
+            steps += 1;
+            if steps > n {
+                break;
+            }
+            cur = parent_of(c);
+        }
+        false
+    };
 
     #[derive(PartialEq, Eq, Hash, Clone)]
     enum Key {
@@ -183,7 +261,10 @@ pub(super) fn assemble(
                     Some(&a) => Key::Agent(a),
                     None => Key::Call(c.to_string()),
                 },
-                None => Key::Turns,
+                None => match beside(i) {
+                    Some(a) => Key::Agent(a),
+                    None => Key::Turns,
+                },
             },
         };
         match group_of.get(&key) {
@@ -212,6 +293,15 @@ pub(super) fn assemble(
                 let chats = pick(Class::Chat);
                 let tools = pick(Class::Tool);
                 if promoted.contains(a) && chats.is_empty() && tools.is_empty() {
+                    continue;
+                }
+                // An agent span that only wraps other agents (a workflow span of the OpenAI
+                // Agents SDK's bridges): no model call, tool or message of its own, no run.
+                if chats.is_empty()
+                    && tools.is_empty()
+                    && !has_own_content(root)
+                    && agents.iter().any(|&b| b != *a && wraps(*a, b))
+                {
                     continue;
                 }
                 let run_id = call_id_of(root)

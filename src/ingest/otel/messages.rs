@@ -101,15 +101,29 @@ pub(super) fn messages_of(list: &Value, default_role: Role) -> Vec<Msg> {
 }
 
 /// One message, in the GenAI parts shape (`{role, parts}`), the chat-completions shape
-/// (`{role, content, tool_calls, tool_call_id}`), or OpenInference's (`{message: {...}}`).
-/// Tool results become tool messages whatever role carried them.
+/// (`{role, content, tool_calls, tool_call_id}`), OpenInference's (`{message: {...}}`), or a
+/// choice whose `message` is the content itself (text, or a JSON list of content blocks).
+/// Content may be a list of blocks (see [`Blocks`]). Tool results become tool messages whatever
+/// role carried them.
 fn message_of(v: &Value, default_role: Role, out: &mut Vec<Msg>) {
     let v = match v.get("message") {
         Some(inner @ Value::Object(_)) => inner,
-        Some(Value::String(s)) => match js::parse_json(s) {
-            Ok(parsed @ Value::Object(_)) => return message_of(&parsed, default_role, out),
-            _ => v,
-        },
+        Some(Value::String(s)) => {
+            return match js::parse_json(s) {
+                Ok(parsed @ Value::Object(_)) => message_of(&parsed, default_role, out),
+                Ok(Value::Array(items)) => {
+                    message_of(&with_content(v, Value::Array(items)), default_role, out)
+                }
+                _ => message_of(
+                    &with_content(v, Value::String(s.clone())),
+                    default_role,
+                    out,
+                ),
+            };
+        }
+        Some(items @ Value::Array(_)) => {
+            return message_of(&with_content(v, items.clone()), default_role, out);
+        }
         _ => v,
     };
     if !v.is_object() {
@@ -126,33 +140,41 @@ fn message_of(v: &Value, default_role: Role, out: &mut Vec<Msg>) {
         parts_message(role, parts, out);
         return;
     }
-    let content = v.get("content").filter(|c| !c.is_null());
-    let text = match content {
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Array(items)) => Some(
-            items
-                .iter()
-                .filter_map(|i| {
-                    i.get("text")
-                        .or_else(|| i.get("content"))
-                        .and_then(Value::as_str)
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-        Some(other) => Some(text_of(other)),
-        None => v.get("contents").and_then(Value::as_array).map(|items| {
-            items
-                .iter()
-                .filter_map(|i| {
-                    let c = i.get("message_content").unwrap_or(i);
-                    c.get("text").and_then(Value::as_str)
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-        }),
+    // OpenLLMetry's Bedrock form: the text under the role's own key (`gen_ai.prompt.0.user`).
+    let content = v
+        .get("content")
+        .filter(|c| !c.is_null())
+        .or_else(|| v.get(role.as_str()).filter(|c| c.is_string()))
+        .map(block_list);
+    let listed = match &content {
+        Some(Value::Array(items)) => Some(items.as_slice()),
+        None => v
+            .get("contents")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice),
+        Some(_) => None,
     };
-    if role == Role::Tool {
+    let found = listed.map(blocks);
+    let text = match (&content, &found) {
+        (_, Some(b)) => Some(b.texts.join("\n")),
+        (Some(Value::String(s)), None) => Some(s.clone()),
+        (Some(other), None) => Some(text_of(other)),
+        (None, None) => None,
+    };
+    let (calls_in_blocks, results) = match found {
+        Some(b) => (b.calls, b.results),
+        None => (Vec::new(), Vec::new()),
+    };
+    if !results.is_empty() {
+        // Tool results carried in a content list (Bedrock/Strands `toolResult`, Anthropic
+        // `tool_result`): tool messages of their own; whatever text came with them stays with
+        // the message's role.
+        out.extend(results);
+        let has_text = text.as_deref().is_some_and(|t| !t.is_empty());
+        if role == Role::Tool || (!has_text && calls_in_blocks.is_empty()) {
+            return;
+        }
+    } else if role == Role::Tool {
         let mut m = Msg::new(Role::Tool, text);
         m.call_id = v
             .get("tool_call_id")
@@ -160,11 +182,11 @@ fn message_of(v: &Value, default_role: Role, out: &mut Vec<Msg>) {
             .and_then(Value::as_str)
             .map(str::to_string);
         m.tool_name = v.get("name").and_then(Value::as_str).map(str::to_string);
-        m.error = content.is_some_and(is_validation_errors);
+        m.error = v.get("content").is_some_and(is_validation_errors);
         out.push(m);
         return;
     }
-    let mut calls = Vec::new();
+    let mut calls = calls_in_blocks;
     let listed = match v.get("tool_calls") {
         Some(Value::String(s)) => js::parse_json(s).ok(),
         Some(other) => Some(other.clone()),
@@ -208,6 +230,141 @@ fn message_of(v: &Value, default_role: Role, out: &mut Vec<Msg>) {
     out.push(m);
 }
 
+/// The message `v` with `content` in place of its `message` member.
+fn with_content(v: &Value, content: Value) -> Value {
+    let mut map = v.as_object().cloned().unwrap_or_default();
+    map.remove("message");
+    map.insert("content".into(), content);
+    Value::Object(map)
+}
+
+/// Content blocks a writer may use (Bedrock Converse and Strands, Anthropic, OpenAI content
+/// parts, OpenInference contents). A block names its kind by a key of its own (`text`,
+/// `toolUse`, ...) or by `type`.
+const BLOCK_KEYS: [&str; 11] = [
+    "text",
+    "toolUse",
+    "toolResult",
+    "reasoningContent",
+    "image",
+    "document",
+    "video",
+    "json",
+    "cachePoint",
+    "guardContent",
+    "citationsContent",
+];
+const BLOCK_TYPES: [&str; 10] = [
+    "text",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+    "input_text",
+    "output_text",
+    "reasoning",
+];
+
+fn is_block(v: &Value) -> bool {
+    let Some(map) = v.as_object() else {
+        return false;
+    };
+    map.get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| BLOCK_TYPES.contains(&t))
+        || BLOCK_KEYS.iter().any(|k| map.contains_key(*k))
+}
+
+/// Content as a list when it is the JSON text of a list of content blocks (Strands writes
+/// `[{"text": ...}]` as the content of its message events); anything else as it is.
+fn block_list(v: &Value) -> Value {
+    if let Value::String(s) = v {
+        if s.trim_start().starts_with('[') {
+            if let Ok(Value::Array(items)) = js::parse_json(s) {
+                if !items.is_empty() && items.iter().all(is_block) {
+                    return Value::Array(items);
+                }
+            }
+        }
+    }
+    v.clone()
+}
+
+/// One message's content list, read block by block.
+struct Blocks {
+    texts: Vec<String>,
+    calls: Vec<Call>,
+    /// Tool results, as tool messages.
+    results: Vec<Msg>,
+}
+
+fn blocks(items: &[Value]) -> Blocks {
+    let mut b = Blocks {
+        texts: Vec::new(),
+        calls: Vec::new(),
+        results: Vec::new(),
+    };
+    for item in items {
+        let item = item.get("message_content").unwrap_or(item);
+        let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let args = |v: Option<&Value>| v.filter(|a| !a.is_null()).map(text_of);
+        if let Some(u) = item.get("toolUse") {
+            b.calls.push(Call {
+                id: str_of(u, "toolUseId"),
+                name: str_of(u, "name").unwrap_or_default(),
+                arguments: args(u.get("input")),
+            });
+            continue;
+        }
+        if let Some(r) = item.get("toolResult") {
+            let mut m = Msg::new(Role::Tool, r.get("content").map(result_text));
+            m.call_id = str_of(r, "toolUseId");
+            m.error = r.get("status").and_then(Value::as_str) == Some("error");
+            b.results.push(m);
+            continue;
+        }
+        match item.get("type").and_then(Value::as_str) {
+            Some("tool_use") => {
+                b.calls.push(Call {
+                    id: str_of(item, "id"),
+                    name: str_of(item, "name").unwrap_or_default(),
+                    arguments: args(item.get("input")),
+                });
+                continue;
+            }
+            Some("tool_result") => {
+                let mut m = Msg::new(Role::Tool, item.get("content").map(result_text));
+                m.call_id = str_of(item, "tool_use_id");
+                m.error = item.get("is_error").and_then(Value::as_bool) == Some(true);
+                b.results.push(m);
+                continue;
+            }
+            _ => {}
+        }
+        let text = item
+            .get("text")
+            .or_else(|| item.get("content"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| item.get("json").map(text_of));
+        if let Some(t) = text {
+            b.texts.push(t);
+        }
+    }
+    b
+}
+
+/// A tool result's text: the text of its content blocks when it is a list of them (Bedrock,
+/// Strands, Anthropic), else the value as a model reads it.
+fn result_text(v: &Value) -> String {
+    match block_list(v) {
+        Value::Array(items) if items.iter().all(is_block) => blocks(&items).texts.join("\n"),
+        other => text_of(&other),
+    }
+}
+
 /// A message in the GenAI parts shape.
 fn parts_message(role: Role, parts: &[Value], out: &mut Vec<Msg>) {
     let mut texts: Vec<String> = Vec::new();
@@ -231,7 +388,14 @@ fn parts_message(role: Role, parts: &[Value], out: &mut Vec<Msg>) {
             }),
             "tool_call_response" => {
                 let result = p.get("response").or_else(|| p.get("result"));
-                let mut m = Msg::new(Role::Tool, result.map(text_of));
+                let text = result.map(|r| {
+                    if is_validation_errors(r) {
+                        text_of(r)
+                    } else {
+                        result_text(r)
+                    }
+                });
+                let mut m = Msg::new(Role::Tool, text);
                 m.call_id = p.get("id").and_then(Value::as_str).map(str::to_string);
                 m.tool_name = p.get("name").and_then(Value::as_str).map(str::to_string);
                 m.error = result.is_some_and(is_validation_errors);
@@ -258,6 +422,39 @@ fn parts_message(role: Role, parts: &[Value], out: &mut Vec<Msg>) {
     m.omitted = text_omitted && texts.is_empty() && calls.is_empty();
     m.calls = calls;
     out.push(m);
+}
+
+/// The span event in which the current GenAI conventions record a call's messages when they are
+/// not span attributes (`gen_ai.input.messages`, `gen_ai.output.messages`,
+/// `gen_ai.system_instructions` as event attributes).
+const DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details";
+
+/// A member of the details event, JSON text parsed.
+fn details(s: &Span, key: &str) -> Option<Value> {
+    s.events
+        .iter()
+        .filter(|e| e.name == DETAILS_EVENT)
+        .find_map(|e| e.attrs.get(key).filter(|v| !v.is_null()))
+        .map(|v| match v {
+            Value::String(t) => js::parse_json(t).unwrap_or_else(|_| v.clone()),
+            other => other.clone(),
+        })
+}
+
+/// What a per-message event says: its `body` (the semantic conventions' event body), the JSON
+/// of `gen_ai.event.content` (Azure AI Inference, Semantic Kernel), else its attributes.
+fn event_body(attrs: &Map<String, Value>) -> Value {
+    for key in ["body", "gen_ai.event.content"] {
+        if let Some(Value::String(b)) = attrs.get(key) {
+            if let Ok(parsed @ Value::Object(_)) = js::parse_json(b) {
+                return parsed;
+            }
+        }
+        if let Some(body @ Value::Object(_)) = attrs.get(key) {
+            return body.clone();
+        }
+    }
+    Value::Object(attrs.clone())
 }
 
 /// The deprecated per-message span events, in order, as one list.
@@ -309,12 +506,7 @@ fn event_messages(s: &Span, output: bool) -> Option<Vec<Msg>> {
         if (name == "gen_ai.choice") != output {
             continue;
         }
-        let mut body = Value::Object(attrs.clone());
-        if let Some(Value::String(b)) = attrs.get("body") {
-            if let Ok(parsed @ Value::Object(_)) = js::parse_json(b) {
-                body = parsed;
-            }
-        }
+        let mut body = event_body(attrs);
         if body.get("role").is_none() {
             if let Value::Object(map) = &mut body {
                 map.insert("role".into(), Value::String(role.as_str().into()));
@@ -329,6 +521,9 @@ fn event_messages(s: &Span, output: bool) -> Option<Vec<Msg>> {
 pub(super) fn input_messages(s: &Span) -> Option<Vec<Msg>> {
     if let Some(v) = s.attr("gen_ai.input.messages") {
         return Some(messages_of(v, Role::User));
+    }
+    if let Some(v) = details(s, "gen_ai.input.messages") {
+        return Some(messages_of(&v, Role::User));
     }
     if let Some(v) = s.attr("gen_ai.prompt") {
         return Some(messages_of(v, Role::User));
@@ -348,6 +543,9 @@ pub(super) fn output_messages(s: &Span) -> Option<Vec<Msg>> {
     if let Some(v) = s.attr("gen_ai.output.messages") {
         return Some(messages_of(v, Role::Assistant));
     }
+    if let Some(v) = details(s, "gen_ai.output.messages") {
+        return Some(messages_of(&v, Role::Assistant));
+    }
     if let Some(v) = s.attr("gen_ai.completion") {
         return Some(messages_of(v, Role::Assistant));
     }
@@ -361,9 +559,17 @@ pub(super) fn output_messages(s: &Span) -> Option<Vec<Msg>> {
     event_messages(s, true)
 }
 
-/// The system instructions recorded apart from the messages (`gen_ai.system_instructions`).
+/// The system instructions recorded apart from the messages (`gen_ai.system_instructions`, as
+/// a span attribute or in the details event).
 pub(super) fn instructions(s: &Span) -> Option<Msg> {
-    let v = s.attr("gen_ai.system_instructions")?;
+    let detailed;
+    let v = match s.attr("gen_ai.system_instructions") {
+        Some(v) => v,
+        None => {
+            detailed = details(s, "gen_ai.system_instructions")?;
+            &detailed
+        }
+    };
     let text = match v {
         Value::String(t) => Some(t.clone()),
         Value::Array(parts) => {
@@ -399,18 +605,62 @@ pub(super) fn tool_call_id(s: &Span) -> Option<&str> {
         .or_else(|| oi::tool_call_id(s))
 }
 
+/// A tool span's event of this name: its attributes.
+fn tool_event<'a>(s: &'a Span, name: &str) -> Option<&'a Map<String, Value>> {
+    s.events.iter().find(|e| e.name == name).map(|e| &e.attrs)
+}
+
+/// The first part of this type in a details-event message list.
+fn details_part(s: &Span, key: &str, part: &str) -> Option<Value> {
+    let list = details(s, key)?;
+    list.as_array()?
+        .iter()
+        .filter_map(|m| m.get("parts").and_then(Value::as_array))
+        .flatten()
+        .find(|p| p.get("type").and_then(Value::as_str) == Some(part))
+        .cloned()
+}
+
+/// A tool span's arguments: its attributes, else the span events the Strands tracer writes (a
+/// `gen_ai.tool.message` holding the input, or a details event with a `tool_call` part).
 pub(super) fn tool_arguments(s: &Span) -> Option<String> {
     s.attr("gen_ai.tool.call.arguments")
         .or_else(|| s.attr("tool_arguments"))
         .or_else(|| oi::tool_arguments(s))
         .map(text_of)
+        .or_else(|| {
+            tool_event(s, "gen_ai.tool.message")
+                .and_then(|a| a.get("content"))
+                .filter(|c| !c.is_null())
+                .map(text_of)
+        })
+        .or_else(|| {
+            details_part(s, "gen_ai.input.messages", "tool_call")
+                .and_then(|p| p.get("arguments").filter(|a| !a.is_null()).map(text_of))
+        })
 }
 
+/// A tool span's result: its attributes, else its `gen_ai.choice` event (Strands) or a details
+/// event with a `tool_call_response` part.
 pub(super) fn tool_result(s: &Span) -> Option<String> {
     s.attr("gen_ai.tool.call.result")
         .or_else(|| s.attr("tool_response"))
         .or_else(|| oi::tool_result(s))
         .map(text_of)
+        .or_else(|| {
+            tool_event(s, "gen_ai.choice")
+                .and_then(|a| a.get("message"))
+                .filter(|m| !m.is_null())
+                .map(result_text)
+        })
+        .or_else(|| {
+            details_part(s, "gen_ai.output.messages", "tool_call_response").and_then(|p| {
+                p.get("response")
+                    .or_else(|| p.get("result"))
+                    .filter(|r| !r.is_null())
+                    .map(result_text)
+            })
+        })
 }
 
 pub(super) fn conversation_of(s: &Span) -> Option<&str> {

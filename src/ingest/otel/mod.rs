@@ -24,25 +24,36 @@
 //! - A run is one agent invocation: a span with `gen_ai.operation.name = invoke_agent` (named
 //!   `invoke_agent {agent}`, or `agent run` in pydantic-ai's format 2), or an OpenInference
 //!   `AGENT` span. Model-call and tool spans belong to their nearest agent ancestor; spans with
-//!   no agent ancestor are grouped by `gen_ai.agent.call.id`, and failing that split into runs
-//!   by user turn (a model call's turn = the user messages in its input).
+//!   no agent ancestor are grouped by `gen_ai.agent.call.id`, else join an agent span beside
+//!   them (a sibling of the span or of an ancestor: the one whose time they overlap most, the
+//!   nearest if none), and failing that are split into runs by user turn (a model call's turn =
+//!   the user messages in its input). An agent span that only wraps other agents (no model
+//!   call, tool or message of its own) gives no run.
 //! - Run id: the agent's `gen_ai.agent.call.id`, else `{trace id}:{span id}` of the agent span
 //!   (`{trace id}#{turn}` for runs split by turn). Conversation: `gen_ai.conversation.id`, else
 //!   `session.id`, else the trace id.
 //! - Messages come from `gen_ai.input.messages` / `gen_ai.output.messages` (structured or JSON
-//!   text; parts `text`, `tool_call`, `tool_call_response`), the indexed `gen_ai.prompt.{i}.*` /
-//!   `gen_ai.completion.{i}.*` attributes, OpenInference's flattened `llm.*_messages`, or the
-//!   deprecated per-message span events (`gen_ai.user.message`, `gen_ai.choice`, ...). A
-//!   `tool_call_response` part is a tool message whatever role carries it.
+//!   text; parts `text`, `tool_call`, `tool_call_response`; as span attributes or as attributes
+//!   of a `gen_ai.client.inference.operation.details` event), the indexed `gen_ai.prompt.{i}.*`
+//!   / `gen_ai.completion.{i}.*` attributes, OpenInference's flattened `llm.*_messages`, or the
+//!   deprecated per-message span events (`gen_ai.user.message`, `gen_ai.choice`, ...; the
+//!   message in the event's attributes, its `body`, or the JSON of `gen_ai.event.content`).
+//!   Content may be a list of content blocks, also as JSON text (Bedrock / Strands `text`,
+//!   `toolUse`, `toolResult`; Anthropic `tool_use`, `tool_result`). A `tool_call_response` part
+//!   or a tool-result block is a tool message whatever role carries it.
 //! - The run's own messages are the first model call's input from the run's user message on,
 //!   then each model call's new input and its output, then the tail of pydantic-ai's
 //!   `pydantic_ai.all_messages`. Every assistant tool call is a landing, paired with its tool
 //!   message and merged with its tool span (`execute_tool` / `running tool`: name, call id,
-//!   arguments, result, status, duration). A tool span without a requesting message is a
-//!   landing of its own. The span's arguments and result win over the messages' copies.
+//!   arguments, result, status, duration; Strands writes the arguments and the result as the
+//!   span's `gen_ai.tool.message` and `gen_ai.choice` events). A tool span without a call id is
+//!   merged with the first unmerged call of the same tool, one with the same arguments first. A
+//!   tool span without a requesting message is a landing of its own. The span's arguments and
+//!   result win over the messages' copies.
 //! - The turn is the number of user messages in the first model call's input, up to the run's
 //!   own. The answer is the agent span's `final_result` (pydantic-ai), else its `output.value`
-//!   (OpenInference), else the last assistant text without tool calls.
+//!   (OpenInference), else its own output messages (`gen_ai.output.messages`, Strands'
+//!   `gen_ai.choice` event), else the last assistant text without tool calls.
 //! - The history the answer was judged against is written as context rows: the system
 //!   instructions and the last model call's input messages plus its output.
 //! - Content a writer dropped (`include_content=False`: arguments, results, texts) leaves the
@@ -80,8 +91,12 @@ mod stitch;
 mod tests;
 mod wire;
 
-pub use stitch::{assemble_batch, Stitcher};
-pub use wire::{any_value, parse, unflatten, Span, SpanBatch, SpanEvent};
+#[cfg(test)]
+pub use stitch::assemble_batch;
+pub use stitch::Stitcher;
+#[cfg(test)]
+pub use wire::parse;
+pub use wire::{unflatten, Span};
 
 /// The format name of runs read from GenAI spans.
 pub const FORMAT: &str = "otel";

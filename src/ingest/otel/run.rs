@@ -124,17 +124,45 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// Merge a tool span into the landing that requested it, or add it as a landing of its own.
-    fn tool_span(&mut self, t: &'a Span, iteration: Option<u32>) {
-        let id = tool_call_id(t);
-        let found = id.and_then(|id| {
-            (0..self.events.len()).find(|&i| {
+    /// The landing a tool span without a matching call id ran: the first one of the same tool
+    /// not yet merged with a span, preferring one with the same arguments. Only landings with
+    /// no call id are candidates for a span that has one, so two distinct calls never merge.
+    fn landing_by_name(&self, t: &Span, id: Option<&str>) -> Option<usize> {
+        let name = tool_name(t)?;
+        let candidates: Vec<usize> = (0..self.events.len())
+            .filter(|&i| {
                 let e = &self.events[i].1;
                 e.kind() == EventKind::Landing
                     && self.spans[i].is_none()
-                    && e.call_id.as_deref() == Some(id)
+                    && e.tool_name.as_deref() == Some(name.as_str())
+                    && (id.is_none() || e.call_id.is_none())
             })
-        });
+            .collect();
+        let args = tool_arguments(t).map(|a| same_json(&a));
+        candidates
+            .iter()
+            .copied()
+            .find(|&i| {
+                args.is_some() && self.events[i].1.arguments.as_deref().map(same_json) == args
+            })
+            .or_else(|| candidates.first().copied())
+    }
+
+    /// Merge a tool span into the landing that requested it, or add it as a landing of its own.
+    /// Landings are paired by call id; a span written without one (the OpenAI Agents SDK's
+    /// bridges) is paired by tool name and arguments.
+    fn tool_span(&mut self, t: &'a Span, iteration: Option<u32>) {
+        let id = tool_call_id(t);
+        let found = id
+            .and_then(|id| {
+                (0..self.events.len()).find(|&i| {
+                    let e = &self.events[i].1;
+                    e.kind() == EventKind::Landing
+                        && self.spans[i].is_none()
+                        && e.call_id.as_deref() == Some(id)
+                })
+            })
+            .or_else(|| self.landing_by_name(t, id));
         let i = match found {
             Some(i) => i,
             None => {
@@ -149,6 +177,9 @@ impl<'a> Builder<'a> {
         self.spans[i] = Some(t);
         self.open.retain(|&o| o != i);
         let l = &mut self.events[i].1;
+        if l.call_id.is_none() {
+            l.call_id = id.map(str::to_string);
+        }
         if let Some(name) = tool_name(t) {
             l.tool_name = Some(name);
         }
@@ -174,6 +205,12 @@ impl<'a> Builder<'a> {
         l.timestamp_ms = t.start_ms();
         l.duration_ms = t.duration_ms();
     }
+}
+
+/// Arguments compared as JSON values when they parse (key order and spacing differ between a
+/// model's text and a span's re-serialised copy), else as text.
+fn same_json(text: &str) -> Value {
+    js::parse_json(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
 fn span_payload(t: Option<&Span>, output_tool: bool) -> Option<String> {

@@ -142,6 +142,7 @@ impl Stitcher {
 }
 
 /// Build one file's traces at once, as if no other input existed.
+#[cfg(test)]
 pub fn assemble_batch(batch: SpanBatch, sink: &mut dyn Sink) {
     let mut stitcher = Stitcher::default();
     stitcher.add(batch, sink);

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::wire::{attributes, normalize_id, read_flushing};
+use super::wire::{any_value, attributes, normalize_id, read_flushing};
 use super::*;
 use crate::ingest::{Collect, Input, Locator, Severity};
 use crate::js;
@@ -712,6 +712,362 @@ fn ids_and_values() {
         vec![
             json!({"b": "x", "c": [{"d": "y"}, {"d": "z"}]}),
             json!({"b": "w"})
+        ]
+    );
+}
+
+/// A span event with these attributes.
+fn event(name: &str, attrs: Vec<Value>) -> Value {
+    json!({ "name": name, "timeUnixNano": "1", "attributes": attrs })
+}
+
+/// The span made by [`span`], ending `end` ms after the test epoch.
+fn ending(mut v: Value, end: u64) -> Value {
+    v["endTimeUnixNano"] = json!((1_700_000_000_000_000_000u64 + end * 1_000_000).to_string());
+    v
+}
+
+/// Strands' tracer under the current conventions: each span's messages are attributes of a
+/// `gen_ai.client.inference.operation.details` event (the tool span's input and output too),
+/// and a tool result is a list of content blocks.
+#[test]
+fn messages_in_the_operation_details_event() {
+    const DETAILS: &str = "gen_ai.client.inference.operation.details";
+    let user = r#"[{"role":"user","parts":[{"type":"text","content":"where is 42?"}]}]"#;
+    let call = r#"[{"role":"assistant","parts":[{"type":"tool_call","id":"t1","name":"lookup","arguments":{"id":42}}],"finish_reason":"tool_use"}]"#;
+    let result = r#"[{"role":"tool","parts":[{"type":"tool_call_response","id":"t1","response":[{"text":"dock 7"}]}]}]"#;
+    let answer = r#"[{"role":"assistant","parts":[{"type":"text","content":"It is at dock 7."}],"finish_reason":"end_turn"}]"#;
+    let op = |name: &str| kv("gen_ai.operation.name", s(name));
+    let mut agent = span(
+        AGENT,
+        None,
+        "invoke_agent helper",
+        0,
+        vec![op("invoke_agent")],
+    );
+    agent["events"] = json!([
+        event(DETAILS, vec![kv("gen_ai.input.messages", s(user))]),
+        event(DETAILS, vec![kv("gen_ai.output.messages", s(answer))]),
+    ]);
+    let mut chat1 = span(CHAT1, Some(AGENT), "chat", 10, vec![op("chat")]);
+    chat1["events"] = json!([event(
+        DETAILS,
+        vec![
+            kv(
+                "gen_ai.system_instructions",
+                s(r#"[{"type":"text","content":"be brief"}]"#)
+            ),
+            kv("gen_ai.input.messages", s(user)),
+            kv("gen_ai.output.messages", s(call)),
+        ]
+    )]);
+    let mut tool = span(
+        TOOL,
+        Some(AGENT),
+        "execute_tool lookup",
+        20,
+        vec![
+            op("execute_tool"),
+            kv("gen_ai.tool.name", s("lookup")),
+            kv("gen_ai.tool.call.id", s("t1")),
+        ],
+    );
+    tool["events"] = json!([
+        event(
+            DETAILS,
+            vec![kv(
+                "gen_ai.input.messages",
+                s(
+                    r#"[{"role":"tool","parts":[{"type":"tool_call","name":"lookup","id":"t1","arguments":{"id":42}}]}]"#
+                )
+            )]
+        ),
+        event(DETAILS, vec![kv("gen_ai.output.messages", s(result))]),
+    ]);
+    let second_input = {
+        let mut all: Vec<Value> = js::parse_json(user).unwrap().as_array().unwrap().clone();
+        all.extend(
+            js::parse_json(call)
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .iter()
+                .cloned(),
+        );
+        all.extend(
+            js::parse_json(result)
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .iter()
+                .cloned(),
+        );
+        Value::Array(all).to_string()
+    };
+    let mut chat2 = span(CHAT2, Some(AGENT), "chat", 30, vec![op("chat")]);
+    chat2["events"] = json!([event(
+        DETAILS,
+        vec![
+            kv("gen_ai.input.messages", s(&second_input)),
+            kv("gen_ai.output.messages", s(answer)),
+        ]
+    )]);
+    let c = read_text(&request(&[chat1, tool, chat2, agent]));
+    assert!(c.quarantined.is_empty(), "{:?}", c.quarantined);
+    let run = only_run(&c);
+    assert_eq!(run.user_message.as_deref(), Some("where is 42?"));
+    assert_eq!(run.answer.as_deref(), Some("It is at dock 7."));
+    let system = run.events.iter().find(|e| e.role == Some(Role::System));
+    assert_eq!(system.and_then(|e| e.text.as_deref()), Some("be brief"));
+    let l: Vec<&Event> = run.landings().collect();
+    assert_eq!(l.len(), 1);
+    assert_eq!(l[0].arguments.as_deref(), Some(r#"{"id":42}"#));
+    assert_eq!(l[0].text.as_deref(), Some("dock 7"));
+    assert_eq!(l[0].flags, 0);
+}
+
+/// Per-message events as other writers fill them: Azure AI Inference and Semantic Kernel put
+/// the message in `gen_ai.event.content` (JSON text); a choice may hold the message object as
+/// JSON text, or a list of content blocks; Bedrock-style blocks carry tool calls and results.
+#[test]
+fn per_message_event_bodies_and_content_blocks() {
+    let op = kv("gen_ai.operation.name", s("chat"));
+    let content = |v: &str| kv("gen_ai.event.content", s(v));
+    let mut chat1 = span(CHAT1, Some(AGENT), "chat", 10, vec![op.clone()]);
+    chat1["events"] = json!([
+        event(
+            "gen_ai.user.message",
+            vec![content(r#"{"role":"user","content":"weather in Oslo?"}"#)]
+        ),
+        event(
+            "gen_ai.choice",
+            vec![content(
+                r#"{"message":{"role":"assistant","tool_calls":[{"id":"t1","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Oslo\"}"}}]},"finish_reason":"tool_calls","index":0}"#
+            )]
+        ),
+    ]);
+    let mut chat2 = span(CHAT2, Some(AGENT), "chat", 30, vec![op]);
+    chat2["events"] = json!([
+        event(
+            "gen_ai.user.message",
+            vec![kv("content", s(r#"[{"text": "weather in Oslo?"}]"#))]
+        ),
+        event(
+            "gen_ai.assistant.message",
+            vec![kv(
+                "content",
+                s(
+                    r#"[{"toolUse": {"toolUseId": "t1", "name": "weather", "input": {"city": "Oslo"}}}]"#
+                )
+            )]
+        ),
+        event(
+            "gen_ai.tool.message",
+            vec![kv(
+                "content",
+                s(
+                    r#"[{"toolResult": {"toolUseId": "t1", "status": "success", "content": [{"text": "rain, 4 C"}]}}]"#
+                )
+            )]
+        ),
+        event(
+            "gen_ai.choice",
+            vec![
+                kv("index", json!({"intValue": "0"})),
+                kv(
+                    "message",
+                    s(r#"{"role": "assistant", "content": "Rainy, 4 C."}"#)
+                )
+            ]
+        ),
+    ]);
+    let agent = span(
+        AGENT,
+        None,
+        "invoke_agent helper",
+        0,
+        vec![kv("gen_ai.operation.name", s("invoke_agent"))],
+    );
+    let c = read_text(&request(&[chat1, chat2, agent]));
+    assert!(c.quarantined.is_empty(), "{:?}", c.quarantined);
+    let run = only_run(&c);
+    assert_eq!(run.user_message.as_deref(), Some("weather in Oslo?"));
+    assert_eq!(run.answer.as_deref(), Some("Rainy, 4 C."));
+    let l: Vec<&Event> = run.landings().collect();
+    assert_eq!(l.len(), 1);
+    assert_eq!(l[0].call_id.as_deref(), Some("t1"));
+    assert_eq!(l[0].arguments.as_deref(), Some(r#"{"city":"Oslo"}"#));
+    assert_eq!(l[0].text.as_deref(), Some("rain, 4 C"));
+    assert_eq!(l[0].flags, 0);
+    // The block-form user message is the same message as the plain one: one user turn.
+    assert_eq!(run.turn, 1);
+    assert_eq!(
+        run.events
+            .iter()
+            .filter(|e| e.role == Some(Role::User) && e.kind() == crate::model::EventKind::Message)
+            .count(),
+        1
+    );
+}
+
+/// OpenLLMetry's Bedrock spans name the prompt's role by its key (`gen_ai.prompt.0.user`) and
+/// set no role on the completion: still a model call, read as one.
+#[test]
+fn indexed_attributes_without_roles() {
+    let chat = span(
+        CHAT1,
+        None,
+        "bedrock.completion",
+        0,
+        vec![
+            kv("gen_ai.system", s("AWS")),
+            kv("gen_ai.prompt.0.user", s("weather in Oslo?")),
+            kv("gen_ai.completion.0.content", s("Rainy, 4 C.")),
+        ],
+    );
+    let c = read_text(&request(&[chat]));
+    assert!(c.quarantined.is_empty(), "{:?}", c.quarantined);
+    let run = only_run(&c);
+    assert_eq!(run.user_message.as_deref(), Some("weather in Oslo?"));
+    assert_eq!(run.answer.as_deref(), Some("Rainy, 4 C."));
+}
+
+/// Tool spans written without a call id are paired with the requested call of the same tool
+/// and arguments, whatever order they ran in; a call id on both sides still decides first.
+#[test]
+fn tool_spans_without_call_ids_pair_by_name_and_arguments() {
+    let op = |name: &str| kv("gen_ai.operation.name", s(name));
+    let calls = json!([{ "role": "assistant", "parts": [
+        { "type": "tool_call", "id": "c1", "name": "lookup", "arguments": { "id": 42 } },
+        { "type": "tool_call", "id": "c2", "name": "lookup", "arguments": { "id": 7 } }
+    ] }]);
+    let chat = span(
+        CHAT1,
+        Some(AGENT),
+        "chat",
+        10,
+        vec![
+            op("chat"),
+            kv(
+                "gen_ai.input.messages",
+                s(r#"[{"role":"user","parts":[{"type":"text","content":"42 and 7?"}]}]"#),
+            ),
+            kv("gen_ai.output.messages", s(&calls.to_string())),
+        ],
+    );
+    let tool = |id: &str, start: u64, args: &str, result: &str| {
+        span(
+            id,
+            Some(AGENT),
+            "lookup.tool",
+            start,
+            vec![
+                op("execute_tool"),
+                kv("gen_ai.tool.name", s("lookup")),
+                kv("gen_ai.tool.call.arguments", s(args)),
+                kv("gen_ai.tool.call.result", s(result)),
+            ],
+        )
+    };
+    let agent = span(
+        AGENT,
+        None,
+        "invoke_agent helper",
+        0,
+        vec![op("invoke_agent")],
+    );
+    let c = read_text(&request(&[
+        chat,
+        tool("00000000000000d1", 20, r#"{"id":7}"#, "seven"),
+        tool("00000000000000d2", 21, r#"{"id":42}"#, "forty-two"),
+        agent,
+    ]));
+    let run = only_run(&c);
+    let l: Vec<(Option<&str>, Option<&str>, bool)> = run
+        .landings()
+        .map(|l| {
+            (
+                l.call_id.as_deref(),
+                l.text.as_deref(),
+                l.payload.as_deref().is_some_and(|p| p.contains("span_id")),
+            )
+        })
+        .collect();
+    assert_eq!(
+        l,
+        [
+            (Some("c1"), Some("forty-two"), true),
+            (Some("c2"), Some("seven"), true)
+        ]
+    );
+}
+
+/// Agents run one after another beside their model-call and tool spans (siblings under one
+/// caller span, a model call starting just before its agent): each span joins the agent whose
+/// time it overlaps.
+#[test]
+fn sibling_spans_join_the_agent_they_overlap() {
+    let op = |name: &str| kv("gen_ai.operation.name", s(name));
+    let chat = |id: &str, start: u64, end: u64, q: &str, a: &str| {
+        ending(
+            span(
+                id,
+                Some("00000000000000f0"),
+                "chat m",
+                start,
+                vec![
+                    op("chat"),
+                    kv(
+                        "gen_ai.input.messages",
+                        s(&json!([{ "role": "user", "parts": [{ "type": "text", "content": q }] }])
+                            .to_string()),
+                    ),
+                    kv(
+                        "gen_ai.output.messages",
+                        s(&json!([{ "role": "assistant", "parts": [{ "type": "text", "content": a }] }])
+                            .to_string()),
+                    ),
+                ],
+            ),
+            end,
+        )
+    };
+    let agent = |id: &str, name: &str, start: u64, end: u64| {
+        ending(
+            span(
+                id,
+                Some("00000000000000f0"),
+                &format!("invoke_agent {name}"),
+                start,
+                vec![op("invoke_agent"), kv("gen_ai.agent.name", s(name))],
+            ),
+            end,
+        )
+    };
+    let c = read_text(&request(&[
+        ending(span("00000000000000f0", None, "outer", 0, vec![]), 100),
+        chat("00000000000000c1", 9, 15, "first?", "one"),
+        agent("00000000000000a1", "first", 10, 20),
+        chat("00000000000000c2", 29, 35, "second?", "two"),
+        agent("00000000000000a2", "second", 30, 40),
+    ]));
+    assert!(c.quarantined.is_empty(), "{:?}", c.quarantined);
+    let runs = &c.conversations[0].0.runs;
+    let got: Vec<(Option<&str>, Option<&str>, Option<&str>)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r.agent.as_deref(),
+                r.user_message.as_deref(),
+                r.answer.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some("first"), Some("first?"), Some("one")),
+            (Some("second"), Some("second?"), Some("two"))
         ]
     );
 }

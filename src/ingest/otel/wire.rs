@@ -110,12 +110,6 @@ pub struct SpanBatch {
     pub traces: Vec<(String, Vec<Span>)>,
 }
 
-impl SpanBatch {
-    pub fn span_count(&self) -> usize {
-        self.traces.iter().map(|(_, s)| s.len()).sum()
-    }
-}
-
 pub(super) fn read_flushing(
     input: &Input<'_>,
     sink: &mut dyn Sink,
@@ -240,6 +234,7 @@ pub(super) fn read_flushing(
 
 /// Parse an OTLP JSON file's bytes: count every span as a record, quarantine what cannot be
 /// used, and return the usable spans grouped by trace.
+#[cfg(test)]
 pub fn parse(bytes: &[u8], display: &str, sink: &mut dyn Sink) -> SpanBatch {
     let mut reader = Reader::new(display, sink);
     reader.whole(bytes);

@@ -6,13 +6,16 @@
 //! a request that repeats the previous request's messages and adds some continues the same chain
 //! (only the added messages are new); an OpenAI Responses request naming the previous response
 //! (`previous_response_id`) carries only the new items; any other request starts a new chain. A
-//! chain splits into runs at user prompts (not at the framework's retry prompts).
+//! chain splits into runs at user prompts: not at the framework's retry prompts, and not at user
+//! messages the harness sends while the model's turn is still open (after a tool result, before
+//! an answer), which are kept as system text.
 //!
 //! Providers differ in their wire shapes; each request and response is first mapped onto one
 //! message form: OpenAI chat completions and its many compatible servers (Groq, Ollama, Mistral,
 //! Cerebras, OpenRouter, Hugging Face, ...), OpenAI Responses, Anthropic Messages, Google Gemini,
-//! Amazon Bedrock Converse, Cohere v2 and xAI's recorded gRPC samples. Streamed (SSE) responses
-//! are assembled. What cannot be mapped is quarantined with the reason.
+//! Amazon Bedrock Converse, Cohere v1 and v2 and xAI's recorded gRPC samples. Streamed responses
+//! (server-sent events, or one JSON event per line) are assembled, and gzip- or deflate-encoded
+//! bodies decoded. What cannot be mapped is quarantined with the reason.
 //!
 //! Structured output is read from the request: an output tool (`final_result`, its `parameters`
 //! the JSON Schema), a native format (`response_format` json_schema, Responses `text.format`,
@@ -176,7 +179,9 @@ fn yaml_to_json(v: serde_norway::Value) -> Value {
             Value::Object(out)
         }
         Y::Tagged(t) => {
-            // `!!binary` scalars: the decoded text when it is UTF-8, else nothing.
+            // `!!binary` scalars: the decoded text when it is UTF-8, else nothing. (The YAML
+            // parser resolves the core `!!binary` tag itself and hands over the base64 text as a
+            // string: `body_of` decodes those.)
             let tag = t.tag.to_string();
             match (tag.trim_start_matches('!'), t.value) {
                 ("binary", Y::String(s)) => base64_lenient(&s)
@@ -493,28 +498,151 @@ impl<'de> Visitor<'de> for Expanded<'_> {
     }
 }
 
+/// A request or response body as recorded.
+#[derive(Debug, PartialEq)]
+enum Body {
+    /// JSON (`parsed_body`, or a body text that parses).
+    Json(Value),
+    /// Text that is not JSON (a server-sent event stream, ...).
+    Text(String),
+    /// No body, or an empty one.
+    Missing,
+    /// Bytes that could not be made text, and why.
+    Unreadable(String),
+}
+
 /// A request or response body: `parsed_body`, else `body` (a string, or `{string}`) parsed as
-/// JSON. Returns the raw text when it is not JSON.
-fn body_of(side: &Value) -> (Option<Value>, Option<String>) {
+/// JSON. In a cassette that holds `!!binary` scalars (`binary`), a body that is not JSON and is
+/// base64 is such a scalar: its bytes are decoded by the side's `Content-Encoding` (gzip or
+/// deflate, what vcrpy records when it does not decode responses; gzip is known by its magic
+/// number too), and the decoded text may not exceed the record limit.
+fn body_of(side: &Value, binary: bool, limits: &Limits) -> Body {
     if let Some(parsed) = side.get("parsed_body").filter(|b| !b.is_null()) {
-        return (Some(parsed.clone()), None);
+        return Body::Json(parsed.clone());
     }
     let text = match side.get("body") {
         Some(Value::String(s)) => Some(s.clone()),
         Some(Value::Object(m)) => match m.get("string") {
             Some(inner) => inner.as_str().map(str::to_string),
             // Some cassettes keep the decoded body itself under `body`.
-            None => return (Some(Value::Object(m.clone())), None),
+            None => return Body::Json(Value::Object(m.clone())),
         },
         _ => None,
     };
-    match text {
-        Some(t) if !t.trim().is_empty() => match js::parse_json(&t) {
-            Ok(v) => (Some(v), None),
-            Err(_) => (None, Some(t)),
-        },
-        _ => (None, None),
+    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
+        return Body::Missing;
+    };
+    if let Ok(v) = js::parse_json(&text) {
+        return Body::Json(v);
     }
+    let bytes = binary
+        .then(|| looks_base64(&text).then(|| base64_lenient(&text)).flatten())
+        .flatten();
+    let Some(bytes) = bytes else {
+        return Body::Text(text);
+    };
+    match decode_binary(bytes, &content_encodings(side), limits) {
+        Ok(decoded) => match js::parse_json(&decoded) {
+            Ok(v) => Body::Json(v),
+            Err(_) => Body::Text(decoded),
+        },
+        Err(why) => Body::Unreadable(why),
+    }
+}
+
+/// Is a text nothing but base64 (and line breaks), as a `!!binary` scalar is?
+fn looks_base64(text: &str) -> bool {
+    let mut n = 0usize;
+    for b in text.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' | b'=' | b'-' | b'_' => n += 1,
+            b'\n' | b'\r' | b' ' => {}
+            _ => return false,
+        }
+    }
+    n > 0 && n.is_multiple_of(4)
+}
+
+/// The content codings a side's headers name, in the order they were applied (lower case).
+fn content_encodings(side: &Value) -> Vec<String> {
+    let Some(Value::Object(headers)) = side.get("headers") else {
+        return Vec::new();
+    };
+    let values: Vec<&Value> = headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("content-encoding"))
+        .flat_map(|(_, v)| match v {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        })
+        .collect();
+    values
+        .iter()
+        .filter_map(|v| v.as_str())
+        .flat_map(|v| v.split(','))
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty() && c != "identity")
+        .collect()
+}
+
+/// The text of a binary body: its bytes undone coding by coding, last applied first, each
+/// read no further than the record limit.
+fn decode_binary(
+    mut bytes: Vec<u8>,
+    codings: &[String],
+    limits: &Limits,
+) -> Result<String, String> {
+    let gzip_magic = bytes.starts_with(&[0x1f, 0x8b]);
+    let codings: Vec<&str> = match (codings.is_empty(), gzip_magic) {
+        // The header was filtered out when the cassette was recorded; the bytes say gzip.
+        (true, true) => vec!["gzip"],
+        (true, false) => {
+            return String::from_utf8(bytes)
+                .map_err(|_| "body is not text (a binary event stream)".to_string())
+        }
+        (false, _) => codings.iter().map(String::as_str).collect(),
+    };
+    for coding in codings.iter().rev() {
+        bytes = inflate(&bytes, coding, limits)?;
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "body is not text once decoded (not UTF-8 at byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// Undo one content coding, reading at most one byte past the record limit.
+fn inflate(bytes: &[u8], coding: &str, limits: &Limits) -> Result<Vec<u8>, String> {
+    use flate2::read::{DeflateDecoder, MultiGzDecoder, ZlibDecoder};
+    use std::io::Read;
+    let cap = limits.record_bytes.saturating_add(1);
+    let read = |reader: &mut dyn Read| -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        reader.take(cap).read_to_end(&mut out)?;
+        Ok(out)
+    };
+    let out = match coding {
+        "gzip" | "x-gzip" => read(&mut MultiGzDecoder::new(bytes)),
+        // HTTP's deflate is zlib-wrapped; some servers send the raw stream.
+        "deflate" => {
+            read(&mut ZlibDecoder::new(bytes)).or_else(|_| read(&mut DeflateDecoder::new(bytes)))
+        }
+        other => {
+            return Err(format!(
+                "body is {other}-encoded, a coding this reader does not decode"
+            ))
+        }
+    }
+    .map_err(|e| format!("body is {coding}-encoded and does not decode: {e}"))?;
+    if out.len() as u64 > limits.record_bytes {
+        return Err(format!(
+            "body is {coding}-encoded and decodes past the {} record limit",
+            crate::ingest::limits::size_text(limits.record_bytes)
+        ));
+    }
+    Ok(out)
 }
 
 fn s(v: &Value, key: &str) -> Option<String> {
@@ -694,7 +822,11 @@ fn request_as(provider: &'static dyn Provider, body: &Value, uri: &str) -> Reque
         model: s(body, "model"),
         provider,
         uri: uri.to_string(),
-        auxiliary: uri.contains("count_tokens"),
+        // Token counts (Anthropic's `count_tokens`, Gemini's `:countTokens`, OpenAI Responses'
+        // `input_tokens`) are not model calls.
+        auxiliary: uri.contains("count_tokens")
+            || uri.contains(":countTokens")
+            || uri.ends_with("/input_tokens"),
     };
     provider.parse_request(body, &mut req);
     req
@@ -740,13 +872,22 @@ fn parse_response(provider: &dyn Provider, body: &Value) -> Response {
 
 /// Assemble a streamed (server-sent events) response into the body a non-streamed call returns.
 fn assemble_stream(provider: &dyn Provider, text: &str) -> Option<Value> {
-    let chunks: Vec<Value> = text
+    let mut chunks: Vec<Value> = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .map(str::trim)
         .filter(|d| !d.is_empty() && *d != "[DONE]")
         .filter_map(|d| js::parse_json(d).ok())
         .collect();
+    if chunks.is_empty() {
+        // A stream of one JSON event per line (Cohere v1), without server-sent event framing.
+        chunks = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with('{'))
+            .filter_map(|l| js::parse_json(l).ok())
+            .collect();
+    }
     if chunks.is_empty() {
         return None;
     }
@@ -819,6 +960,26 @@ enum Origin {
     Request(usize),
     /// The response of interaction `k`.
     Response(usize),
+    /// Sent in the chain's first request, but a message the conversation's earlier chains
+    /// already hold (the history re-sent in another shape, or an identical request again): part
+    /// of what the model saw, not new work.
+    Replay,
+    /// Sent in the request of interaction `k`, an assistant message the previous model call did
+    /// not return: history the framework wrote itself (a tool search it presents as a call).
+    /// Kept as a message, never landed.
+    Written(usize),
+}
+
+impl Origin {
+    /// The request (index into the chain's interactions) that sent the message, if a request
+    /// did.
+    fn request(self) -> Option<usize> {
+        match self {
+            Origin::Request(k) | Origin::Written(k) => Some(k),
+            Origin::Replay => Some(0),
+            Origin::Response(_) => None,
+        }
+    }
 }
 
 struct Exchange {
@@ -837,6 +998,104 @@ fn same_message(a: &Msg, b: &Msg) -> bool {
     a.role == b.role && (a.role != Role::User || a.text.trim() == b.text.trim())
 }
 
+/// A call's identity across wire shapes: its name and its arguments as a value (ids differ
+/// between providers, and key order between serialisers).
+fn call_key(c: &Call) -> (String, Value) {
+    let args = js::parse_json(&c.args).unwrap_or_else(|_| Value::String(c.args.clone()));
+    (c.name.clone(), args)
+}
+
+/// What the conversation already holds, to recognise it when a request sends it again in
+/// another shape: user texts, assistant texts, assistant calls, and the calls that got a result.
+#[derive(Default)]
+struct Known {
+    user: Vec<String>,
+    assistant: Vec<String>,
+    calls: Vec<(String, Value)>,
+    answered: Vec<(String, Value)>,
+}
+
+impl Known {
+    fn of<'m>(messages: impl IntoIterator<Item = &'m Msg>) -> Known {
+        let mut known = Known::default();
+        let mut by_id: Vec<(String, (String, Value))> = Vec::new();
+        for m in messages {
+            let text = m.text.trim();
+            match m.role {
+                Role::User if !text.is_empty() => known.user.push(text.to_string()),
+                Role::Assistant => {
+                    if !text.is_empty() {
+                        known.assistant.push(text.to_string());
+                    }
+                    for c in &m.calls {
+                        let key = call_key(c);
+                        if let Some(id) = &c.id {
+                            by_id.push((id.clone(), key.clone()));
+                        }
+                        known.calls.push(key);
+                    }
+                }
+                Role::Tool => {
+                    let id = m.call_id.as_deref();
+                    if let Some((_, key)) = by_id.iter().find(|(i, _)| Some(i.as_str()) == id) {
+                        known.answered.push(key.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        known
+    }
+
+    /// Is a user or assistant message one the conversation already holds?
+    fn holds(&self, m: &Msg) -> bool {
+        let text = m.text.trim();
+        match m.role {
+            Role::User => !text.is_empty() && self.user.iter().any(|t| t == text),
+            Role::Assistant => {
+                (!text.is_empty() && self.assistant.iter().any(|t| t == text))
+                    || m.calls.iter().any(|c| self.calls.contains(&call_key(c)))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// How many leading messages of a request that does not continue its chain re-send what the
+/// conversation already holds: up to its last user or assistant message the conversation holds
+/// (a request sends the history first and new messages after it, so everything before that
+/// message is history, however the framework reshaped it), then the tool results that answer
+/// calls of that part which had their result already. Also the index of that last message held;
+/// `None` when the request re-sends nothing.
+fn replayed_len(known: &Known, messages: &[Msg]) -> Option<(usize, usize)> {
+    // A history re-sent starts where the conversation started: its user messages are ones the
+    // conversation holds, up to the first new one.
+    let first_new_user = messages
+        .iter()
+        .position(|m| m.role == Role::User && !known.holds(m))
+        .unwrap_or(messages.len());
+    let last = messages[..first_new_user]
+        .iter()
+        .rposition(|m| known.holds(m))?;
+    let mut end = last + 1;
+    let mut answered = known.answered.clone();
+    while let Some(m) = messages.get(end).filter(|m| m.role == Role::Tool) {
+        let call = messages[..end]
+            .iter()
+            .flat_map(|a| &a.calls)
+            .find(|c| c.id.is_some() && c.id == m.call_id)
+            .map(call_key);
+        match call.and_then(|k| answered.iter().position(|a| *a == k)) {
+            Some(i) => {
+                answered.remove(i);
+                end += 1;
+            }
+            None => break,
+        }
+    }
+    Some((end, last))
+}
+
 fn continues(prev: &Exchange, next: &Request) -> bool {
     if let (Some(p), Some(id)) = (&next.previous_response_id, &prev.response.id) {
         return p == id;
@@ -846,15 +1105,88 @@ fn continues(prev: &Exchange, next: &Request) -> bool {
     new.len() > old.len() && old.iter().zip(new).all(|(a, b)| same_message(a, b))
 }
 
+/// How a request that does not strictly continue its chain relates to the conversation so far.
+enum Resend {
+    /// It shares nothing with it: a chain of its own.
+    Fresh,
+    /// It re-sends this many leading messages of the conversation, up to and including the
+    /// previous model call's answer (or re-sends all of it after a failed call): the same chain,
+    /// in another shape; only the messages after them are new.
+    Continues(usize),
+    /// It re-sends this many leading messages but not the previous answer (an identical request
+    /// again, or a new run handed the history): a chain of its own whose leading messages are
+    /// not new.
+    Replays(usize),
+}
+
+/// An answer with neither text nor calls (a queued background response, a refusal with no
+/// content): nothing a later request could re-send.
+fn is_empty(m: &Msg) -> bool {
+    m.text.trim().is_empty() && m.calls.is_empty()
+}
+
+fn resend(chains: &[Chain], prev: &Exchange, request: &Request) -> Resend {
+    let answer = prev.response.message.as_ref().filter(|a| !is_empty(a));
+    let known = Known::of(
+        chains
+            .iter()
+            .flat_map(|c| c.items.iter().map(|(m, _)| m))
+            .chain(answer),
+    );
+    let Some((n, last)) = replayed_len(&known, &request.messages) else {
+        return Resend::Fresh;
+    };
+    // The history re-sent ends with the previous answer: what follows continues from it.
+    let ends_with_answer = answer.is_some_and(|a| {
+        let m = &request.messages[last];
+        m.role == a.role && Known::of([a]).holds(m)
+    });
+    if ends_with_answer || (answer.is_none() && n == request.messages.len()) {
+        Resend::Continues(n)
+    } else {
+        Resend::Replays(n)
+    }
+}
+
+/// The origin of a message request `k` adds after the previous answer: an assistant message
+/// there was not returned by the previous model call, so the framework wrote it.
+fn new_origin(m: &Msg, k: usize) -> Origin {
+    if m.role == Role::Assistant {
+        Origin::Written(k)
+    } else {
+        Origin::Request(k)
+    }
+}
+
 /// Group exchanges into chains and rebuild each chain's history once.
 fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
     let mut out: Vec<Chain> = Vec::new();
     for ex in exchanges {
-        let joins = out
-            .last()
-            .and_then(|c| c.exchanges.last())
-            .is_some_and(|prev| continues(prev, &ex.request));
-        if !joins {
+        let prev = out.last().and_then(|c| c.exchanges.last());
+        let how = match prev {
+            Some(prev) if continues(prev, &ex.request) => None,
+            Some(prev) => Some(resend(&out, prev, &ex.request)),
+            None => Some(Resend::Fresh),
+        };
+        let replayed = match how {
+            Some(Resend::Continues(n)) => {
+                // The same chain in another shape: the previous answer as the provider returned
+                // it, then what is new.
+                let chain = out.last_mut().expect("a chain");
+                let k = chain.exchanges.len();
+                if let Some(m) = chain.exchanges[k - 1].response.message.clone() {
+                    chain.items.push((m, Origin::Response(k - 1)));
+                }
+                for m in &ex.request.messages[n..] {
+                    chain.items.push((m.clone(), new_origin(m, k)));
+                }
+                chain.exchanges.push(ex);
+                continue;
+            }
+            Some(Resend::Replays(n)) => n,
+            _ => 0,
+        };
+        if how.is_some() {
             out.push(Chain {
                 exchanges: Vec::new(),
                 items: Vec::new(),
@@ -863,8 +1195,13 @@ fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
         let chain = out.last_mut().expect("a chain");
         let k = chain.exchanges.len();
         if k == 0 {
-            for m in &ex.request.messages {
-                chain.items.push((m.clone(), Origin::Request(0)));
+            for (i, m) in ex.request.messages.iter().enumerate() {
+                let origin = if i < replayed {
+                    Origin::Replay
+                } else {
+                    Origin::Request(0)
+                };
+                chain.items.push((m.clone(), origin));
             }
         } else {
             let prev = &chain.exchanges[k - 1];
@@ -891,11 +1228,19 @@ fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
             if !resent.is_empty() {
                 // A failed call (Groq's `tool_use_failed`) has no answer of its own; the framework
                 // re-sent what the model generated, so that is the answer.
-                if chain.exchanges[k - 1].response.message.is_none() {
+                let answer = chain.exchanges[k - 1].response.message.as_ref();
+                let returned = answer.filter(|a| !is_empty(a)).map(|a| Known::of([a]));
+                if answer.is_none() {
                     chain.exchanges[k - 1].response.message = resent.first().cloned();
                 }
                 for m in resent {
-                    chain.items.push((m, Origin::Response(k - 1)));
+                    // An assistant message the model did not return (a tool search the framework
+                    // presents as a call) is the framework's.
+                    let origin = match &returned {
+                        Some(r) if !r.holds(&m) && !m.calls.is_empty() => Origin::Written(k),
+                        _ => Origin::Response(k - 1),
+                    };
+                    chain.items.push((m, origin));
                 }
             } else if appended {
                 // Chained by id: nothing is re-sent, so the provider's answer is the history.
@@ -906,7 +1251,8 @@ fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
             // Otherwise the framework dropped the previous answer (an empty one): it is not part
             // of the history, though its model call is still written.
             for m in added {
-                chain.items.push((m, Origin::Request(k)));
+                let origin = new_origin(&m, k);
+                chain.items.push((m, origin));
             }
         }
         chain.exchanges.push(ex);
@@ -966,14 +1312,74 @@ fn message_event(kind: EventKind, m: &Msg) -> Event {
     e
 }
 
+/// Which of a chain's items are the harness talking inside the agent's turn: a user message
+/// (not a retry prompt) sent in a later request while the turn is still open, after the model
+/// called a tool and before it answered (with text, or by calling an output tool). pydantic-ai
+/// sends such messages after tool results (a file a tool returned, `This is file 241a70:`; an
+/// announcement of tools that became available); no user has spoken there. The first request's
+/// messages are the history the run was given and are taken as written.
+fn harness_items(chain: &Chain) -> Vec<bool> {
+    let output: Vec<&String> = chain
+        .exchanges
+        .iter()
+        .filter_map(|ex| ex.request.contract.as_ref())
+        .flat_map(|c| c.tools.keys())
+        .collect();
+    let is_output = |name: &str| output.iter().any(|n| *n == name);
+    let mut output_ids: Vec<&str> = Vec::new();
+    let mut open = false;
+    let mut out = Vec::with_capacity(chain.items.len());
+    for (m, origin) in &chain.items {
+        let mut harness = false;
+        match m.role {
+            Role::Assistant => {
+                for c in m.calls.iter().filter(|c| is_output(&c.name)) {
+                    if let Some(id) = &c.id {
+                        output_ids.push(id);
+                    }
+                }
+                open = m.calls.iter().any(|c| !is_output(&c.name));
+            }
+            Role::Tool => {
+                let to_output = m.tool_name.as_deref().is_some_and(is_output)
+                    || m.call_id
+                        .as_deref()
+                        .is_some_and(|id| output_ids.contains(&id));
+                open |= !to_output;
+            }
+            Role::User if m.is_retry_prompt() => {}
+            Role::User => {
+                harness = open && matches!(origin, Origin::Request(k) if *k > 0);
+                open &= harness;
+            }
+            Role::System => open = false,
+        }
+        out.push(harness);
+    }
+    out
+}
+
+/// A chain item as the run keeps it: a harness message is system text.
+fn as_kept(m: &Msg, harness: bool) -> std::borrow::Cow<'_, Msg> {
+    if harness {
+        std::borrow::Cow::Owned(Msg {
+            role: Role::System,
+            ..m.clone()
+        })
+    } else {
+        std::borrow::Cow::Borrowed(m)
+    }
+}
+
 /// Build the runs of one chain. `first_turn` numbers the chain's first run.
 fn chain_runs(chain: &Chain, conv_id: &str, source: &str, first_turn: u32) -> Vec<Run> {
     // Run boundaries: the first request's messages open run 0; a user prompt (not a retry
-    // prompt) sent in a later request opens the next.
+    // prompt, not the harness talking inside the turn) sent in a later request opens the next.
+    let harness = harness_items(chain);
     let mut starts = vec![0usize];
     for (i, (m, origin)) in chain.items.iter().enumerate() {
         if let Origin::Request(k) = origin {
-            if *k > 0 && m.role == Role::User && !m.is_retry_prompt() {
+            if *k > 0 && m.role == Role::User && !m.is_retry_prompt() && !harness[i] {
                 starts.push(i);
             }
         }
@@ -987,7 +1393,7 @@ fn chain_runs(chain: &Chain, conv_id: &str, source: &str, first_turn: u32) -> Ve
         owner[k] = chain
             .items
             .iter()
-            .rposition(|(_, o)| *o == Origin::Request(k))
+            .rposition(|(_, o)| matches!(o, Origin::Request(j) | Origin::Written(j) if *j == k))
             .map(run_of_item)
             .unwrap_or(owner[k - 1]);
     }
@@ -1007,17 +1413,25 @@ fn chain_runs(chain: &Chain, conv_id: &str, source: &str, first_turn: u32) -> Ve
         b.run.source = source.to_string();
         b.run.user_message = items
             .iter()
-            .rfind(|(m, _)| m.role == Role::User && !m.is_retry_prompt())
-            .map(|(m, _)| m.text.clone());
+            .zip(&harness[start..end])
+            .rfind(|((m, _), h)| m.role == Role::User && !m.is_retry_prompt() && !**h)
+            .map(|((m, _), _)| m.text.clone());
         b.run.model = ks
             .first()
             .and_then(|k| chain.exchanges[*k].request.model.clone());
-        for (m, origin) in items {
+        for ((m, origin), h) in items.iter().zip(&harness[start..end]) {
             match origin {
+                // Already written where the conversation first held it.
+                Origin::Replay => continue,
                 Origin::Request(j) => b.calls_before(*j),
+                Origin::Written(j) => {
+                    b.calls_before(*j);
+                    b.framework_message(m);
+                    continue;
+                }
                 Origin::Response(k) => b.calls_before(*k + 1),
             }
-            b.message(m);
+            b.message(&as_kept(m, *h));
         }
         b.calls_before(usize::MAX);
         // The history the model saw at the run's last model call.
@@ -1025,13 +1439,16 @@ fn chain_runs(chain: &Chain, conv_id: &str, source: &str, first_turn: u32) -> Ve
             let seen = chain
                 .items
                 .iter()
-                .take_while(|(_, o)| *o != Origin::Response(last_k))
-                .filter(|(_, o)| match o {
-                    Origin::Request(k) => *k <= last_k,
-                    Origin::Response(k) => *k < last_k,
+                .zip(&harness)
+                .take_while(|((_, o), _)| *o != Origin::Response(last_k))
+                .filter(|((_, o), _)| match o.request() {
+                    Some(k) => k <= last_k,
+                    None => matches!(o, Origin::Response(k) if *k < last_k),
                 });
-            for (m, _) in seen {
-                b.run.events.push(message_event(EventKind::Context, m));
+            for ((m, _), h) in seen {
+                b.run
+                    .events
+                    .push(message_event(EventKind::Context, &as_kept(m, *h)));
             }
         }
         let mut run = b.run;
@@ -1053,6 +1470,8 @@ struct RunBuilder<'c> {
     output_names: Vec<String>,
     /// Open landings: (event index, call id, tool name).
     pending: Vec<(usize, Option<String>, String)>,
+    /// Calls the framework wrote into the history, not yet answered: (call id, tool name).
+    framework_calls: Vec<(Option<String>, String)>,
     attempts: u32,
     /// The latest judged answer not yet followed by anything: (output call id, attempt,
     /// iteration); the call id is `None` for a text answer.
@@ -1089,6 +1508,7 @@ impl<'c> RunBuilder<'c> {
                 .unwrap_or_default(),
             contract,
             pending: Vec::new(),
+            framework_calls: Vec::new(),
             attempts: 0,
             open: None,
             answer: None,
@@ -1152,6 +1572,15 @@ impl<'c> RunBuilder<'c> {
         self.run.events.push(call);
     }
 
+    /// An assistant message the framework wrote into the history: a message, and its calls are
+    /// not landings (their results are not paired with the model's calls either).
+    fn framework_message(&mut self, m: &Msg) {
+        self.run.events.push(message_event(EventKind::Message, m));
+        for c in &m.calls {
+            self.framework_calls.push((c.id.clone(), c.name.clone()));
+        }
+    }
+
     fn is_output(&self, name: &str) -> bool {
         self.output_names.iter().any(|n| n == name)
     }
@@ -1192,10 +1621,24 @@ impl<'c> RunBuilder<'c> {
                     self.run.events.push(e);
                     return;
                 }
-                let slot = m
+                let by_id = m
                     .call_id
                     .as_ref()
-                    .and_then(|id| self.pending.iter().position(|p| p.1.as_ref() == Some(id)))
+                    .and_then(|id| self.pending.iter().position(|p| p.1.as_ref() == Some(id)));
+                let to_written =
+                    self.framework_calls
+                        .iter()
+                        .position(|(id, name)| match &m.call_id {
+                            Some(c) => id.as_ref() == Some(c),
+                            None => m.tool_name.as_ref() == Some(name),
+                        });
+                if let (None, Some(i)) = (by_id, to_written) {
+                    // The result of a call the framework wrote: history, not a landing's.
+                    self.framework_calls.remove(i);
+                    self.run.events.push(e);
+                    return;
+                }
+                let slot = by_id
                     .or_else(|| {
                         m.tool_name
                             .as_ref()
@@ -1254,11 +1697,15 @@ fn retry_verdict(m: &Msg, attempt: u32, iteration: u32) -> Event {
 
 /// Read one cassette: each interaction is a record.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
+    // The YAML parser resolves `!!binary` to the base64 text; whether the cassette holds any
+    // tells the body reader to look for it.
+    let mut binary = false;
     let parsed = read_document(input.path, &input.limits)?.and_then(|bytes| {
         let text = String::from_utf8(bytes).map_err(|e| {
             let at = e.utf8_error().valid_up_to();
             format!("cassette is not valid UTF-8 (byte {at})")
         })?;
+        binary = text.contains("!!binary");
         parse_yaml(&text, &input.limits)
     });
     let doc = match parsed {
@@ -1290,7 +1737,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
     sink.records_read(interactions.len() as u64);
     let mut exchanges = Vec::new();
     for (i, it) in interactions.iter().enumerate() {
-        match exchange(i, it, input, sink) {
+        match exchange(i, it, binary, input, sink) {
             Ok(Some(ex)) => exchanges.push(ex),
             Ok(None) => {}
             Err(reason) => sink.quarantine(Quarantined::dropped(
@@ -1319,6 +1766,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
 fn exchange(
     i: usize,
     it: &Value,
+    binary: bool,
     input: &Input<'_>,
     sink: &mut dyn Sink,
 ) -> Result<Option<Exchange>, String> {
@@ -1339,12 +1787,11 @@ fn exchange(
         return Err("interaction has no request".into());
     };
     let uri = s(req_side, "uri").unwrap_or_default();
-    let (req_body, req_raw) = body_of(req_side);
-    let Some(req_body) = req_body else {
-        return Err(match req_raw {
-            Some(_) => format!("request body to {uri} is not JSON"),
-            None => format!("request to {uri} has no body"),
-        });
+    let req_body = match body_of(req_side, binary, &input.limits) {
+        Body::Json(v) => v,
+        Body::Text(_) => return Err(format!("request body to {uri} is not JSON")),
+        Body::Missing => return Err(format!("request to {uri} has no body")),
+        Body::Unreadable(why) => return Err(format!("request to {uri}: its {why}")),
     };
     let request = parse_request(&req_body, &uri)?;
     let resp_side = it.get("response").cloned().unwrap_or(Value::Null);
@@ -1352,10 +1799,9 @@ fn exchange(
         .get("status")
         .and_then(|st| st.get("code").or(Some(st)))
         .and_then(Value::as_i64);
-    let (resp_body, resp_raw) = body_of(&resp_side);
-    let mut response = match (resp_body, resp_raw) {
-        (Some(b), _) => parse_response(request.provider, &b),
-        (None, Some(raw)) => match assemble_stream(request.provider, &raw) {
+    let mut response = match body_of(&resp_side, binary, &input.limits) {
+        Body::Json(b) => parse_response(request.provider, &b),
+        Body::Text(raw) => match assemble_stream(request.provider, &raw) {
             Some(b) => parse_response(request.provider, &b),
             None => Response {
                 unreadable: Some(
@@ -1364,8 +1810,12 @@ fn exchange(
                 ..Response::default()
             },
         },
-        (None, None) => Response {
-            unreadable: Some("response body is not text (a binary event stream)".into()),
+        Body::Missing => Response {
+            unreadable: Some("response has no body".into()),
+            ..Response::default()
+        },
+        Body::Unreadable(why) => Response {
+            unreadable: Some(format!("response {why}")),
             ..Response::default()
         },
     };

@@ -343,7 +343,7 @@ fn bundled_cassettes_pass_the_depth_look() {
             found += 1;
         }
     }
-    assert_eq!(found, 9);
+    assert_eq!(found, 15);
 }
 
 #[test]
@@ -420,4 +420,91 @@ fn cassettes_over_the_record_limit_are_not_read() {
     // Under the limit, the same aliases are read.
     let sink = read_limited(anchored.as_bytes(), 1 << 20);
     assert!(!sink.conversations.is_empty(), "{:?}", sink.quarantined);
+}
+
+#[test]
+fn binary_bodies_decode_by_their_coding_within_the_limit() {
+    use flate2::write::{GzEncoder, ZlibEncoder};
+    use flate2::Compression;
+    use std::io::Write as _;
+    let json = br#"{"ok": true}"#;
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    gz.write_all(json).unwrap();
+    let gz = gz.finish().unwrap();
+    let mut zl = ZlibEncoder::new(Vec::new(), Compression::default());
+    zl.write_all(json).unwrap();
+    let zl = zl.finish().unwrap();
+    let limits = Limits::default();
+    let side = |b64: String, coding: &str| json!({"headers": {"Content-Encoding": [coding]}, "body": {"string": b64}});
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    assert_eq!(
+        body_of(&side(b64(&gz), "gzip"), true, &limits),
+        Body::Json(json!({"ok": true}))
+    );
+    assert_eq!(
+        body_of(&side(b64(&zl), "deflate"), true, &limits),
+        Body::Json(json!({"ok": true}))
+    );
+    // gzip known by its magic number when the header was filtered out.
+    let bare = json!({"body": {"string": b64(&gz)}});
+    assert_eq!(
+        body_of(&bare, true, &limits),
+        Body::Json(json!({"ok": true}))
+    );
+    // A coding this reader does not decode, and a body past the record limit, say so.
+    assert_eq!(
+        body_of(&side(b64(&gz), "br"), true, &limits),
+        Body::Unreadable("body is br-encoded, a coding this reader does not decode".into())
+    );
+    let tiny = Limits { record_bytes: 4 };
+    match body_of(&side(b64(&gz), "gzip"), true, &tiny) {
+        Body::Unreadable(why) => assert!(why.contains("decodes past the"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // Without `!!binary` in the cassette, a base64-looking text stays text.
+    assert_eq!(
+        body_of(&side(b64(&gz), "gzip"), false, &limits),
+        Body::Text(b64(&gz))
+    );
+}
+
+#[test]
+fn cohere_v1_tool_calls_and_results() {
+    // The documented v1 round trip (written by hand): the model asks for a call, the next
+    // request sends its result in `tool_results` with an empty `message`.
+    let yaml = r#"interactions:
+- request:
+    body: '{"message": "How many orders shipped late?", "preamble": "Be brief.", "chat_history": [], "tools": [{"name": "query_orders", "parameter_definitions": {"status": {"type": "str"}}}]}'
+    uri: https://api.cohere.com/v1/chat
+  response:
+    body:
+      string: '{"text": "", "tool_calls": [{"name": "query_orders", "parameters": {"status": "late"}}], "finish_reason": "COMPLETE"}'
+    status: {code: 200}
+- request:
+    body: '{"message": "", "chat_history": [{"role": "USER", "message": "How many orders shipped late?"}], "tool_results": [{"call": {"name": "query_orders", "parameters": {"status": "late"}}, "outputs": [{"count": 1188}]}]}'
+    uri: https://api.cohere.com/v1/chat
+  response:
+    body:
+      string: '{"text": "1188 orders shipped late.", "finish_reason": "COMPLETE"}'
+    status: {code: 200}
+"#;
+    let sink = read_text(yaml);
+    assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+    let conv = &sink.conversations[0].0;
+    assert_eq!(conv.runs.len(), 1);
+    let run = &conv.runs[0];
+    let landings: Vec<_> = run.landings().collect();
+    assert_eq!(landings.len(), 1);
+    assert_eq!(landings[0].tool_name.as_deref(), Some("query_orders"));
+    assert_eq!(
+        landings[0].arguments.as_deref(),
+        Some(r#"{"status":"late"}"#)
+    );
+    assert_eq!(landings[0].text.as_deref(), Some(r#"[{"count":1188}]"#));
+    assert_eq!(run.answer.as_deref(), Some("1188 orders shipped late."));
+    assert_eq!(
+        run.user_message.as_deref(),
+        Some("How many orders shipped late?")
+    );
 }

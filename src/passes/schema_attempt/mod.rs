@@ -45,9 +45,12 @@ mod judge;
 mod ledger;
 mod table;
 
-pub use facts::correction_error;
-pub use invariants::{Invariant, INVARIANTS};
-pub use judge::{compile_schema, judge, Judgement};
+#[cfg(test)]
+use facts::correction_error;
+#[cfg(test)]
+use invariants::INVARIANTS;
+#[cfg(test)]
+use judge::{compile_schema, judge, Judgement};
 pub use ledger::AttemptRow;
 pub use table::{attempts_schema, TABLE};
 

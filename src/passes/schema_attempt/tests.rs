@@ -717,3 +717,24 @@ fn findings_are_filed_row_by_row_then_swept() {
         ]
     );
 }
+
+#[test]
+fn the_documented_rules_are_the_checked_ones() {
+    let doc = include_str!("../../../schemas/corpus.md");
+    let documented: Vec<(String, String)> = doc
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            let rule = cells.get(2)?;
+            (cells.len() == 4 && !name.contains(' ') && rule.ends_with('.'))
+                .then(|| (name.to_string(), rule.to_string()))
+        })
+        .filter(|(name, _)| INVARIANTS.iter().any(|i| i.name == name.as_str()))
+        .collect();
+    let checked: Vec<(String, String)> = INVARIANTS
+        .iter()
+        .map(|i| (i.name.to_string(), i.rule.to_string()))
+        .collect();
+    assert_eq!(documented, checked);
+}

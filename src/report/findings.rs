@@ -1,0 +1,213 @@
+//! The findings a report page lists, and the runs it tells: per check and kind the worst and
+//! newest findings first (a finding that contradicts before an advisory one, then the most
+//! wasted landings or turns back, then the most recently started run), bounded per kind with
+//! the count of the rest, and each listed finding's run told as `explain` tells it.
+
+use crate::report::corpus::{columns, pl, strings, strs, u64s, CorpusDir};
+use crate::report::explain::{self, ExplainOptions, Explanation};
+use crate::report::text::Preview;
+use polars::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+/// Bounds of the listing.
+#[derive(Debug, Clone, Copy)]
+pub struct FindingsOptions {
+    /// Findings listed per check and kind.
+    pub per_kind: usize,
+    /// How each listed finding's run is told.
+    pub story: ExplainOptions,
+}
+
+impl Default for FindingsOptions {
+    fn default() -> Self {
+        FindingsOptions {
+            per_kind: 20,
+            story: ExplainOptions {
+                preview: 160,
+                max_steps: 30,
+            },
+        }
+    }
+}
+
+/// One listed finding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingRow {
+    pub finding_id: String,
+    pub run_id: String,
+    pub conversation_id: String,
+    pub advisory: bool,
+    pub tool: Option<String>,
+    /// The finding's `key` column (repeated-call: `tool:argsFp:resultFp`).
+    pub key: Option<String>,
+    pub message: Preview,
+    /// The run's start, as `explain` shows it.
+    pub started_at: Option<String>,
+    /// What ranks it within its kind: wasted landings (repeated-call) or turns back
+    /// (prior-turn-evidence).
+    pub weight: Option<u64>,
+}
+
+/// The findings of one check and kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingGroup {
+    pub check: String,
+    pub kind: String,
+    /// Findings of this kind in the corpus.
+    pub total: u64,
+    /// The first `per_kind` of them, worst and newest first.
+    pub shown: Vec<FindingRow>,
+}
+
+/// The findings section of a report page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Findings {
+    pub groups: Vec<FindingGroup>,
+    /// The runs of the listed findings, in order of first listing.
+    pub runs: Vec<Explanation>,
+    /// What could not be shown, in words.
+    pub notes: Vec<String>,
+    /// The bounds it was built with.
+    pub per_kind: usize,
+    pub preview: usize,
+    pub max_steps: usize,
+}
+
+/// Longest message kept for the listing (the page shows less).
+const MESSAGE_CHARS: usize = 600;
+
+/// Read the findings to list and tell their runs.
+pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> {
+    let mut notes = Vec::new();
+    let mut lf = corpus.table("findings")?;
+    let names = columns(&mut lf)?;
+    let has = |n: &str| names.iter().any(|x| x == n);
+    let pick = |n: &str, t: DataType| {
+        if has(n) {
+            col(n).cast(t)
+        } else {
+            lit(NULL).cast(t).alias(n)
+        }
+    };
+    let lf = lf.select([
+        col("finding_id"),
+        col("check"),
+        col("kind"),
+        col("advisory").cast(DataType::UInt64).alias("advisory"),
+        col("run_id"),
+        col("conversation_id"),
+        pick("tool_name", DataType::String),
+        pick("key", DataType::String),
+        col("message"),
+        pick("wasted_landings", DataType::UInt64)
+            .fill_null(pick("turns_back", DataType::UInt64))
+            .alias("weight"),
+    ]);
+    // The run's start comes from the store; a corpus whose store is gone still lists its
+    // findings, without run stories.
+    let store = corpus.runs();
+    let lf = match &store {
+        // One row per run, so the join cannot repeat a finding.
+        Ok(runs) => lf.left_join(
+            runs.clone()
+                .group_by([col("run_id")])
+                .agg([col("started_at")
+                    .first()
+                    .dt()
+                    .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+                    .alias("started_at")]),
+            col("run_id"),
+            col("run_id"),
+        ),
+        Err(e) => {
+            notes.push(format!("run stories left out: {e}"));
+            lf.with_column(lit(NULL).cast(DataType::String).alias("started_at"))
+        }
+    };
+    let df = lf
+        .sort_by_exprs(
+            [
+                col("advisory"),
+                col("weight"),
+                col("started_at"),
+                col("run_id"),
+                col("finding_id"),
+            ],
+            SortMultipleOptions::default()
+                .with_order_descending_multi([false, true, true, false, false])
+                .with_nulls_last(true),
+        )
+        .collect()
+        .map_err(pl)?;
+    let id = strings(&df, "finding_id")?;
+    let check = strings(&df, "check")?;
+    let kind = strings(&df, "kind")?;
+    let advisory = u64s(&df, "advisory")?;
+    let run = strings(&df, "run_id")?;
+    let conversation = strings(&df, "conversation_id")?;
+    let tool = strs(&df, "tool_name")?;
+    let key = strs(&df, "key")?;
+    let message = strings(&df, "message")?;
+    let weight = u64s(&df, "weight")?;
+    let started = strs(&df, "started_at")?;
+
+    let mut groups: BTreeMap<(String, String), FindingGroup> = BTreeMap::new();
+    for i in 0..df.height() {
+        let g = groups
+            .entry((check[i].clone(), kind[i].clone()))
+            .or_insert_with(|| FindingGroup {
+                check: check[i].clone(),
+                kind: kind[i].clone(),
+                total: 0,
+                shown: Vec::new(),
+            });
+        g.total += 1;
+        if g.shown.len() < opts.per_kind {
+            g.shown.push(FindingRow {
+                finding_id: id[i].clone(),
+                run_id: run[i].clone(),
+                conversation_id: conversation[i].clone(),
+                advisory: advisory[i] == Some(1),
+                tool: tool[i].clone(),
+                key: key[i].clone(),
+                message: Preview::of(&message[i], MESSAGE_CHARS),
+                started_at: started[i].clone(),
+                weight: weight[i],
+            });
+        }
+    }
+    let checks = corpus.checks();
+    let order = |c: &str| checks.iter().position(|x| x == c).unwrap_or(usize::MAX);
+    let mut groups: Vec<FindingGroup> = groups.into_values().collect();
+    groups.sort_by(|a, b| {
+        (order(&a.check), &a.check, &a.kind).cmp(&(order(&b.check), &b.check, &b.kind))
+    });
+
+    let mut seen = BTreeSet::new();
+    let run_ids: Vec<String> = groups
+        .iter()
+        .flat_map(|g| &g.shown)
+        .filter(|f| seen.insert(f.run_id.as_str()))
+        .map(|f| f.run_id.clone())
+        .collect();
+    let runs = if store.is_ok() {
+        explain::build_many(corpus, &run_ids, opts.story)?
+    } else {
+        Vec::new()
+    };
+    if store.is_ok() && runs.len() < run_ids.len() {
+        notes.push(format!(
+            "{} run(s) of listed findings are not in the store and are not told",
+            run_ids.len() - runs.len()
+        ));
+    }
+    Ok(Findings {
+        groups,
+        runs,
+        notes,
+        per_kind: opts.per_kind,
+        preview: opts.story.preview,
+        max_steps: opts.story.max_steps,
+    })
+}
