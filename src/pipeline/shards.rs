@@ -557,6 +557,7 @@ fn merged_manifest(
         counts.records_quarantined += c.records_quarantined;
         counts.partial_notes += c.partial_notes;
         counts.duplicate_runs += c.duplicate_runs;
+        counts.unrecognised_files += c.unrecognised_files;
     }
     let inputs = entries
         .into_iter()
@@ -584,13 +585,18 @@ fn merged_manifest(
     }
     counts.conversations = conversations.len() as u64;
     if counts.records_stored == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
+        let why = if counts.records_read == 0 && counts.unrecognised_files > 0 {
+            format!(
+                "nothing could be read: no adapter recognised {} of {} file(s)",
+                counts.unrecognised_files, counts.files
+            )
+        } else {
             format!(
                 "nothing could be read: {} record(s) read, all quarantined",
                 counts.records_read
-            ),
-        ));
+            )
+        };
+        return Err(io::Error::new(io::ErrorKind::InvalidData, why));
     }
     let spec = super::store_spec();
     Ok(StoreManifest {
