@@ -298,6 +298,7 @@ fn run_ingest(args: IngestArgs) -> ExitCode {
         threads: threads(args.read.threads),
         progress: !args.read.quiet,
         limits: args.read.limits(),
+        ..IngestOptions::default()
     };
     match ingest(&args.inputs, &args.out, &opts) {
         Ok(summary) => {

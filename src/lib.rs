@@ -42,6 +42,16 @@ pub use pipeline::ingest::{ingest, IngestOptions, IngestSummary};
 pub use pipeline::inputs::expand_inputs;
 pub use store::Store;
 pub use terminal::line as terminal_line;
+// The ingest in shards and the audit a part at a time, for engines that distribute the work
+// (the Python module and its Ray driver).
+pub use pipeline::audit::{CheckCounts, CorpusManifest};
+pub use pipeline::parts::{audit_batches, audit_part, finish_corpus, CorpusTable, PartAudit};
+pub use pipeline::shards::{
+    ingest_shard, join_keys, merge_part, merge_shards, plan_ingest, shard_duplicates, IngestPlan,
+    PlannedInput,
+};
+// What those callers need to name besides: a store's manifest.
+pub use store::StoreManifest;
 
 /// The framework's own fingerprints, to the byte: JavaScript's `JSON.stringify` and number and
 /// string forms, its hashes, and the repeated-call key built from them.

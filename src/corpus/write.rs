@@ -141,7 +141,13 @@ pub struct TableWriter {
 
 impl TableWriter {
     pub fn create(path: &Path, schema: Arc<Schema>) -> io::Result<TableWriter> {
-        let tmp = partial_path(path);
+        TableWriter::create_via(path, &partial_path(path), schema)
+    }
+
+    /// [`TableWriter::create`], written at `tmp` until it is finished (a name of the caller's,
+    /// for writers that may run more than once at the same time for one path).
+    pub fn create_via(path: &Path, tmp: &Path, schema: Arc<Schema>) -> io::Result<TableWriter> {
+        let tmp = tmp.to_path_buf();
         let file = std::fs::File::create(&tmp)?;
         let writer =
             ArrowWriter::try_new(file, schema.clone(), Some(writer_properties())).map_err(to_io)?;
@@ -178,6 +184,51 @@ impl TableWriter {
         self.flush()?;
         self.writer.close().map_err(to_io)?;
         std::fs::rename(&self.tmp, &self.path)
+    }
+}
+
+/// Rows as record batches of `schema`, serialised as [`TableWriter`] writes them, for callers
+/// that hand a table on in memory instead of writing it.
+pub struct BatchBuilder {
+    schema: Arc<Schema>,
+    decoder: arrow::json::reader::Decoder,
+    batches: Vec<arrow::record_batch::RecordBatch>,
+}
+
+impl BatchBuilder {
+    pub fn new(schema: Arc<Schema>) -> io::Result<BatchBuilder> {
+        let decoder = arrow::json::ReaderBuilder::new(schema.clone())
+            .with_batch_size(TABLE_BATCH_ROWS)
+            .build_decoder()
+            .map_err(to_io)?;
+        Ok(BatchBuilder {
+            schema,
+            decoder,
+            batches: Vec::new(),
+        })
+    }
+
+    pub fn append<T: Serialize>(&mut self, rows: &[T]) -> io::Result<()> {
+        for chunk in rows.chunks(TABLE_BATCH_ROWS) {
+            self.decoder.serialize(chunk).map_err(to_io)?;
+            if self.decoder.len() >= TABLE_BATCH_ROWS {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        while let Some(batch) = self.decoder.flush().map_err(to_io)? {
+            self.batches.push(batch);
+        }
+        Ok(())
+    }
+
+    /// The schema and the batches (none for a table without rows).
+    pub fn finish(mut self) -> io::Result<(Arc<Schema>, Vec<arrow::record_batch::RecordBatch>)> {
+        self.flush()?;
+        Ok((self.schema, self.batches))
     }
 }
 

@@ -74,6 +74,9 @@ pub trait Stitch: Send {
     fn add(&mut self, fragment: Fragment, sink: &mut dyn Sink);
     /// The inputs are done: build what is still incomplete, with notes.
     fn finish(&mut self, sink: &mut dyn Sink);
+    /// The keys under which `fragment` joins fragments of other files (trace ids): files whose
+    /// fragments share no key are joined the same whether they are read together or apart.
+    fn keys(&self, fragment: &Fragment) -> Vec<String>;
 }
 
 /// A piece of one or more conversations that may continue in another file, in the adapter's

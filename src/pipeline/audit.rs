@@ -40,7 +40,7 @@ pub struct AuditOptions {
 }
 
 /// Counts per check, for the manifest and the terminal table.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct CheckCounts {
     pub check: String,
     pub runs: u64,
@@ -81,13 +81,13 @@ pub struct CorpusManifest {
 /// checks conversations while they are ingested and files these by store part until the
 /// corpus is written.
 #[derive(Default, Serialize, Deserialize)]
-struct Contribution {
-    runs: u64,
-    findings: Vec<Finding>,
-    dispositions: Vec<DispositionRow>,
-    agreement: Vec<AgreementRow>,
+pub(super) struct Contribution {
+    pub(super) runs: u64,
+    pub(super) findings: Vec<Finding>,
+    pub(super) dispositions: Vec<DispositionRow>,
+    pub(super) agreement: Vec<AgreementRow>,
     /// Rows of the checks' own tables: (table, row).
-    rows: Vec<(String, serde_json::Value)>,
+    pub(super) rows: Vec<(String, serde_json::Value)>,
 }
 
 impl Contribution {
@@ -173,7 +173,7 @@ fn try_audit_conversation(
 }
 
 /// [`try_audit_conversation`] for a conversation read whole.
-fn audit_conversation(
+pub(super) fn audit_conversation(
     conversation: &Conversation,
     passes: &[&'static dyn Pass],
     ctx: &PassContext,
@@ -244,7 +244,7 @@ fn tapped_part(
 /// Audit one part of a store: its conversations read without the text of their tool results,
 /// which the checks mostly do without (they have digests of it), and those a check needs it
 /// for read again whole and checked again. Contributions in the store's order.
-fn audit_part(
+pub(super) fn check_part(
     store: &Store,
     part: u32,
     passes: &[&'static dyn Pass],
@@ -301,7 +301,8 @@ pub struct AuditSummary {
 /// Audit `inputs` (one store, or raw inputs) into the corpus directory `out`.
 pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<AuditSummary> {
     let started = Instant::now();
-    let passes = select(opts.checks.as_deref()).map_err(io::Error::other)?;
+    let passes = select(opts.checks.as_deref())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     crate::store::atomic::refuse_overlap(out, inputs)?;
     let check_tables: Vec<&str> = crate::passes::registry()
         .iter()
@@ -383,7 +384,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
 /// store would give those rows back without them and the check would see nothing. Stores
 /// whose manifest names no types kept those of
 /// [`ENVELOPE_TYPES_BEFORE_MANIFEST`](crate::store::ENVELOPE_TYPES_BEFORE_MANIFEST).
-fn refuse_missing_envelopes(
+pub(super) fn refuse_missing_envelopes(
     dir: &Path,
     manifest: &StoreManifest,
     passes: &[&'static dyn Pass],
@@ -441,6 +442,7 @@ fn store_of(
             threads: opts.threads,
             progress: opts.progress,
             limits: opts.limits,
+            ..IngestOptions::default()
         },
         Some((&checker, &staging.join(CHECKED_DIR))),
     )?;
@@ -480,7 +482,7 @@ impl Parts<'_> {
     fn audit(&self, part: u32) -> io::Result<Vec<Contribution>> {
         self.pool.install(|| match self.tapped {
             Some(tapped) => tapped_part(self.store, part, tapped, self.passes, self.ctx),
-            None => audit_part(self.store, part, self.passes, self.ctx),
+            None => check_part(self.store, part, self.passes, self.ctx),
         })
     }
 }
@@ -579,7 +581,7 @@ fn audit_parts(
 }
 
 /// Add one conversation's rows to the counts per check.
-fn count(counts: &mut [CheckCounts], r: &Contribution) {
+pub(super) fn count(counts: &mut [CheckCounts], r: &Contribution) {
     for c in counts.iter_mut() {
         for d in r.dispositions.iter().filter(|d| d.check == c.check) {
             c.runs += 1;
@@ -597,7 +599,7 @@ fn count(counts: &mut [CheckCounts], r: &Contribution) {
     }
 }
 
-fn ledger_rows(passes: &[&'static dyn Pass], counts: &[CheckCounts]) -> Vec<LedgerRow> {
+pub(super) fn ledger_rows(passes: &[&'static dyn Pass], counts: &[CheckCounts]) -> Vec<LedgerRow> {
     passes
         .iter()
         .zip(counts)

@@ -48,6 +48,9 @@ pub struct IngestOptions {
     pub progress: bool,
     /// What an adapter may hold at once (the record limit).
     pub limits: crate::ingest::Limits,
+    /// Input bytes per store part; 0 for the default (128 MB). Smaller parts are smaller units
+    /// for an engine that distributes the parts of a store.
+    pub part_bytes: u64,
 }
 
 /// What an ingest did.
@@ -259,16 +262,41 @@ pub fn ingest_tapped(
     atomic::refuse_overlap(out, inputs)?;
     let found = find_inputs(inputs)?;
     refuse_no_files(&found)?;
+    ingest_found(&found, out, opts, tap, None, started)
+}
+
+/// How one shard of a distributed ingest ([`super::shards`]) differs from a whole ingest: the
+/// whole ingest's part count, its input index for each of the shard's files, and its last
+/// input index (traces never completed are built after the last input, so take its index).
+/// A shard may hold nothing: another shard may hold every record.
+pub(super) struct Shard<'a> {
+    pub parts: u32,
+    pub indices: &'a [u32],
+    pub last_index: u32,
+}
+
+/// The ingest of the files `found` lists, whole or as a shard.
+pub(super) fn ingest_found(
+    found: &FoundInputs,
+    out: &Path,
+    opts: &IngestOptions,
+    tap: Option<(&dyn Tap, &Path)>,
+    shard: Option<&Shard<'_>>,
+    started: Instant,
+) -> io::Result<(IngestSummary, Option<Tapped>)> {
     let staging = AtomicDir::create(out, &crate::store::store_layout())?;
     // Streams are copied in first: their size decides the parts, and they can be read once.
     let spool_dir = staging.path().join(".spool");
-    let files = readable_copies(&found, &spool_dir)?;
+    let files = readable_copies(found, &spool_dir)?;
     let sizes: Vec<u64> = files
         .iter()
         .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
         .collect();
     let total_bytes: u64 = sizes.iter().sum();
-    let parts = total_bytes.div_ceil(PART_INPUT_BYTES).max(1) as u32;
+    let parts = match shard {
+        Some(shard) => shard.parts,
+        None => parts_for(total_bytes, opts.part_bytes),
+    };
     let store = StoreWriter::create(staging.path(), parts, super::store_spec())?;
     let tap_files = match tap {
         Some((_, dir)) => Some(TapFiles::create(dir, parts)?),
@@ -291,7 +319,12 @@ pub fn ingest_tapped(
         )?;
     }
     let displays: Vec<String> = found.files.iter().map(|f| f.display.clone()).collect();
+    let identity: Vec<u32> = (0..files.len() as u32).collect();
     let mut writer = Writer {
+        input_indices: shard.map_or(&identity, |s| s.indices),
+        unfinished_index: shard.map_or(files.len().saturating_sub(1) as u32, |s| s.last_index),
+        finishing: false,
+        may_be_empty: shard.is_some(),
         store,
         quarantine,
         tap_files: tap_files.as_ref(),
@@ -334,6 +367,16 @@ pub fn ingest_tapped(
     let store = staging.commit()?;
     let tapped = tap_files.map(TapFiles::finish).transpose()?;
     Ok((IngestSummary { store, manifest }, tapped))
+}
+
+/// The parts of a store of inputs of `total_bytes`, `part_bytes` each (0: the default).
+pub(super) fn parts_for(total_bytes: u64, part_bytes: u64) -> u32 {
+    let part_bytes = if part_bytes == 0 {
+        PART_INPUT_BYTES
+    } else {
+        part_bytes
+    };
+    total_bytes.div_ceil(part_bytes).max(1) as u32
 }
 
 /// No file to read is an error that says what was passed over, if anything.
@@ -474,6 +517,15 @@ fn run_tap(
 /// The writer stage: takes each file's messages in input order, stores conversations (each run
 /// id once), files quarantine entries and keeps the counts.
 struct Writer<'a> {
+    /// The input index each file is stored under (its position, or in a shard its position
+    /// in the whole ingest).
+    input_indices: &'a [u32],
+    /// The input index of conversations built once every input was read.
+    unfinished_index: u32,
+    /// Building what the stitchers could not complete, after the last input.
+    finishing: bool,
+    /// A store that holds nothing is no error (a shard's records may all be elsewhere).
+    may_be_empty: bool,
     store: StoreWriter,
     quarantine: io::BufWriter<std::fs::File>,
     tap_files: Option<&'a TapFiles>,
@@ -508,31 +560,41 @@ impl Writer<'_> {
             size: self.sizes[i],
             ..InputEntry::default()
         };
-        let unfinished = last
-            .then_some(())
-            .into_iter()
-            .flat_map(|()| stitched(stitchers, |s, out| s.finish(out)));
-        let messages = rx
-            .into_iter()
-            .flat_map(|m| match m {
-                Message::Fragment(fragment) => stitched(stitchers, |s, out| s.add(fragment, out)),
-                other => vec![other],
-            })
-            .chain(unfinished);
+        let messages = rx.into_iter().flat_map(|m| match m {
+            Message::Fragment(fragment) => stitched(stitchers, |s, out| s.add(fragment, out)),
+            other => vec![other],
+        });
         for message in messages {
-            let Some(message) = self.receive(message, bound) else {
-                continue;
-            };
-            if self.fatal.is_some() {
-                continue;
+            self.use_message(i, message, bound, &mut entry);
+        }
+        if last {
+            self.finishing = true;
+            for message in stitched(stitchers, |s, out| s.finish(out)) {
+                self.use_message(i, message, bound, &mut entry);
             }
-            if let Err(e) = self.take(i, message, &mut entry) {
-                self.fatal = Some(e);
-            }
+            self.finishing = false;
         }
         self.counts.records_read += entry.records;
         self.counts.records_quarantined += entry.quarantined;
         self.entries.push(entry);
+    }
+
+    fn use_message(
+        &mut self,
+        i: usize,
+        message: Message,
+        bound: &ByteBound,
+        entry: &mut InputEntry,
+    ) {
+        let Some(message) = self.receive(message, bound) else {
+            return;
+        };
+        if self.fatal.is_some() {
+            return;
+        }
+        if let Err(e) = self.take(i, message, entry) {
+            self.fatal = Some(e);
+        }
     }
 
     /// A message as the writer uses it: a conversation whose digests were being worked out
@@ -644,7 +706,11 @@ impl Writer<'_> {
             result = result.and(write_quarantine(&mut self.quarantine, &q));
         }
         let origin = Origin {
-            input_index: i as u32,
+            input_index: if self.finishing {
+                self.unfinished_index
+            } else {
+                self.input_indices[i]
+            },
             record_index: record,
         };
         if conversation.runs.is_empty() {
@@ -680,7 +746,7 @@ impl Writer<'_> {
         counts.landings = self.store.landings_written;
         counts.records_stored = counts.records_read - counts.records_quarantined;
         counts.skipped_inputs = skipped_inputs;
-        if counts.records_stored == 0 {
+        if counts.records_stored == 0 && !self.may_be_empty {
             // Nothing to store: no output is left that looks like a (possibly empty) result.
             let why = if counts.records_read == 0 && counts.unrecognised_files > 0 {
                 let more = counts.unrecognised_files - self.unrecognised.len() as u64;
@@ -730,7 +796,7 @@ impl Writer<'_> {
     }
 }
 
-fn write_quarantine(out: &mut impl Write, q: &Quarantined) -> io::Result<()> {
+pub(super) fn write_quarantine(out: &mut impl Write, q: &Quarantined) -> io::Result<()> {
     serde_json::to_writer(&mut *out, q).map_err(io::Error::other)?;
     out.write_all(b"\n")
 }

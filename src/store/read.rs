@@ -366,43 +366,222 @@ impl Store {
                 }
             }
         }
-        // Per conversation: its earliest origin, and its runs with their table rows.
-        type Gathered<'a> = (Origin, Vec<(&'a RunRow, Run)>);
-        let mut conversations: HashMap<&str, Gathered<'_>> = HashMap::new();
-        for row in &part_runs {
-            let mut run = row.run.clone();
-            run.events = events_by_run.remove(&run.run_id).unwrap_or_default();
-            run.events.sort_by_key(|e| e.seq);
-            if let Some(borrowed) = borrowed_by_run.remove(&run.run_id) {
-                lend_texts(&mut run.events, &borrowed);
-            }
-            let entry = conversations
-                .entry(row.run.conversation_id.as_str())
-                .or_insert((row.origin, Vec::new()));
-            entry.0 = entry.0.min(row.origin);
-            entry.1.push((row, run));
-        }
-        let mut list: Vec<(&str, Gathered<'_>)> = conversations.into_iter().collect();
-        list.sort_by(|a, b| (a.1 .0, a.0).cmp(&(b.1 .0, b.0)));
-        Ok(list
-            .into_iter()
-            .map(|(id, (origin, mut runs))| {
-                runs.sort_by(|(ra, a), (rb, b)| {
-                    (a.turn, a.started_ms, ra.origin, &a.run_id).cmp(&(
-                        b.turn,
-                        b.started_ms,
-                        rb.origin,
-                        &b.run_id,
-                    ))
-                });
-                let conversation = Conversation {
-                    id: id.to_string(),
-                    runs: runs.into_iter().map(|(_, r)| r).collect(),
-                };
-                (origin, conversation)
-            })
-            .collect())
+        Ok(gather(&part_runs, &mut events_by_run, &mut borrowed_by_run))
     }
+}
+
+/// The conversations of one part from its runs and their decoded events, in the store's order
+/// (by origin, then id; runs by turn, start time, origin, id; events by `seq`), each with its
+/// origin (the earliest of its runs').
+fn gather(
+    part_runs: &[RunRow],
+    events_by_run: &mut HashMap<String, Vec<Event>>,
+    borrowed_by_run: &mut HashMap<String, Vec<(u32, u32)>>,
+) -> Vec<(Origin, Conversation)> {
+    type Gathered<'a> = (Origin, Vec<(&'a RunRow, Run)>);
+    let mut conversations: HashMap<&str, Gathered<'_>> = HashMap::new();
+    for row in part_runs {
+        let mut run = row.run.clone();
+        run.events = events_by_run.remove(&run.run_id).unwrap_or_default();
+        run.events.sort_by_key(|e| e.seq);
+        if let Some(borrowed) = borrowed_by_run.remove(&run.run_id) {
+            lend_texts(&mut run.events, &borrowed);
+        }
+        let entry = conversations
+            .entry(row.run.conversation_id.as_str())
+            .or_insert((row.origin, Vec::new()));
+        entry.0 = entry.0.min(row.origin);
+        entry.1.push((row, run));
+    }
+    let mut list: Vec<(&str, Gathered<'_>)> = conversations.into_iter().collect();
+    list.sort_by(|a, b| (a.1 .0, a.0).cmp(&(b.1 .0, b.0)));
+    list.into_iter()
+        .map(|(id, (origin, mut runs))| {
+            runs.sort_by(|(ra, a), (rb, b)| {
+                (a.turn, a.started_ms, ra.origin, &a.run_id).cmp(&(
+                    b.turn,
+                    b.started_ms,
+                    rb.origin,
+                    &b.run_id,
+                ))
+            });
+            let conversation = Conversation {
+                id: id.to_string(),
+                runs: runs.into_iter().map(|(_, r)| r).collect(),
+            };
+            (origin, conversation)
+        })
+        .collect()
+}
+
+/// A column's values as the store's `schema` types it (the other columns are dropped). Text may
+/// come as utf8, large_utf8 or utf8_view, numbers as any type that holds the value. A column
+/// missing, a value that does not fit, or a null where the store has none is an error naming
+/// the column of `table`.
+fn conform(
+    batch: &RecordBatch,
+    schema: &arrow::datatypes::Schema,
+    table: &str,
+) -> io::Result<RecordBatch> {
+    let bad = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
+    let options = arrow::compute::CastOptions {
+        // A value that does not fit is an error, never a null.
+        safe: false,
+        ..Default::default()
+    };
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        let name = field.name();
+        let column = batch
+            .column_by_name(name)
+            .ok_or_else(|| bad(format!("the {table} table has no column `{name}`")))?;
+        let column = if column.data_type() == field.data_type() {
+            column.clone()
+        } else {
+            arrow::compute::cast_with_options(column, field.data_type(), &options).map_err(|e| {
+                bad(format!(
+                    "column `{name}` of the {table} table ({}) cannot be read as {}: {e}",
+                    column.data_type(),
+                    field.data_type()
+                ))
+            })?
+        };
+        if !field.is_nullable() && column.null_count() > 0 {
+            return Err(bad(format!(
+                "column `{name}` of the {table} table holds {} null(s); the store has none there",
+                column.null_count()
+            )));
+        }
+        columns.push(column);
+    }
+    RecordBatch::try_new(std::sync::Arc::new(schema.clone()), columns).map_err(to_io)
+}
+
+/// Whole conversations from the two tables of a store held in memory, in the store's schema:
+/// events of any number of parts and the rows of their runs. Given back in the store's order
+/// (by part, then as [`Store::read_part_ordered`] orders a part), with their parts and origins.
+///
+/// The tables must hold whole conversations: an event whose run is not among the runs, or a run
+/// with more or fewer events than its row counts (`events`), is an error of kind
+/// `InvalidInput` naming the conversation, as is a column that is missing or cannot be read
+/// as the store's (see `conform`). Events carry the digests of `spec`.
+pub fn conversations_from_batches(
+    runs: &[RecordBatch],
+    events: &[RecordBatch],
+    spec: &StoreSpec,
+) -> io::Result<Vec<(u32, Origin, Conversation)>> {
+    let bad = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
+    let runs_schema = super::schema::runs_schema();
+    let all_events = super::schema::events_schema();
+    // Archived envelopes are never read back (see `StoreSpec::envelope_is_checked`).
+    let events_schema = arrow::datatypes::Schema::new(
+        all_events
+            .fields()
+            .iter()
+            .filter(|f| f.name() != "archived_payload")
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    let runs = runs
+        .iter()
+        .map(|b| conform(b, &runs_schema, "runs"))
+        .collect::<io::Result<Vec<_>>>()?;
+    let events = events
+        .iter()
+        .map(|b| conform(b, &events_schema, "events"))
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut rows = runs_from(runs, None)?;
+    let mut expected: HashMap<&str, (&RunRow, u32)> = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        if expected.insert(row.run.run_id.as_str(), (row, 0)).is_some() {
+            return Err(bad(format!(
+                "run {:?} (conversation {:?}) is listed twice in the runs table",
+                row.run.run_id, row.run.conversation_id
+            )));
+        }
+    }
+    // Every event must belong to a listed run of its conversation, and every run must be whole.
+    for batch in &events {
+        let run_id = batch
+            .column_by_name("run_id")
+            .expect("conformed")
+            .as_string::<i32>();
+        let conversation = batch
+            .column_by_name("conversation_id")
+            .expect("conformed")
+            .as_string::<i32>();
+        for i in 0..batch.num_rows() {
+            let (run, conversation) = (run_id.value(i), conversation.value(i));
+            match expected.get_mut(run) {
+                Some((row, n)) if row.run.conversation_id == conversation => *n += 1,
+                Some((row, _)) => {
+                    return Err(bad(format!(
+                        "conversation {conversation:?} is incomplete: its event names run \
+                         {run:?}, which the runs table gives to conversation {:?}",
+                        row.run.conversation_id
+                    )))
+                }
+                None => {
+                    return Err(bad(format!(
+                        "conversation {conversation:?} is incomplete: an event of run {run:?} \
+                         has no row in the runs table"
+                    )))
+                }
+            }
+        }
+    }
+    let mut short: Vec<(&RunRow, u32)> = expected
+        .into_values()
+        .filter(|(row, n)| row.events != *n)
+        .collect();
+    short.sort_by(|a, b| a.0.run.run_id.cmp(&b.0.run.run_id));
+    if let Some((row, n)) = short.first() {
+        return Err(bad(format!(
+            "conversation {:?} is incomplete: run {:?} has {n} of the {} events its row counts",
+            row.run.conversation_id, row.run.run_id, row.events
+        )));
+    }
+    let names = DigestNames {
+        fingerprint: spec.digest_of(DigestKind::Fingerprint).map(|d| d.name()),
+        evidence: spec.digest_of(DigestKind::Evidence).map(|d| d.name()),
+    };
+    let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
+    let mut borrowed = Vec::new();
+    for batch in &events {
+        append_events(batch, names, &mut events_by_run, &mut borrowed)?;
+    }
+    let mut borrowed_by_run: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+    for b in borrowed {
+        borrowed_by_run
+            .entry(b.run_id)
+            .or_default()
+            .push((b.seq, b.from));
+    }
+    // A conversation of the store lies in one part; tables that say otherwise are not a store's.
+    let mut part_of: HashMap<&str, u32> = HashMap::new();
+    for row in &rows {
+        if let Some(&p) = part_of.get(row.run.conversation_id.as_str()) {
+            if p != row.part {
+                return Err(bad(format!(
+                    "conversation {:?} lies in parts {p} and {} of the runs table; a store keeps \
+                     a conversation in one part",
+                    row.run.conversation_id, row.part
+                )));
+            }
+        }
+        part_of.insert(row.run.conversation_id.as_str(), row.part);
+    }
+    rows.sort_by_key(|r| r.part);
+    let mut out = Vec::new();
+    for chunk in rows.chunk_by(|a, b| a.part == b.part) {
+        let part = chunk[0].part;
+        out.extend(
+            gather(chunk, &mut events_by_run, &mut borrowed_by_run)
+                .into_iter()
+                .map(|(origin, c)| (part, origin, c)),
+        );
+    }
+    Ok(out)
 }
 
 /// The run order within a conversation read back from the store: turn, start time, then (runs

@@ -176,4 +176,10 @@ impl crate::ingest::Stitch for Stitcher {
     fn finish(&mut self, sink: &mut dyn Sink) {
         Stitcher::finish(self, sink)
     }
+    fn keys(&self, fragment: &crate::ingest::Fragment) -> Vec<String> {
+        match fragment.data.downcast_ref::<SpanBatch>() {
+            Some(batch) => batch.traces.iter().map(|(id, _)| id.clone()).collect(),
+            None => Vec::new(),
+        }
+    }
 }

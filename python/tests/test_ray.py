@@ -1,0 +1,200 @@
+"""traceaudit.ray on a local Ray cluster (2 CPUs, 127.0.0.1, no dashboard, no usage stats):
+the distributed audit and ingest equal the command line's."""
+
+import json
+import os
+import pathlib
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import traceaudit
+from conftest import TABLES, TESTDATA, assert_same_table, cli, generate, read_table
+
+ray = pytest.importorskip("ray")
+import traceaudit.ray as tray  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    marker = tmp_path_factory.mktemp("fault") / "killed"
+    # The kill hook (see traceaudit.ray) fires only once the marker is removed.
+    marker.write_text("disarmed")
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ[tray._KILL_ENV] = f"3:{marker}"
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    yield marker
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """A generated store of at least 8 parts, and the command line's corpus of it."""
+    root = tmp_path_factory.mktemp("generated")
+    generate("--format", "tau2", "--size", "3MB", "--shard-size", "512KB", "--out", root / "gen")
+    store = root / "store"
+    manifest = traceaudit.ingest(root / "gen" / "input", store, part_bytes=320_000, threads=2)
+    assert len(manifest["parts"]) >= 8
+    corpus = root / "cli-corpus"
+    cli("audit", store, "--config", root / "gen" / "traceaudit.toml", "--out", corpus, "--quiet")
+    return store, corpus, root / "gen" / "traceaudit.toml"
+
+
+def assert_same_corpus(got: pathlib.Path, expected: pathlib.Path):
+    for name in TABLES:
+        assert_same_table(read_table(got, name), read_table(expected, name), name)
+    assert (got / "ledger.parquet").read_bytes() == (expected / "ledger.parquet").read_bytes()
+    a = json.loads((got / "manifest.json").read_text())
+    b = json.loads((expected / "manifest.json").read_text())
+    for key in ("checks", "config", "config_hash", "conversations", "runs", "findings", "counts",
+                "store_manifest"):
+        assert a[key] == b[key], key
+    assert not list(got.rglob("*.partial"))
+
+
+def test_audit_store_equals_the_cli(cluster, generated, tmp_path):
+    store, corpus, config = generated
+    out = tmp_path / "corpus"
+    manifest = tray.audit_store(store, out, config=config, cpus_per_task=1)
+    parts = len(json.loads((store / "manifest.json").read_text())["parts"])
+    assert len(list((out / "findings").glob("part-*.parquet"))) == parts
+    assert manifest["findings"] > 0
+    assert_same_corpus(out, corpus)
+
+
+def test_audit_store_through_a_filesystem_uri_equals_the_cli(cluster, generated, tmp_path):
+    store, corpus, config = generated
+    out = tmp_path / "corpus"
+    tray.audit_store(f"file://{store}", f"file://{out}", config=config)
+    assert_same_corpus(out, corpus)
+
+
+def test_a_killed_task_is_retried_and_the_corpus_is_unchanged(cluster, generated, tmp_path):
+    store, corpus, config = generated
+    out = tmp_path / "corpus"
+    cluster.unlink()  # arm: the worker auditing part 3 dies once, after writing it
+    tray.audit_store(store, out, config=config)
+    assert cluster.exists(), "no worker was killed"
+    assert cluster.read_text() != "disarmed"
+    assert_same_corpus(out, corpus)
+
+
+def test_a_corpus_is_replaced_whole(cluster, generated, tmp_path):
+    store, corpus, config = generated
+    out = tmp_path / "corpus"
+    (out / "findings").mkdir(parents=True)
+    (out / "stray.txt").write_text("not a corpus")
+    with pytest.raises(ValueError, match="is not a traceaudit corpus"):
+        tray.audit_store(store, out, config=config)
+    (out / "stray.txt").unlink()
+    shutil.rmtree(out / "findings")
+    tray.audit_store(store, out, config=config, checks=["repeated-call"])
+    # An earlier corpus (with other checks) leaves nothing behind.
+    tray.audit_store(store, out, config=config)
+    assert_same_corpus(out, corpus)
+
+
+def split_spans(source: pathlib.Path, into: pathlib.Path, pieces: int):
+    """The spans of an OTLP JSON export dealt over `pieces` files (each trace split)."""
+    doc = json.loads(source.read_text())
+    resource = doc["resourceSpans"][0]
+    scope = resource["scopeSpans"][0]
+    for k in range(pieces):
+        spans = scope["spans"][k::pieces]
+        part = {"resourceSpans": [{**resource, "scopeSpans": [{**scope, "spans": spans}]}]}
+        (into / f"{source.stem}.{k}.json").write_text(json.dumps(part))
+
+
+def store_rows(store: pathlib.Path):
+    runs = pq.read_table(store / "runs.parquet").sort_by("run_id")
+    parts = {}
+    for f in sorted((store / "events").glob("part-*.parquet")):
+        parts[f.name] = pq.read_table(f).sort_by([("run_id", "ascending"), ("seq", "ascending")])
+    quarantine = sorted((store / "quarantine.jsonl").read_text().splitlines())
+    return runs, parts, quarantine
+
+
+@pytest.mark.parametrize("part_bytes", [None, 60_000], ids=["one-part", "many-parts"])
+def test_distributed_ingest_of_split_traces_equals_the_cli(cluster, tmp_path, part_bytes):
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    otel = TESTDATA / "otel"
+    # Traces split over files, one conversation of two traces split, the same spans exported
+    # twice (JSON and JSON lines), and files of formats whose conversations stay in one file.
+    split_spans(otel / "pydantic-ai-v5-content" / "s3_followup_from_history.json", inputs, 3)
+    split_spans(otel / "openinference-v5-content" / "s3_followup_from_history.json", inputs, 2)
+    for f in ("s1_repeated_identical_call.json", "s1_repeated_identical_call.jsonl"):
+        shutil.copy(otel / "pydantic-ai-v5-content" / f, inputs / f)
+    shutil.copytree(TESTDATA / "tau2", inputs / "tau2")
+    shutil.copytree(TESTDATA / "bad", inputs / "bad")
+    # The same runs in a second file, read by another task: kept from the earlier input.
+    tau = TESTDATA / "tau-bench" / "gpt-4o-airline.first3.json"
+    shutil.copy(tau, inputs / "a-tau.json")
+    shutil.copy(tau, inputs / "z-tau-again.json")
+
+    if part_bytes is None:
+        cli("ingest", inputs, "--out", tmp_path / "cli-store", "--quiet")
+    else:
+        # The command line has no part size; the library's ingest is the job it runs.
+        traceaudit.ingest(inputs, tmp_path / "cli-store", part_bytes=part_bytes)
+    # Many-parts also packs the files into shards of about 40 kB (groups kept whole).
+    shard_bytes = 0 if part_bytes is None else 40_000
+    manifest = tray.ingest(
+        inputs, tmp_path / "ray-store", part_bytes=part_bytes, shard_bytes=shard_bytes
+    )
+    expected = json.loads((tmp_path / "cli-store" / "manifest.json").read_text())
+    assert len(expected["parts"]) >= (1 if part_bytes is None else 4)
+    assert manifest["parts"] == expected["parts"]
+    assert manifest["counts"]["duplicate_runs"] > 0
+    for key in ("inputs", "counts", "digests", "envelope_types", "store_schema_version"):
+        assert manifest[key] == expected[key], key
+    got, want = store_rows(tmp_path / "ray-store"), store_rows(tmp_path / "cli-store")
+    assert_same_table(got[0], want[0], "runs")
+    assert sorted(got[1]) == sorted(want[1])
+    for name in want[1]:
+        assert_same_table(got[1][name], want[1][name], name)
+    assert got[2] == want[2]
+    # Read back and audited, the two stores give the same corpus.
+    cli("audit", tmp_path / "cli-store", "--out", tmp_path / "a", "--quiet")
+    cli("audit", tmp_path / "ray-store", "--out", tmp_path / "b", "--quiet")
+    for name in TABLES:
+        assert_same_table(read_table(tmp_path / "b", name), read_table(tmp_path / "a", name), name)
+
+
+def test_the_command_line_entry_point(cluster, generated, tmp_path, capsys):
+    store, corpus, config = generated
+    out = tmp_path / "corpus"
+    code = tray.main(["audit", str(store), "--out", str(out), "--config", str(config)])
+    assert code == 0
+    assert "conversations" in capsys.readouterr().out
+    assert_same_corpus(out, corpus)
+    assert tray.main(["audit", str(tmp_path / "missing"), "--out", str(out)]) == 2
+    assert "is not a complete traceaudit store (no manifest.json)" in capsys.readouterr().err
+
+
+def test_files_sharing_a_key_are_read_by_one_task():
+    # 0-3-5 share keys through 3; 1, 2 and 4 stand alone.
+    keys = {0: ["a"], 2: ["b"], 3: ["a", "c"], 5: ["c"]}
+    groups = tray._groups(6, keys)
+    assert groups == [[0, 3, 5], [1], [2], [4]]
+    assert tray._packed(groups, [10] * 6, 0) == groups
+    # Packed in input order up to 25 bytes, a group never split.
+    assert tray._packed(groups, [10] * 6, 25) == [[0, 3, 5], [1, 2], [4]]
+
+
+def test_audit_store_with_a_config_that_names_files_beside_it(
+    cluster, testdata_store, testdata_corpus, tmp_path
+):
+    # testdata/traceaudit.toml names JSON schemas by paths relative to itself.
+    from conftest import CONFIG
+
+    tray.audit_store(testdata_store, tmp_path / "corpus", config=CONFIG)
+    assert_same_corpus(tmp_path / "corpus", testdata_corpus)

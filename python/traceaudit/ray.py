@@ -1,0 +1,602 @@
+"""traceaudit over a Ray cluster: one task per store part, no shuffle.
+
+A store's parts hold whole conversations (a conversation never spans two parts), so the part is
+the unit of distribution: :func:`audit_store` runs one Ray Data task per part
+(``ray.data.from_items(parts).map_batches(<callable class>, batch_size=1)``), each writing that
+part of every corpus table as ``OUT/<table>/part-NNNNN.parquet``, then the driver writes the
+ledger and the manifest as the command line does. :func:`ingest` builds a store with one task
+per input file, then one per store part.
+
+Paths may be local or any pyarrow filesystem URI (``s3://...``, ``gs://...``, ``file://...``);
+on a real cluster the store and the corpus must be where every node can reach them.
+
+Equality with the command line: a corpus written here holds the rows of the command line's
+corpus of the same store, table by table, in the same order once the part files are read in
+part order (``pyarrow.parquet.read_table(OUT / "findings")`` reads them so). The Parquet bytes
+differ (one file per part instead of one per table); ``ledger.parquet`` is the same file.
+
+Command line, for nightly jobs::
+
+    python -m traceaudit.ray audit STORE --out CORPUS --address auto
+    python -m traceaudit.ray ingest INPUTS... --out STORE --address auto
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+import traceaudit
+
+__all__ = ["audit_store", "ingest", "main"]
+
+# The corpus tables written a part at a time (the checks' own tables are found from the
+# output, since they depend on the checks run).
+_CORPUS_FILES = ("manifest.json", "ledger.parquet")
+
+# Fault injection for tests: "PART:MARKER" kills the worker auditing PART once (the first time,
+# when MARKER does not exist yet) after it wrote the part, before it reports back, so Ray
+# retries the task.
+_KILL_ENV = "TRACEAUDIT_RAY_KILL_AFTER_PART"
+
+
+class _Location:
+    """A directory given as a local path or a pyarrow filesystem URI."""
+
+    def __init__(self, where: Union[str, "os.PathLike[str]"]):
+        text = os.fspath(where)
+        self.given = text
+        if "://" in text:
+            self.fs, self.path = pafs.FileSystem.from_uri(text)
+            self.local = False
+        else:
+            self.fs = pafs.LocalFileSystem()
+            self.path = os.path.abspath(text)
+            self.local = True
+
+    @property
+    def for_workers(self) -> str:
+        """How workers are told where it is: an absolute path (their working directory is not
+        the driver's), or the URI."""
+        return self.path if self.local else self.given
+
+    def join(self, *names: str) -> str:
+        return "/".join([self.path.rstrip("/"), *names])
+
+    def read_text(self, *names: str) -> str:
+        with self.fs.open_input_stream(self.join(*names)) as f:
+            return f.read().decode("utf-8")
+
+    def exists(self, *names: str) -> bool:
+        return self.fs.get_file_info(self.join(*names)).type != pafs.FileType.NotFound
+
+    def write_atomically(self, data: bytes, *names: str) -> None:
+        """Write a file under a hidden temporary name, then move it into place."""
+        final = self.join(*names)
+        parent, base = final.rsplit("/", 1)
+        self.fs.create_dir(parent, recursive=True)
+        tmp = f"{parent}/.{base}.{os.getpid()}-{time.time_ns()}.partial"
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(data)
+        self.fs.move(tmp, final)
+
+    def listing(self) -> List[pafs.FileInfo]:
+        if not self.exists():
+            return []
+        return self.fs.get_file_info(pafs.FileSelector(self.path, recursive=True))
+
+
+def _config_source(
+    config: Optional[Union[str, "os.PathLike[str]"]],
+) -> Tuple[Optional[str], Optional[str]]:
+    """Where the workers read the configuration: a local path, absolute (a configuration names
+    other files, JSON schemas, by paths relative to itself, so it is read where it lies; on a
+    cluster, a path every node mounts), or for a remote URI its text (then it may name no
+    other file)."""
+    if config is None:
+        return None, None
+    where = _Location(config)
+    if where.local or isinstance(where.fs, pafs.LocalFileSystem):
+        return where.path, None
+    with where.fs.open_input_stream(where.path) as f:
+        return None, f.read().decode("utf-8")
+
+
+class _ConfigFile:
+    """The configuration as a local file, for the library's functions (which take one): the
+    path given, or the text written to a temporary file."""
+
+    def __init__(self, path: Optional[str], text: Optional[str]):
+        self.path: Optional[str] = path
+        self.temporary = False
+        if path is None and text is not None:
+            fd, self.path = tempfile.mkstemp(prefix="traceaudit-", suffix=".toml")
+            self.temporary = True
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+
+    def close(self) -> None:
+        if self.temporary and self.path is not None and os.path.exists(self.path):
+            os.remove(self.path)
+        self.path = None
+
+
+def _prepare_output(out: _Location) -> None:
+    """Make ``out`` ready for a new corpus: absent, empty, or an earlier traceaudit corpus,
+    whose manifest is removed first (a corpus without one is incomplete) and then its tables,
+    so no part of the earlier corpus can be read as part of the new one."""
+    listing = out.listing()
+    if not listing:
+        out.fs.create_dir(out.path, recursive=True)
+        return
+    if not out.exists("manifest.json"):
+        raise ValueError(
+            f"{out.given} exists and is not a traceaudit corpus (no manifest.json); "
+            "give an empty or new directory"
+        )
+    manifest = json.loads(out.read_text("manifest.json"))
+    if manifest.get("engine") != "traceaudit" or "checks" not in manifest:
+        raise ValueError(f"{out.given} holds a manifest.json that is not a traceaudit corpus's")
+    out.fs.delete_file(out.join("manifest.json"))
+    for info in out.fs.get_file_info(pafs.FileSelector(out.path)):
+        if info.type == pafs.FileType.Directory:
+            out.fs.delete_dir(info.path)
+        else:
+            out.fs.delete_file(info.path)
+
+
+def _remove_partials(out: _Location) -> None:
+    """Remove the temporary files of attempts that were killed before they could rename."""
+    for info in out.listing():
+        if info.type == pafs.FileType.File and info.base_name.endswith(".partial"):
+            out.fs.delete_file(info.path)
+
+
+class _PartAuditor:
+    """Audits store parts on a Ray worker (built there once, then given parts one at a time)."""
+
+    def __init__(
+        self,
+        store: str,
+        out: str,
+        config_path: Optional[str],
+        config_text: Optional[str],
+        checks: Optional[List[str]],
+        threads: int,
+    ):
+        self.store = _Location(store)
+        self.out = _Location(out)
+        self.config = _ConfigFile(config_path, config_text)
+        self.checks = checks
+        self.threads = threads
+
+    def _audit_remote(self, part: int) -> Dict[str, Any]:
+        """A part of a store on a remote filesystem: its rows read with pyarrow, audited in
+        memory, the tables written back part file by part file."""
+        name = f"part-{part:05d}.parquet"
+        events = pq.read_table(self.store.join("events", name), filesystem=self.store.fs)
+        runs = pq.read_table(
+            self.store.join("runs.parquet"),
+            filesystem=self.store.fs,
+            filters=[("part", "=", part)],
+        )
+        tables, counted = traceaudit._audit_tables(
+            events, runs, self.config.path, self.checks, self.threads
+        )
+        for table, data in tables.items():
+            if table == "ledger":
+                continue
+            sink = pa.BufferOutputStream()
+            pq.write_table(data, sink, compression="zstd")
+            self.out.write_atomically(sink.getvalue().to_pybytes(), table, name)
+        return counted
+
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        parts = [int(p) for p in batch["part"]]
+        counted = []
+        for part in parts:
+            if self.store.local and self.out.local:
+                c = traceaudit.audit_part(
+                    self.store.path,
+                    part,
+                    self.out.path,
+                    config=self.config.path,
+                    checks=self.checks,
+                    threads=self.threads,
+                )
+            else:
+                c = self._audit_remote(part)
+            _maybe_die(part)
+            counted.append(json.dumps(c))
+        return {"part": parts, "counted": counted}
+
+
+def _maybe_die(part: int) -> None:
+    spec = os.environ.get(_KILL_ENV)
+    if not spec:
+        return
+    wanted, marker = spec.split(":", 1)
+    if int(wanted) == part and not os.path.exists(marker):
+        with open(marker, "w") as f:
+            f.write(str(os.getpid()))
+        os._exit(1)
+
+
+def _connect(address: Optional[str]) -> None:
+    import ray
+
+    if address is not None:
+        ray.init(address=address, ignore_reinit_error=True)
+    elif not ray.is_initialized():
+        ray.init()
+
+
+def _cluster_cpus() -> int:
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def audit_store(
+    store: Union[str, "os.PathLike[str]"],
+    out: Union[str, "os.PathLike[str]"],
+    *,
+    config: Optional[Union[str, "os.PathLike[str]"]] = None,
+    checks: Optional[Union[str, Sequence[str]]] = None,
+    cpus_per_task: int = 1,
+    address: Optional[str] = None,
+) -> Dict[str, Any]:
+    """Audit the store ``store`` into the corpus ``out`` on a Ray cluster.
+
+    One Ray task per store part (no shuffle), each given ``cpus_per_task`` CPUs and as many
+    threads; the driver then writes ``ledger.parquet`` and ``manifest.json``, the manifest
+    last. Connects to ``address`` (``"auto"`` for a running cluster), else uses the Ray
+    already initialised, else starts a local one. ``config`` is a ``traceaudit.toml``, read by
+    the workers where it lies (on a cluster, a path every node mounts, as it may name schema
+    files beside it), or given as a URI, whose text is sent to them; ``checks`` as for
+    :func:`traceaudit.audit`.
+
+    A task that is retried (a worker killed) writes the same part files again under the same
+    names, each through a temporary name and a rename, so the corpus has no duplicate or partial
+    rows. Returns the corpus manifest as a dict.
+    """
+    import ray
+
+    started = time.monotonic()
+    store_at, out_at = _Location(store), _Location(out)
+    if not store_at.exists("manifest.json"):
+        # As the command line says it.
+        raise FileNotFoundError(
+            f"{store_at.given} is not a complete traceaudit store (no manifest.json)"
+        )
+    manifest_text = store_at.read_text("manifest.json")
+    _connect(address)
+    parts = len(json.loads(manifest_text)["parts"])
+    config_path, config_text = _config_source(config)
+    check_list = traceaudit._checks(checks)
+    _prepare_output(out_at)
+    cpus_per_task = max(1, int(cpus_per_task))
+    actors = max(1, min(parts, _cluster_cpus() // cpus_per_task))
+    items = [{"part": p} for p in range(parts)]
+    results = (
+        ray.data.from_items(items, override_num_blocks=parts)
+        .map_batches(
+            _PartAuditor,
+            fn_constructor_kwargs={
+                "store": store_at.for_workers,
+                "out": out_at.for_workers,
+                "config_path": config_path,
+                "config_text": config_text,
+                "checks": check_list,
+                "threads": cpus_per_task,
+            },
+            batch_size=1,
+            num_cpus=cpus_per_task,
+            concurrency=actors,
+        )
+        .take_all()
+    )
+    by_part = {int(r["part"]): json.loads(r["counted"]) for r in results}
+    if sorted(by_part) != list(range(parts)):
+        missing = sorted(set(range(parts)) - set(by_part))
+        raise RuntimeError(f"parts {missing} of {store_at.given} were not audited")
+    counted = [by_part[p] for p in range(parts)]
+    _remove_partials(out_at)
+    local_config = _ConfigFile(config_path, config_text)
+    try:
+        seconds = time.monotonic() - started
+        if out_at.local:
+            return traceaudit.finish_corpus(
+                out_at.path,
+                store_at.given,
+                manifest_text,
+                counted,
+                seconds,
+                config=local_config.path,
+                checks=check_list,
+                threads=cpus_per_task,
+            )
+        with tempfile.TemporaryDirectory(prefix="traceaudit-corpus-") as tmp:
+            manifest = traceaudit.finish_corpus(
+                tmp,
+                store_at.given,
+                manifest_text,
+                counted,
+                seconds,
+                config=local_config.path,
+                checks=check_list,
+                threads=cpus_per_task,
+            )
+            for name in _CORPUS_FILES[::-1]:
+                with open(os.path.join(tmp, name), "rb") as f:
+                    out_at.write_atomically(f.read(), name)
+            return manifest
+    finally:
+        local_config.close()
+
+
+def _local_path(where: Union[str, "os.PathLike[str]"]) -> str:
+    """A local path for the ingest's inputs and store (the reader reads local files: on a
+    cluster, a filesystem every node mounts); ``file://`` URIs are accepted."""
+    text = os.fspath(where)
+    if "://" not in text:
+        return os.path.abspath(text)
+    fs, path = pafs.FileSystem.from_uri(text)
+    if not isinstance(fs, pafs.LocalFileSystem):
+        raise ValueError(
+            f"{text}: an ingest reads and writes local (or mounted) paths; copy the inputs to "
+            "a filesystem every node mounts, or ingest with traceaudit.ingest"
+        )
+    return path
+
+
+def _keys_of(row: Dict[str, Any], format: Optional[str]) -> Dict[str, Any]:
+    return {
+        "index": row["index"],
+        "keys": traceaudit._native.join_keys(row["path"], format),
+    }
+
+
+def _groups(count: int, keys: Dict[int, List[str]]) -> List[List[int]]:
+    """Input numbers grouped so that files sharing a join key are in one group (union-find),
+    each group in input order, groups by their first input."""
+    parent = list(range(count))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: Dict[str, int] = {}
+    for i in range(count):
+        for key in keys.get(i, []):
+            if key in owner:
+                a, b = find(owner[key]), find(i)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+            else:
+                owner[key] = i
+    groups: Dict[int, List[int]] = {}
+    for i in range(count):
+        groups.setdefault(find(i), []).append(i)
+    return [groups[r] for r in sorted(groups)]
+
+
+def _packed(groups: List[List[int]], sizes: List[int], shard_bytes: int) -> List[List[int]]:
+    """Groups packed in input order into shards of about ``shard_bytes`` of input (a group is
+    never split): every shard holds a file per store part, and each part's merge reads one from
+    every shard, so for a large night shards should be few and large. With ``shard_bytes`` 0,
+    each group is a shard of its own."""
+    if shard_bytes <= 0:
+        return [sorted(g) for g in groups]
+    shards: List[List[int]] = []
+    size = 0
+    for group in groups:
+        bytes_ = sum(sizes[i] for i in group)
+        if shards and size + bytes_ <= shard_bytes:
+            shards[-1].extend(group)
+            size += bytes_
+        else:
+            shards.append(list(group))
+            size = bytes_
+    return [sorted(s) for s in shards]
+
+
+class _ShardIngester:
+    """Ingests a group of input files into a shard store on a Ray worker."""
+
+    def __init__(self, plan: str, scratch: str, format: Optional[str], threads: int):
+        self.plan, self.scratch, self.format, self.threads = plan, scratch, format, threads
+
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        shards, dirs = [], []
+        for shard, files in zip(batch["shard"], batch["files"]):
+            out = os.path.join(self.scratch, f"shard-{int(shard):05d}")
+            traceaudit._native.ingest_shard(
+                self.plan, [int(f) for f in files], out, self.format, self.threads
+            )
+            shards.append(int(shard))
+            dirs.append(out)
+        return {"shard": shards, "dir": dirs}
+
+
+class _PartMerger:
+    """Merges store parts from the shard stores on a Ray worker."""
+
+    def __init__(self, shards: List[str], dropped: List[List[str]], out: str):
+        self.shards, self.dropped, self.out = shards, dropped, out
+
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        parts = [int(p) for p in batch["part"]]
+        for part in parts:
+            traceaudit._native.merge_part(self.shards, self.dropped, part, self.out)
+        return {"part": parts}
+
+
+def ingest(
+    inputs: Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]],
+    store: Union[str, "os.PathLike[str]"],
+    *,
+    format: Optional[str] = None,
+    cpus_per_task: int = 1,
+    part_bytes: Optional[int] = None,
+    shard_bytes: int = 0,
+    address: Optional[str] = None,
+) -> Dict[str, Any]:
+    """Ingest ``inputs`` (files and folders) into the store ``store`` on a Ray cluster.
+
+    One task per input file reads it into a shard store with the whole store's parts; the files
+    whose conversations can span files (OpenTelemetry traces split over exports) are first
+    grouped by the keys that join them (one task per file lists a file's trace ids), and each
+    group is read by one task, so every trace is joined as the command line joins it. With
+    ``shard_bytes``, files (whole groups) are packed in input order into shards of about that
+    much input instead: each store part's merge reads one file from every shard, so a night of
+    many files wants fewer, larger shards. Then one task per store part gathers that part's rows from every shard (a
+    conversation's part depends on its id only, so each part holds whole conversations), and
+    the driver writes the runs, the quarantine and the manifest into ``store`` (written
+    atomically). The store holds the conversations, runs, counts and quarantine records of the
+    command line's ingest of the same inputs. Returns the store's manifest as a dict.
+
+    Inputs and the store are local paths (on a cluster: a filesystem every node mounts) or
+    ``file://`` URIs. ``part_bytes`` as for :func:`traceaudit.ingest`.
+    """
+    import ray
+
+    started = time.monotonic()
+    _connect(address)
+    paths = [_local_path(p) for p in traceaudit._paths(inputs)]
+    out = _local_path(store)
+    plan_text = traceaudit._native.plan_ingest(paths, part_bytes)
+    plan = json.loads(plan_text)
+    count = len(plan["inputs"])
+    cpus_per_task = max(1, int(cpus_per_task))
+    files = [{"index": i, "path": f["path"]} for i, f in enumerate(plan["inputs"])]
+    keyed = (
+        ray.data.from_items(files, override_num_blocks=count)
+        .map(_keys_of, fn_kwargs={"format": format})
+        .take_all()
+    )
+    keys = {int(r["index"]): list(r["keys"]) for r in keyed}
+    sizes = [int(f["size"]) for f in plan["inputs"]]
+    groups = _packed(_groups(count, keys), sizes, int(shard_bytes))
+    parent, base = os.path.split(out.rstrip("/"))
+    scratch = os.path.join(parent, f".{base}.shards-{os.getpid()}-{time.time_ns()}")
+    os.makedirs(scratch)
+    try:
+        items = [{"shard": s, "files": g} for s, g in enumerate(groups)]
+        actors = max(1, min(len(groups), _cluster_cpus() // cpus_per_task))
+        done = (
+            ray.data.from_items(items, override_num_blocks=len(items))
+            .map_batches(
+                _ShardIngester,
+                fn_constructor_kwargs={
+                    "plan": plan_text,
+                    "scratch": scratch,
+                    "format": format,
+                    "threads": cpus_per_task,
+                },
+                batch_size=1,
+                num_cpus=cpus_per_task,
+                concurrency=actors,
+            )
+            .take_all()
+        )
+        dirs = {int(r["shard"]): r["dir"] for r in done}
+        shards = [(dirs[s], g) for s, g in enumerate(groups)]
+        # The repartition: one task per store part gathers that part's rows from every shard.
+        dropped = traceaudit._native.shard_duplicates(plan_text, shards)
+        merged = os.path.join(scratch, "events")
+        parts = int(plan["parts"])
+        (
+            ray.data.from_items([{"part": p} for p in range(parts)], override_num_blocks=parts)
+            .map_batches(
+                _PartMerger,
+                fn_constructor_kwargs={
+                    "shards": [d for d, _ in shards],
+                    "dropped": dropped,
+                    "out": merged,
+                },
+                batch_size=1,
+                num_cpus=1,
+                concurrency=max(1, min(parts, _cluster_cpus())),
+            )
+            .take_all()
+        )
+        text = traceaudit._native.merge_shards(
+            plan_text, shards, out, time.monotonic() - started, None, merged
+        )
+        return json.loads(text)
+    finally:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _summary_line(manifest: Dict[str, Any], out: str) -> str:
+    return (
+        f"{manifest['conversations']} conversations, {manifest['runs']} runs, "
+        f"{manifest['findings']} findings -> {out} ({manifest['seconds']:.2f}s)"
+    )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m traceaudit.ray``: the nightly job's command line."""
+    parser = argparse.ArgumentParser(
+        prog="python -m traceaudit.ray",
+        description="traceaudit over a Ray cluster: one task per store part (audit) or input "
+        "file (ingest).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("audit", help="audit a store into a corpus")
+    a.add_argument("store", help="a store written by ingest (a path or a pyarrow URI)")
+    a.add_argument("--out", "-o", required=True, help="the corpus directory to write")
+    a.add_argument("--config", help="configuration file (TOML)")
+    a.add_argument("--checks", help="run only these checks (comma-separated names)")
+    a.add_argument("--cpus-per-task", type=int, default=1)
+    a.add_argument("--address", help='Ray cluster address ("auto" for a running cluster)')
+    i = sub.add_parser("ingest", help="read recorded runs into a store")
+    i.add_argument("inputs", nargs="+", help="input files or directories (paths or URIs)")
+    i.add_argument("--out", "-o", required=True, help="the store directory to write")
+    i.add_argument("--format", help="read every input as this format")
+    i.add_argument("--address", help='Ray cluster address ("auto" for a running cluster)')
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "audit":
+            manifest = audit_store(
+                args.store,
+                args.out,
+                config=args.config,
+                checks=args.checks,
+                cpus_per_task=args.cpus_per_task,
+                address=args.address,
+            )
+            print(_summary_line(manifest, args.out))
+        else:
+            manifest = ingest(args.inputs, args.out, format=args.format, address=args.address)
+            c = manifest["counts"]
+            print(
+                f"{c['conversations']} conversations, {c['runs']} runs; records "
+                f"{c['records_read']} read = {c['records_stored']} stored + "
+                f"{c['records_quarantined']} quarantined -> {args.out}"
+            )
+    except (ValueError, OSError) as e:
+        print(f"traceaudit {args.command}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    # Run from the importable module, so the workers unpickle its classes by reference.
+    from traceaudit.ray import main as _main
+
+    sys.exit(_main())

@@ -1,0 +1,316 @@
+//! The audit a part at a time, for engines that run the parts of a store in other processes or
+//! on other machines: one part of a store into a part of each corpus table ([`audit_part`]),
+//! a store's tables held in memory into corpus tables in memory ([`audit_batches`]), and the
+//! ledger and manifest made from the parts' counts ([`finish_corpus`]).
+//!
+//! A corpus made so holds the rows the command line's corpus of the same store holds, table by
+//! table and in the same order once its parts are read in part order: each table is a folder of
+//! `part-NNNNN.parquet` files instead of one file, and `findings.jsonl` is not written.
+
+use super::audit::{
+    audit_conversation, check_part, count, ledger_rows, refuse_missing_envelopes, AuditOptions,
+    CheckCounts, Contribution, CorpusManifest,
+};
+use crate::corpus::write::{
+    agreement_schema, dispositions_schema, findings_schema, ledger_schema, BatchBuilder,
+    TableWriter,
+};
+use crate::passes::{select, Pass, PassContext};
+use crate::store::atomic::write_file;
+use crate::store::read::conversations_from_batches;
+use crate::store::write::part_file_name;
+use crate::store::{Store, StoreManifest};
+use arrow::datatypes::Schema;
+use arrow::record_batch::RecordBatch;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What the audit of one part (or of tables in memory) counted, for [`finish_corpus`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PartAudit {
+    pub conversations: u64,
+    pub runs: u64,
+    pub findings: u64,
+    /// Per check, in the order of the checks run.
+    pub counts: Vec<CheckCounts>,
+}
+
+impl PartAudit {
+    fn new(passes: &[&'static dyn Pass]) -> PartAudit {
+        PartAudit {
+            counts: passes
+                .iter()
+                .map(|p| CheckCounts {
+                    check: p.name().to_string(),
+                    ..CheckCounts::default()
+                })
+                .collect(),
+            ..PartAudit::default()
+        }
+    }
+
+    fn add(&mut self, r: &Contribution) {
+        self.conversations += 1;
+        self.runs += r.runs;
+        self.findings += r.findings.len() as u64;
+        count(&mut self.counts, r);
+    }
+
+    /// Add another part's counts (the checks must be the same, in the same order).
+    fn merge(&mut self, other: &PartAudit) -> io::Result<()> {
+        let same = self.counts.len() == other.counts.len()
+            && self
+                .counts
+                .iter()
+                .zip(&other.counts)
+                .all(|(a, b)| a.check == b.check);
+        if !same {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the parts were audited with different checks",
+            ));
+        }
+        self.conversations += other.conversations;
+        self.runs += other.runs;
+        self.findings += other.findings;
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            a.runs += b.runs;
+            a.checked_pass += b.checked_pass;
+            a.checked_fail += b.checked_fail;
+            a.not_applicable += b.not_applicable;
+            a.unreachable += b.unreachable;
+            a.findings += b.findings;
+            for (status, n) in &b.agreement {
+                *a.agreement.entry(status.clone()).or_default() += n;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The checks `opts` selects, and their context.
+fn checks_of(opts: &AuditOptions) -> io::Result<(Vec<&'static dyn Pass>, PassContext)> {
+    let passes = select(opts.checks.as_deref())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let ctx = PassContext {
+        evidence: opts.config.evidence.compile().map_err(io::Error::other)?,
+        config: opts.config.clone(),
+        include_values: opts.include_values,
+    };
+    Ok((passes, ctx))
+}
+
+/// The corpus tables a part of an audit fills, in the order [`audit_batches`] gives them:
+/// findings, dispositions, agreement, then the checks' own tables.
+fn part_tables(passes: &[&'static dyn Pass]) -> Vec<(&'static str, Arc<Schema>)> {
+    let mut tables = vec![
+        ("findings", findings_schema()),
+        ("dispositions", dispositions_schema()),
+        ("agreement", agreement_schema()),
+    ];
+    for pass in passes {
+        tables.extend(pass.tables());
+    }
+    tables
+}
+
+/// The rows of one conversation's contribution that go to `table`.
+fn rows_for<'a>(r: &'a Contribution, table: &str) -> Vec<&'a serde_json::Value> {
+    r.rows
+        .iter()
+        .filter(|(t, _)| t == table)
+        .map(|(_, row)| row)
+        .collect()
+}
+
+/// Where a table of a part is written while it is incomplete: a hidden name (dataset readers
+/// skip names starting with a dot) unique to this writer, since a retried task may write the
+/// same part while an earlier attempt is still running.
+fn staging_name(table_dir: &Path, part: u32) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    table_dir.join(format!(
+        ".{}.{}-{nanos}-{}.partial",
+        part_file_name(part),
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Audit part `part` of the store `store` into `out/TABLE/part-NNNNN.parquet`, one file per
+/// corpus table (findings, dispositions, agreement, the checks' own tables), and give back
+/// what it counted. Each file is written under a temporary name and renamed into place, and
+/// its content depends on the store and the options only: a part audited again, or twice at
+/// once, leaves the same files and never a partial one.
+pub fn audit_part(
+    store: &Path,
+    part: u32,
+    out: &Path,
+    opts: &AuditOptions,
+) -> io::Result<PartAudit> {
+    let (passes, ctx) = checks_of(opts)?;
+    let spec = super::spec_of(&passes);
+    let opened = Store::open(store)?.with_digests(&spec.digests);
+    refuse_missing_envelopes(store, &opened.manifest, &passes)?;
+    if part >= opened.parts {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} has {} part(s); there is no part {part}",
+                store.display(),
+                opened.parts
+            ),
+        ));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads.max(1))
+        .build()
+        .map_err(io::Error::other)?;
+    let results = pool.install(|| check_part(&opened, part, &passes, &ctx))?;
+    let mut writers = Vec::new();
+    for (table, schema) in part_tables(&passes) {
+        let dir = out.join(table);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(part_file_name(part));
+        writers.push((
+            table,
+            TableWriter::create_via(&path, &staging_name(&dir, part), schema)?,
+        ));
+    }
+    let mut counted = PartAudit::new(&passes);
+    for r in &results {
+        counted.add(r);
+        for (table, writer) in writers.iter_mut() {
+            match *table {
+                "findings" => writer.append(&r.findings)?,
+                "dispositions" => writer.append(&r.dispositions)?,
+                "agreement" => writer.append(&r.agreement)?,
+                other => writer.append(&rows_for(r, other))?,
+            }
+        }
+    }
+    for (_, writer) in writers {
+        writer.finish()?;
+    }
+    Ok(counted)
+}
+
+/// A corpus table in memory.
+pub struct CorpusTable {
+    pub name: String,
+    pub schema: Arc<Schema>,
+    pub batches: Vec<RecordBatch>,
+}
+
+/// The checks over the conversations of a store's tables held in memory, in the store's schema
+/// (see [`conversations_from_batches`]: text columns may be utf8, large_utf8 or utf8_view; the
+/// tables must hold whole conversations). Gives the corpus tables, findings, dispositions,
+/// agreement, ledger and the checks' own tables, with the rows the command line's audit writes
+/// for those conversations, in its order, and what was counted.
+pub fn audit_batches(
+    events: &[RecordBatch],
+    runs: &[RecordBatch],
+    opts: &AuditOptions,
+) -> io::Result<(Vec<CorpusTable>, PartAudit)> {
+    let (passes, ctx) = checks_of(opts)?;
+    let spec = super::spec_of(&passes);
+    let conversations = conversations_from_batches(runs, events, &spec)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads.max(1))
+        .build()
+        .map_err(io::Error::other)?;
+    let results: Vec<Contribution> = pool.install(|| {
+        conversations
+            .par_iter()
+            .map(|(_, _, c)| audit_conversation(c, &passes, &ctx))
+            .collect()
+    });
+    let mut builders = Vec::new();
+    for (table, schema) in part_tables(&passes) {
+        builders.push((table, BatchBuilder::new(schema)?));
+    }
+    let mut counted = PartAudit::new(&passes);
+    for r in &results {
+        counted.add(r);
+        for (table, builder) in builders.iter_mut() {
+            match *table {
+                "findings" => builder.append(&r.findings)?,
+                "dispositions" => builder.append(&r.dispositions)?,
+                "agreement" => builder.append(&r.agreement)?,
+                other => builder.append(&rows_for(r, other))?,
+            }
+        }
+    }
+    let mut ledger = BatchBuilder::new(ledger_schema())?;
+    ledger.append(&ledger_rows(&passes, &counted.counts))?;
+    // The tables every audit writes, the ledger, then the checks' own.
+    let own = builders.split_off(3);
+    let mut tables = Vec::new();
+    for (name, builder) in builders.into_iter().chain([("ledger", ledger)]).chain(own) {
+        let (schema, batches) = builder.finish()?;
+        tables.push(CorpusTable {
+            name: name.to_string(),
+            schema,
+            batches,
+        });
+    }
+    Ok((tables, counted))
+}
+
+/// The corpus's ledger and manifest, written into `out` once every part of the store named
+/// `store_name` (whose manifest is `store_manifest`, its JSON text) has been audited: the
+/// ledger from the parts' counts summed in part order, as the command line writes it, and the
+/// manifest last, since a corpus is complete once it has one. `seconds` is the time the whole
+/// audit took.
+pub fn finish_corpus(
+    out: &Path,
+    store_name: &str,
+    store_manifest: &str,
+    parts: &[PartAudit],
+    opts: &AuditOptions,
+    seconds: f64,
+) -> io::Result<CorpusManifest> {
+    let (passes, _) = checks_of(opts)?;
+    let store_manifest: StoreManifest = serde_json::from_str(store_manifest).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the manifest of store {store_name} cannot be read: {e}"),
+        )
+    })?;
+    let mut total = PartAudit::new(&passes);
+    for part in parts {
+        total.merge(part)?;
+    }
+    std::fs::create_dir_all(out)?;
+    crate::corpus::write::write_parquet(
+        &out.join("ledger.parquet"),
+        ledger_schema(),
+        &ledger_rows(&passes, &total.counts),
+    )?;
+    let manifest = CorpusManifest {
+        engine: crate::store::ENGINE.into(),
+        engine_version: crate::store::ENGINE_VERSION.into(),
+        checks: passes.iter().map(|p| p.name().to_string()).collect(),
+        config: opts.config_text.clone(),
+        config_hash: opts.config.hash(),
+        store: store_name.to_string(),
+        store_manifest,
+        conversations: total.conversations,
+        runs: total.runs,
+        findings: total.findings,
+        counts: total.counts,
+        threads: opts.threads,
+        seconds,
+        ingest_seconds: None,
+    };
+    let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
+    write_file(&out.join("manifest.json"), text.as_bytes())?;
+    Ok(manifest)
+}
