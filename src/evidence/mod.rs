@@ -41,8 +41,8 @@ mod tests;
 
 pub use index::{build_index, build_watching_index, digest_result, EvidenceIndex};
 pub use normalize::{lookup_forms, normalize_token, tokenize};
-pub use reading::{disposition, read_answer, reported_value, Reading};
-pub use values::answer_values;
+pub use reading::{disposition, read_answer, read_values, reported_value, Reading};
+pub use values::{answer_values, Candidate};
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};

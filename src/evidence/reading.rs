@@ -54,19 +54,25 @@ impl Reading {
 /// newest turn among its spellings and counts for this turn when that turn is at least the
 /// current one, for a prior turn otherwise.
 pub fn read_answer(answer: &str, index: &EvidenceIndex, cfg: &CompiledEvidence) -> Reading {
+    read_values(&answer_values(answer, cfg), index)
+}
+
+/// [`read_answer`] of values already extracted with [`answer_values`], for a caller that
+/// needs them before the index is built (a watching index keeps only their forms).
+pub fn read_values(values: &[Candidate], index: &EvidenceIndex) -> Reading {
     let mut reading = Reading {
         current_turn: index.current_turn(),
         tool_results_this_turn: index.tool_results_this_turn(),
         index_truncated: index.truncated(),
         ..Reading::default()
     };
-    for candidate in answer_values(answer, cfg) {
+    for candidate in values {
         if index.is_exempt(&candidate.value) {
-            reading.exempt.push(candidate);
+            reading.exempt.push(candidate.clone());
             continue;
         }
         let Some(turn) = index.lookup(&candidate.value) else {
-            reading.unsupported.push(candidate);
+            reading.unsupported.push(candidate.clone());
             continue;
         };
         if turn >= reading.current_turn {
@@ -76,8 +82,8 @@ pub fn read_answer(answer: &str, index: &EvidenceIndex, cfg: &CompiledEvidence) 
             reading.latest_prior_turn = reading.latest_prior_turn.max(Some(turn));
         }
         reading.grounded.push(GroundedValue {
-            value: candidate.value,
-            shape: candidate.shape,
+            value: candidate.value.clone(),
+            shape: candidate.shape.clone(),
             turn,
         });
     }

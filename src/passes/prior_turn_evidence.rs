@@ -18,8 +18,8 @@
 
 use crate::corpus::{Disposition, Draft, FindingColumns, Subject, Witness};
 use crate::evidence::{
-    answer_values, build_index, build_watching_index, disposition, read_answer, EvidenceIndex,
-    Reading,
+    answer_values, build_index, build_watching_index, disposition, read_values, Candidate,
+    EvidenceIndex, Reading,
 };
 use crate::js;
 use crate::model::digest::{Digest, DigestKind, DigestValue};
@@ -75,10 +75,11 @@ impl Pass for PriorTurnEvidence {
         // Indexes that keep only the forms the answers look up first, fed from the results'
         // digests where they stand for the text; in the rare conversation whose tool results
         // offer more forms than the budget, full indexes.
-        match judge(conversation, ctx, true, false) {
+        let values = answers(conversation, ctx);
+        match judge(conversation, ctx, &values, true, false) {
             Judged::Outcomes(outcomes) => outcomes,
             Judged::Overflowed | Judged::NeedsText => {
-                match judge(conversation, ctx, false, false) {
+                match judge(conversation, ctx, &values, false, false) {
                     Judged::Outcomes(outcomes) => outcomes,
                     _ => unreachable!("a full index reads text and does not overflow"),
                 }
@@ -95,7 +96,7 @@ impl Pass for PriorTurnEvidence {
         conversation: &Conversation,
         ctx: &PassContext,
     ) -> Option<Vec<RunOutcome>> {
-        match judge(conversation, ctx, true, true) {
+        match judge(conversation, ctx, &answers(conversation, ctx), true, true) {
             Judged::Outcomes(outcomes) => Some(outcomes),
             Judged::Overflowed | Judged::NeedsText => None,
         }
@@ -112,36 +113,43 @@ enum Judged {
     NeedsText,
 }
 
+/// The values each run's answer states ([`answer_values`]), extracted once: a watching index is
+/// built around them, and the reading looks them up.
+fn answers(conversation: &Conversation, ctx: &PassContext) -> Vec<Vec<Candidate>> {
+    conversation
+        .runs
+        .iter()
+        .map(|run| match run.answer.as_deref() {
+            Some(answer) => answer_values(answer, &ctx.evidence),
+            None => Vec::new(),
+        })
+        .collect()
+}
+
 /// Judge every run of the conversation, with [watching](EvidenceIndex::watching) indexes when
-/// `watching` is set or full ones otherwise. `elided`: the conversation was read without the
+/// `watching` is set or full ones otherwise; `values` are the runs' [`answers`]. `elided`: the conversation was read without the
 /// text of its tool results.
 ///
 /// Runs without recorded context judge the conversation's messages so far: each run's history
 /// extends the previous one, so one index is grown run by run instead of being rebuilt from
 /// the start for every turn. A watching index takes a tool message from its digest when it can
 /// ([`EvidenceIndex::push_digest`]), from its text otherwise.
-fn judge(conversation: &Conversation, ctx: &PassContext, watching: bool, elided: bool) -> Judged {
+fn judge(
+    conversation: &Conversation,
+    ctx: &PassContext,
+    values: &[Vec<Candidate>],
+    watching: bool,
+    elided: bool,
+) -> Judged {
     let cfg = &ctx.evidence;
     let has_context = |run: &Run| run.events_of(EventKind::Context).next().is_some();
-    // Each run's answer values, which a watching index keeps (none for full indexes).
-    let values: Vec<Vec<String>> = conversation
-        .runs
-        .iter()
-        .map(|run| match run.answer.as_deref() {
-            Some(answer) if watching => answer_values(answer, cfg)
-                .into_iter()
-                .map(|c| c.value)
-                .collect(),
-            _ => Vec::new(),
-        })
-        .collect();
     let mut shared = if watching {
-        let judged_on_shared = conversation.runs.iter().zip(&values);
+        let judged_on_shared = conversation.runs.iter().zip(values);
         EvidenceIndex::watching(
             cfg,
             judged_on_shared
                 .filter(|(run, _)| !has_context(run))
-                .flat_map(|(_, v)| v.iter().map(String::as_str)),
+                .flat_map(|(_, v)| v.iter().map(|c| c.value.as_str())),
         )
     } else {
         EvidenceIndex::new(cfg)
@@ -151,14 +159,19 @@ fn judge(conversation: &Conversation, ctx: &PassContext, watching: bool, elided:
         let outcome = if has_context(run) {
             let history = conversation.history_for(i);
             let own = if watching {
-                build_watching_index(&history, &[], cfg, values[i].iter().map(String::as_str))
+                build_watching_index(
+                    &history,
+                    &[],
+                    cfg,
+                    values[i].iter().map(|c| c.value.as_str()),
+                )
             } else {
                 build_index(&history, &[], cfg)
             };
             if own.overflowed() {
                 return Judged::Overflowed;
             }
-            check_run(run, &own, ctx)
+            check_run(run, &values[i], &own, ctx)
         } else {
             for e in run.events_of(EventKind::Message) {
                 let Some(msg) = e.as_history_message() else {
@@ -179,7 +192,7 @@ fn judge(conversation: &Conversation, ctx: &PassContext, watching: bool, elided:
             if shared.overflowed() {
                 return Judged::Overflowed;
             }
-            check_run(run, &shared, ctx)
+            check_run(run, &values[i], &shared, ctx)
         };
         outcomes.push(outcome);
     }
@@ -195,7 +208,12 @@ fn parse_disposition(s: &str) -> Disposition {
     }
 }
 
-fn check_run(run: &Run, evidence_index: &EvidenceIndex, ctx: &PassContext) -> RunOutcome {
+fn check_run(
+    run: &Run,
+    values: &[Candidate],
+    evidence_index: &EvidenceIndex,
+    ctx: &PassContext,
+) -> RunOutcome {
     // Absence of content is not a clean run: a source that dropped tool results or the answer
     // text cannot be judged either way.
     let omitted = run
@@ -223,7 +241,7 @@ fn check_run(run: &Run, evidence_index: &EvidenceIndex, ctx: &PassContext) -> Ru
     if answer.trim().is_empty() {
         return RunOutcome::new(Disposition::Unreachable, "the run gave no answer to judge");
     }
-    let reading = read_answer(answer, evidence_index, &ctx.evidence);
+    let reading = read_values(values, evidence_index);
     let (name, reason) = disposition(&reading);
     let mut outcome = RunOutcome::new(parse_disposition(name), reason);
     if outcome.disposition == Disposition::CheckedFail {
