@@ -53,7 +53,7 @@ fn zstd_level_1() -> Compression {
 fn properties(default_compression: Compression) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(default_compression)
-        .set_max_row_group_row_count(Some(256 * 1024))
+        .set_max_row_group_row_count(Some(32 * 1024))
         // Every open part holds a page per column in memory; smaller pages keep that small
         // when parts are many.
         .set_data_page_size_limit(256 << 10);
