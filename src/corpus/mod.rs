@@ -13,36 +13,7 @@ pub mod write;
 
 use serde::{Deserialize, Serialize};
 
-/// What one check concluded for one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Disposition {
-    #[serde(rename = "checked-pass")]
-    CheckedPass,
-    #[serde(rename = "checked-fail")]
-    CheckedFail,
-    #[serde(rename = "not-applicable")]
-    NotApplicable,
-    #[serde(rename = "unreachable")]
-    Unreachable,
-}
-
-impl Disposition {
-    pub const ALL: [Disposition; 4] = [
-        Disposition::CheckedPass,
-        Disposition::CheckedFail,
-        Disposition::NotApplicable,
-        Disposition::Unreachable,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Disposition::CheckedPass => "checked-pass",
-            Disposition::CheckedFail => "checked-fail",
-            Disposition::NotApplicable => "not-applicable",
-            Disposition::Unreachable => "unreachable",
-        }
-    }
-}
+pub use crate::model::vocab::Disposition;
 
 /// What a finding is about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -19,7 +19,7 @@
 //! ];
 //! let index = build_index(&history, &[], &cfg);
 //! let reading = read_answer("SHPMAXDLVAP001 is at 41200 GB", &index, &cfg);
-//! assert_eq!(disposition(&reading).0, "checked-fail");
+//! assert_eq!(disposition(&reading).0, traceaudit::Disposition::CheckedFail);
 //! ```
 //!
 //! Decisions taken where the spec leaves room (each is pinned by a test in `tests.rs`):

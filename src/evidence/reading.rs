@@ -3,6 +3,7 @@
 use super::index::EvidenceIndex;
 use super::values::{answer_values, Candidate};
 use super::CompiledEvidence;
+use crate::model::vocab::Disposition;
 use serde::Serialize;
 
 /// A value of the answer that some tool result carried, and the newest turn that served it.
@@ -111,33 +112,33 @@ pub fn reported_value(value: &str) -> String {
 /// value from this turn is enough to pass; otherwise every grounded value is older than the
 /// turn being answered. An empty answer is `unreachable` too, and is the caller's to handle
 /// before asking for a reading.
-pub fn disposition(reading: &Reading) -> (&'static str, &'static str) {
+pub fn disposition(reading: &Reading) -> (Disposition, &'static str) {
     if reading.index_truncated {
         return (
-            "not-applicable",
+            Disposition::NotApplicable,
             "the evidence index hit its form ceiling, so the turn of a value cannot be trusted",
         );
     }
     if reading.current_turn == 0 {
         return (
-            "unreachable",
+            Disposition::Unreachable,
             "the history holds no user turn, so there is no earlier turn to compare with",
         );
     }
     if reading.from_this_turn == 0 && reading.from_prior_turns == 0 {
         return (
-            "unreachable",
+            Disposition::Unreachable,
             "the answer states no value that a tool result grounds",
         );
     }
     if reading.from_this_turn > 0 {
         return (
-            "checked-pass",
+            Disposition::CheckedPass,
             "at least one grounded value was served in the turn being answered",
         );
     }
     (
-        "checked-fail",
+        Disposition::CheckedFail,
         "every grounded value was last served in an earlier turn",
     )
 }

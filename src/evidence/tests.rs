@@ -4,6 +4,7 @@
 use super::reading::GroundedValue;
 use super::values::{classify_token, Candidate};
 use super::*;
+use crate::model::vocab::Disposition;
 use crate::model::{HistoryMessage, Role};
 
 fn msg(role: Role, text: &str) -> HistoryMessage<'_> {
@@ -221,7 +222,7 @@ fn no_user_message_is_turn_zero() {
     assert_eq!(index.turn_of("abc-1234"), Some(0));
     let reading = read_answer("ABC-1234", &index, &cfg());
     assert_eq!(reading.from_this_turn, 1);
-    assert_eq!(disposition(&reading).0, "unreachable");
+    assert_eq!(disposition(&reading).0, Disposition::Unreachable);
 }
 
 #[test]
@@ -410,7 +411,7 @@ fn the_ceiling_truncates_at_two_hundred_thousand_forms() {
     assert_eq!(index.turn_of("f199999"), Some(1));
     assert_eq!(index.turn_of("f200000"), None);
     let r = read_answer("f200000 is missing", &index, &cfg());
-    assert_eq!(disposition(&r).0, "not-applicable");
+    assert_eq!(disposition(&r).0, Disposition::NotApplicable);
     // One form fewer fits without truncation.
     let text: String = (0..199_999).map(|i| format!("f{i} ")).collect();
     let h = history(&[("u", "q"), ("t", text.as_str())]);
@@ -458,31 +459,31 @@ fn reading_vector_and_dispositions() {
         tool_results_this_turn: 0,
         ..Reading::default()
     };
-    assert_eq!(disposition(&fail).0, "checked-fail");
+    assert_eq!(disposition(&fail).0, Disposition::CheckedFail);
     assert_eq!(fail.turns_back(), Some(2));
     let pass = Reading {
         from_this_turn: 1,
         ..fail.clone()
     };
-    assert_eq!(disposition(&pass).0, "checked-pass");
+    assert_eq!(disposition(&pass).0, Disposition::CheckedPass);
     let nothing = Reading {
         from_prior_turns: 0,
         latest_prior_turn: None,
         ..fail.clone()
     };
-    assert_eq!(disposition(&nothing).0, "unreachable");
+    assert_eq!(disposition(&nothing).0, Disposition::Unreachable);
     let no_turn = Reading {
         current_turn: 0,
         ..pass.clone()
     };
-    assert_eq!(disposition(&no_turn).0, "unreachable");
+    assert_eq!(disposition(&no_turn).0, Disposition::Unreachable);
     // Truncation outranks everything.
     let truncated = Reading {
         index_truncated: true,
         current_turn: 0,
         ..fail.clone()
     };
-    assert_eq!(disposition(&truncated).0, "not-applicable");
+    assert_eq!(disposition(&truncated).0, Disposition::NotApplicable);
     for r in [&fail, &pass, &nothing, &no_turn, &truncated] {
         assert!(!disposition(r).1.is_empty());
     }
@@ -606,7 +607,7 @@ fn recorded_f_conv_turn2_answer_from_the_previous_turn() {
         (0, 2, Some(1), 2)
     );
     assert_eq!(r.tool_results_this_turn, 0);
-    assert_eq!(disposition(&r).0, "checked-fail");
+    assert_eq!(disposition(&r).0, Disposition::CheckedFail);
 }
 
 #[test]
@@ -634,7 +635,7 @@ fn recorded_f_conv_turn3_and_single_runs() {
         (r.from_this_turn, r.from_prior_turns, r.current_turn),
         (1, 1, 3)
     );
-    assert_eq!(disposition(&r).0, "checked-pass");
+    assert_eq!(disposition(&r).0, Disposition::CheckedPass);
 
     // run-1795968650753-4: {"candidates": 0, "unsupported": []}; expected unreachable.
     let q = "Are the arrays healthy?";
@@ -642,7 +643,7 @@ fn recorded_f_conv_turn3_and_single_runs() {
     let (candidates, unsupported, r) =
         gate(&h, &[q, SYSTEM_F], "All storage arrays report healthy.");
     assert_eq!((candidates, unsupported.len()), (0, 0));
-    assert_eq!(disposition(&r).0, "unreachable");
+    assert_eq!(disposition(&r).0, Disposition::Unreachable);
 
     // run-1795968651058-6: {"candidates": 3, "unsupported": [{"value": "52000", "shape":
     // "number"}, {"value": "7.0.3", "shape": "identifier"}], "action": "flagged"}
@@ -658,7 +659,7 @@ fn recorded_f_conv_turn3_and_single_runs() {
         unsupported,
         owned(&[("52000", "number"), ("7.0.3", "identifier")])
     );
-    assert_eq!(disposition(&r).0, "checked-pass");
+    assert_eq!(disposition(&r).0, Disposition::CheckedPass);
 }
 
 #[test]

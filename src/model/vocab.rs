@@ -1,7 +1,10 @@
 //! Names an ingest writes into the canonical rows and the checks read back: verdict names, the
 //! source type of the neutral output-contract row, the openings of the user messages a framework
 //! writes itself, and the corpus name of a source. Stores keep these names, so each is defined
-//! once, here, for both sides.
+//! once, here, for both sides. And the dispositions, which the evidence gate reaches and the
+//! corpus writes: an enum in memory, its name on disk.
+
+use serde::{Deserialize, Serialize};
 
 /// Verdict name (a verdict row's `text`): an answer failed the output contract and the
 /// framework asked again.
@@ -32,5 +35,36 @@ pub fn source_family(format: &str) -> String {
     match format {
         "agentfootprint-ndjson" | "agentfootprint-recording" => "agentfootprint".to_string(),
         other => other.to_string(),
+    }
+}
+
+/// What one check concluded for one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Disposition {
+    #[serde(rename = "checked-pass")]
+    CheckedPass,
+    #[serde(rename = "checked-fail")]
+    CheckedFail,
+    #[serde(rename = "not-applicable")]
+    NotApplicable,
+    #[serde(rename = "unreachable")]
+    Unreachable,
+}
+
+impl Disposition {
+    pub const ALL: [Disposition; 4] = [
+        Disposition::CheckedPass,
+        Disposition::CheckedFail,
+        Disposition::NotApplicable,
+        Disposition::Unreachable,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disposition::CheckedPass => "checked-pass",
+            Disposition::CheckedFail => "checked-fail",
+            Disposition::NotApplicable => "not-applicable",
+            Disposition::Unreachable => "unreachable",
+        }
     }
 }

@@ -199,15 +199,6 @@ fn judge(
     Judged::Outcomes(outcomes)
 }
 
-fn parse_disposition(s: &str) -> Disposition {
-    match s {
-        "checked-pass" => Disposition::CheckedPass,
-        "checked-fail" => Disposition::CheckedFail,
-        "not-applicable" => Disposition::NotApplicable,
-        _ => Disposition::Unreachable,
-    }
-}
-
 fn check_run(
     run: &Run,
     values: &[Candidate],
@@ -242,8 +233,8 @@ fn check_run(
         return RunOutcome::new(Disposition::Unreachable, "the run gave no answer to judge");
     }
     let reading = read_values(values, evidence_index);
-    let (name, reason) = disposition(&reading);
-    let mut outcome = RunOutcome::new(parse_disposition(name), reason);
+    let (verdict, reason) = disposition(&reading);
+    let mut outcome = RunOutcome::new(verdict, reason);
     if outcome.disposition == Disposition::CheckedFail {
         outcome
             .findings
