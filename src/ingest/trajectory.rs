@@ -25,7 +25,7 @@ use crate::ingest::{Locator, Quarantined, Sink};
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
 
 /// One tool call requested in a message.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatToolCall {
     pub id: Option<String>,
     pub name: String,
@@ -33,8 +33,9 @@ pub struct ChatToolCall {
     pub arguments: String,
 }
 
-/// One message of a trajectory, format-neutral.
-#[derive(Debug, Clone)]
+/// One message of a chat-shaped recording (trajectories, and the request and response bodies
+/// of HTTP recordings), format-neutral.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChatMessage {
     pub role: Role,
     pub text: String,
@@ -60,6 +61,21 @@ impl ChatMessage {
             error: false,
             by_user_device: false,
             timestamp_ms: None,
+        }
+    }
+
+    /// A tool result answering `call_id`.
+    pub fn tool(
+        call_id: Option<String>,
+        name: Option<String>,
+        text: String,
+        error: bool,
+    ) -> ChatMessage {
+        ChatMessage {
+            call_id,
+            tool_name: name,
+            error,
+            ..ChatMessage::new(Role::Tool, text)
         }
     }
 }

@@ -2,8 +2,8 @@
 //! `system` prompt, content blocks in the response; streams are content-block events.
 
 use super::{
-    args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value, Call, Msg,
-    Provider, Request, Response,
+    args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value,
+    ChatMessage, ChatToolCall, Provider, Request, Response,
 };
 use crate::js;
 use crate::model::Role;
@@ -11,10 +11,10 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// Anthropic content blocks of one message, split into neutral messages.
-fn anthropic_blocks(role: Role, content: Option<&Value>, out: &mut Vec<Msg>) {
+fn anthropic_blocks(role: Role, content: Option<&Value>, out: &mut Vec<ChatMessage>) {
     let blocks = match content {
         Some(Value::String(t)) => {
-            out.push(Msg::new(role, t.clone()));
+            out.push(ChatMessage::new(role, t.clone()));
             return;
         }
         Some(Value::Array(b)) => b,
@@ -25,12 +25,12 @@ fn anthropic_blocks(role: Role, content: Option<&Value>, out: &mut Vec<Msg>) {
     for b in blocks {
         match s(b, "type").as_deref() {
             Some("text") => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
-            Some("tool_use") => calls.push(Call {
+            Some("tool_use") => calls.push(ChatToolCall {
                 id: s(b, "id"),
                 name: s(b, "name").unwrap_or_default(),
-                args: args_text(b.get("input")),
+                arguments: args_text(b.get("input")),
             }),
-            Some("tool_result") => out.push(Msg::tool(
+            Some("tool_result") => out.push(ChatMessage::tool(
                 s(b, "tool_use_id"),
                 None,
                 content_text(b.get("content")),
@@ -40,8 +40,8 @@ fn anthropic_blocks(role: Role, content: Option<&Value>, out: &mut Vec<Msg>) {
         }
     }
     if !text.is_empty() || !calls.is_empty() || role == Role::Assistant {
-        let mut m = Msg::new(role, text);
-        m.calls = calls;
+        let mut m = ChatMessage::new(role, text);
+        m.tool_calls = calls;
         if !(role == Role::User && m.text.is_empty()) {
             out.push(m);
         }
@@ -53,7 +53,7 @@ fn anthropic_request(body: &Value, req: &mut Request) {
     let mut instructions = Vec::new();
     if !system.is_empty() {
         instructions.push(system.clone());
-        req.messages.push(Msg::new(Role::System, system));
+        req.messages.push(ChatMessage::new(Role::System, system));
     }
     for m in arr(body, "messages") {
         let Some(role) = role_of(m) else { continue };

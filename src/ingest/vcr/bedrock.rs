@@ -2,14 +2,14 @@
 //! `toolConfig`, `output.message` in the response.
 
 use super::{
-    args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value, Call, Msg,
-    Provider, Request, Response,
+    args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value,
+    ChatMessage, ChatToolCall, Provider, Request, Response,
 };
 use crate::js;
 use crate::model::Role;
 use serde_json::Value;
 
-fn bedrock_blocks(role: Role, blocks: &[Value], out: &mut Vec<Msg>) {
+fn bedrock_blocks(role: Role, blocks: &[Value], out: &mut Vec<ChatMessage>) {
     let mut text = String::new();
     let mut calls = Vec::new();
     for b in blocks {
@@ -25,10 +25,10 @@ fn bedrock_blocks(role: Role, blocks: &[Value], out: &mut Vec<Msg>) {
             continue;
         }
         if let Some(tu) = b.get("toolUse") {
-            calls.push(Call {
+            calls.push(ChatToolCall {
                 id: s(tu, "toolUseId"),
                 name: s(tu, "name").unwrap_or_default(),
-                args: args_text(tu.get("input")),
+                arguments: args_text(tu.get("input")),
             });
         }
         if let Some(tr) = b.get("toolResult") {
@@ -44,7 +44,7 @@ fn bedrock_blocks(role: Role, blocks: &[Value], out: &mut Vec<Msg>) {
                 })
                 .collect::<Vec<_>>()
                 .join("");
-            out.push(Msg::tool(
+            out.push(ChatMessage::tool(
                 s(tr, "toolUseId"),
                 None,
                 text,
@@ -53,8 +53,8 @@ fn bedrock_blocks(role: Role, blocks: &[Value], out: &mut Vec<Msg>) {
         }
     }
     if !text.is_empty() || !calls.is_empty() {
-        let mut m = Msg::new(role, text);
-        m.calls = calls;
+        let mut m = ChatMessage::new(role, text);
+        m.tool_calls = calls;
         out.push(m);
     }
 }
@@ -64,7 +64,7 @@ fn bedrock_request(body: &Value, req: &mut Request) {
     let system = content_text(body.get("system"));
     if !system.is_empty() {
         instructions.push(system.clone());
-        req.messages.push(Msg::new(Role::System, system));
+        req.messages.push(ChatMessage::new(Role::System, system));
     }
     for m in arr(body, "messages") {
         let Some(role) = role_of(m) else { continue };
@@ -122,7 +122,7 @@ impl Provider for Bedrock {
         resp.message = Some(
             msgs.into_iter()
                 .find(|m| m.role == Role::Assistant)
-                .unwrap_or_else(|| Msg::new(Role::Assistant, "")),
+                .unwrap_or_else(|| ChatMessage::new(Role::Assistant, "")),
         );
         resp.stop = s(body, "stopReason").map(|r| normalise_stop(&r));
     }

@@ -11,8 +11,8 @@
 
 use super::openai_chat::{chat_calls, chat_request};
 use super::{
-    args_text, arr, content_text, contract_of, normalise_stop, s, schema_value, Call, Msg,
-    Provider, Request, Response,
+    args_text, arr, content_text, contract_of, normalise_stop, s, schema_value, ChatMessage,
+    ChatToolCall, Provider, Request, Response,
 };
 use crate::js;
 use crate::model::Role;
@@ -26,25 +26,25 @@ fn is_v1(body: &Value) -> bool {
 }
 
 /// v1 calls: `[{name, parameters}]`.
-fn v1_calls(calls: &[Value]) -> Vec<Call> {
+fn v1_calls(calls: &[Value]) -> Vec<ChatToolCall> {
     calls
         .iter()
         .filter_map(|c| {
-            Some(Call {
+            Some(ChatToolCall {
                 id: None,
                 name: s(c, "name")?,
-                args: args_text(c.get("parameters")),
+                arguments: args_text(c.get("parameters")),
             })
         })
         .collect()
 }
 
 /// v1 tool results as tool messages, one per result (its outputs as JSON text).
-fn v1_results(results: &[Value], out: &mut Vec<Msg>) {
+fn v1_results(results: &[Value], out: &mut Vec<ChatMessage>) {
     for r in results {
         let call = r.get("call").cloned().unwrap_or(Value::Null);
         let outputs = r.get("outputs").cloned().unwrap_or(Value::Null);
-        out.push(Msg::tool(
+        out.push(ChatMessage::tool(
             None,
             s(&call, "name"),
             js::stringify(&outputs),
@@ -58,20 +58,20 @@ fn v1_request(body: &Value, req: &mut Request) {
     let preamble = content_text(body.get("preamble"));
     if !preamble.is_empty() {
         instructions.push(preamble.clone());
-        req.messages.push(Msg::new(Role::System, preamble));
+        req.messages.push(ChatMessage::new(Role::System, preamble));
     }
     for m in arr(body, "chat_history") {
         let text = content_text(m.get("message"));
         match s(m, "role").map(|r| r.to_ascii_uppercase()).as_deref() {
-            Some("USER") => req.messages.push(Msg::new(Role::User, text)),
+            Some("USER") => req.messages.push(ChatMessage::new(Role::User, text)),
             Some("CHATBOT") => {
-                let mut msg = Msg::new(Role::Assistant, text);
-                msg.calls = v1_calls(arr(m, "tool_calls"));
+                let mut msg = ChatMessage::new(Role::Assistant, text);
+                msg.tool_calls = v1_calls(arr(m, "tool_calls"));
                 req.messages.push(msg);
             }
             Some("SYSTEM") => {
                 instructions.push(text.clone());
-                req.messages.push(Msg::new(Role::System, text));
+                req.messages.push(ChatMessage::new(Role::System, text));
             }
             Some("TOOL") => v1_results(arr(m, "tool_results"), &mut req.messages),
             _ => {}
@@ -84,17 +84,17 @@ fn v1_request(body: &Value, req: &mut Request) {
         let holds_calls = req
             .messages
             .last()
-            .is_some_and(|m| m.role == Role::Assistant && !m.calls.is_empty());
+            .is_some_and(|m| m.role == Role::Assistant && !m.tool_calls.is_empty());
         if !holds_calls {
-            let mut asked = Msg::new(Role::Assistant, "");
-            asked.calls = results
+            let mut asked = ChatMessage::new(Role::Assistant, "");
+            asked.tool_calls = results
                 .iter()
                 .filter_map(|r| r.get("call"))
                 .filter_map(|c| {
-                    Some(Call {
+                    Some(ChatToolCall {
                         id: None,
                         name: s(c, "name")?,
-                        args: args_text(c.get("parameters")),
+                        arguments: args_text(c.get("parameters")),
                     })
                 })
                 .collect();
@@ -104,7 +104,7 @@ fn v1_request(body: &Value, req: &mut Request) {
     }
     let message = content_text(body.get("message"));
     if !message.trim().is_empty() {
-        req.messages.push(Msg::new(Role::User, message));
+        req.messages.push(ChatMessage::new(Role::User, message));
     }
     let format = body.get("response_format");
     let native = format.and_then(|f| f.get("schema")).and_then(schema_value);
@@ -137,14 +137,14 @@ impl Provider for Cohere {
         let stop = s(body, "finish_reason").map(|r| normalise_stop(&r));
         match body.get("message") {
             Some(m @ Value::Object(_)) => {
-                let mut msg = Msg::new(Role::Assistant, content_text(m.get("content")));
-                msg.calls = chat_calls(arr(m, "tool_calls"));
+                let mut msg = ChatMessage::new(Role::Assistant, content_text(m.get("content")));
+                msg.tool_calls = chat_calls(arr(m, "tool_calls"));
                 resp.message = Some(msg);
             }
             // v1: `text` and `tool_calls` at the top.
             _ => {
-                let mut msg = Msg::new(Role::Assistant, content_text(body.get("text")));
-                msg.calls = v1_calls(arr(body, "tool_calls"));
+                let mut msg = ChatMessage::new(Role::Assistant, content_text(body.get("text")));
+                msg.tool_calls = v1_calls(arr(body, "tool_calls"));
                 resp.message = Some(msg);
             }
         }

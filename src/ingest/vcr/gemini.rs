@@ -2,8 +2,8 @@
 //! declarations in OpenAPI-flavoured or JSON Schema form, `candidates` in the response.
 
 use super::{
-    args_text, arr, content_text, contract_of, normalise_stop, s, Call, Msg, Provider, Request,
-    Response,
+    args_text, arr, content_text, contract_of, normalise_stop, s, ChatMessage, ChatToolCall,
+    Provider, Request, Response,
 };
 use crate::js;
 use crate::model::Role;
@@ -52,7 +52,7 @@ pub(super) fn gemini_schema(v: &Value) -> Value {
 }
 
 /// Gemini parts of one content, split into neutral messages.
-fn google_parts(role: Role, parts: &[Value], out: &mut Vec<Msg>) {
+fn google_parts(role: Role, parts: &[Value], out: &mut Vec<ChatMessage>) {
     let mut text = String::new();
     let mut calls = Vec::new();
     for p in parts {
@@ -63,10 +63,10 @@ fn google_parts(role: Role, parts: &[Value], out: &mut Vec<Msg>) {
             text.push_str(t);
         }
         if let Some(fc) = p.get("functionCall").or_else(|| p.get("function_call")) {
-            calls.push(Call {
+            calls.push(ChatToolCall {
                 id: s(fc, "id"),
                 name: s(fc, "name").unwrap_or_default(),
-                args: args_text(fc.get("args")),
+                arguments: args_text(fc.get("args")),
             });
         }
         if let Some(fr) = p
@@ -79,12 +79,12 @@ fn google_parts(role: Role, parts: &[Value], out: &mut Vec<Msg>) {
                 (None, Some(e)) => (content_text(Some(e)), true),
                 _ => (js::stringify(&response), false),
             };
-            out.push(Msg::tool(s(fr, "id"), s(fr, "name"), text, error));
+            out.push(ChatMessage::tool(s(fr, "id"), s(fr, "name"), text, error));
         }
     }
     if !text.is_empty() || !calls.is_empty() || (role == Role::Assistant && parts.is_empty()) {
-        let mut m = Msg::new(role, text);
-        m.calls = calls;
+        let mut m = ChatMessage::new(role, text);
+        m.tool_calls = calls;
         out.push(m);
     }
 }
@@ -98,7 +98,7 @@ fn google_request(body: &Value, req: &mut Request) {
         let text = content_text(sys.get("parts"));
         if !text.is_empty() {
             instructions.push(text.clone());
-            req.messages.push(Msg::new(Role::System, text));
+            req.messages.push(ChatMessage::new(Role::System, text));
         }
     }
     for c in arr(body, "contents") {

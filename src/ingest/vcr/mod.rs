@@ -37,6 +37,7 @@ mod xai;
 
 use crate::ingest::encoding::base64_lenient;
 use crate::ingest::limits::{read_document, NESTING_LIMIT};
+use crate::ingest::trajectory::{ChatMessage, ChatToolCall};
 use crate::ingest::{Input, Limits, Locator, Quarantined, Sink};
 use crate::js;
 use crate::model::vocab;
@@ -58,50 +59,10 @@ pub fn looks_like_cassette(text: &str) -> bool {
     text.starts_with("interactions:") || text.contains("\ninteractions:")
 }
 
-/// One tool call.
-#[derive(Debug, Clone, PartialEq)]
-struct Call {
-    id: Option<String>,
-    name: String,
-    /// JSON text.
-    args: String,
-}
-
-/// One message in provider-neutral form.
-#[derive(Debug, Clone, PartialEq)]
-struct Msg {
-    role: Role,
-    text: String,
-    calls: Vec<Call>,
-    call_id: Option<String>,
-    tool_name: Option<String>,
-    error: bool,
-}
-
-impl Msg {
-    fn new(role: Role, text: impl Into<String>) -> Msg {
-        Msg {
-            role,
-            text: text.into(),
-            calls: Vec::new(),
-            call_id: None,
-            tool_name: None,
-            error: false,
-        }
-    }
-
-    fn tool(call_id: Option<String>, name: Option<String>, text: String, error: bool) -> Msg {
-        Msg {
-            call_id,
-            tool_name: name,
-            error,
-            ..Msg::new(Role::Tool, text)
-        }
-    }
-
-    fn is_retry_prompt(&self) -> bool {
-        matches!(self.role, Role::User | Role::Tool) && is_retry_text(&self.text)
-    }
+/// A user or tool message that only asks the model to try again (a schema retry or a
+/// validation error fed back): it starts no turn.
+fn is_retry_prompt(m: &ChatMessage) -> bool {
+    matches!(m.role, Role::User | Role::Tool) && is_retry_text(&m.text)
 }
 
 fn is_retry_text(text: &str) -> bool {
@@ -120,7 +81,7 @@ struct ContractSpec {
 /// A request in neutral form.
 #[derive(Debug, Clone)]
 struct Request {
-    messages: Vec<Msg>,
+    messages: Vec<ChatMessage>,
     contract: Option<ContractSpec>,
     previous_response_id: Option<String>,
     model: Option<String>,
@@ -134,7 +95,7 @@ struct Request {
 /// A response in neutral form.
 #[derive(Debug, Clone, Default)]
 struct Response {
-    message: Option<Msg>,
+    message: Option<ChatMessage>,
     stop: Option<String>,
     id: Option<String>,
     status: Option<i64>,
@@ -991,17 +952,17 @@ struct Exchange {
 struct Chain {
     exchanges: Vec<Exchange>,
     /// The history in order, each message with its origin.
-    items: Vec<(Msg, Origin)>,
+    items: Vec<(ChatMessage, Origin)>,
 }
 
-fn same_message(a: &Msg, b: &Msg) -> bool {
+fn same_message(a: &ChatMessage, b: &ChatMessage) -> bool {
     a.role == b.role && (a.role != Role::User || a.text.trim() == b.text.trim())
 }
 
 /// A call's identity across wire shapes: its name and its arguments as a value (ids differ
 /// between providers, and key order between serialisers).
-fn call_key(c: &Call) -> (String, Value) {
-    let args = js::parse_json(&c.args).unwrap_or_else(|_| Value::String(c.args.clone()));
+fn call_key(c: &ChatToolCall) -> (String, Value) {
+    let args = js::parse_json(&c.arguments).unwrap_or_else(|_| Value::String(c.arguments.clone()));
     (c.name.clone(), args)
 }
 
@@ -1016,7 +977,7 @@ struct Known {
 }
 
 impl Known {
-    fn of<'m>(messages: impl IntoIterator<Item = &'m Msg>) -> Known {
+    fn of<'m>(messages: impl IntoIterator<Item = &'m ChatMessage>) -> Known {
         let mut known = Known::default();
         let mut by_id: Vec<(String, (String, Value))> = Vec::new();
         for m in messages {
@@ -1027,7 +988,7 @@ impl Known {
                     if !text.is_empty() {
                         known.assistant.push(text.to_string());
                     }
-                    for c in &m.calls {
+                    for c in &m.tool_calls {
                         let key = call_key(c);
                         if let Some(id) = &c.id {
                             by_id.push((id.clone(), key.clone()));
@@ -1048,13 +1009,15 @@ impl Known {
     }
 
     /// Is a user or assistant message one the conversation already holds?
-    fn holds(&self, m: &Msg) -> bool {
+    fn holds(&self, m: &ChatMessage) -> bool {
         let text = m.text.trim();
         match m.role {
             Role::User => !text.is_empty() && self.user.iter().any(|t| t == text),
             Role::Assistant => {
                 (!text.is_empty() && self.assistant.iter().any(|t| t == text))
-                    || m.calls.iter().any(|c| self.calls.contains(&call_key(c)))
+                    || m.tool_calls
+                        .iter()
+                        .any(|c| self.calls.contains(&call_key(c)))
             }
             _ => false,
         }
@@ -1067,7 +1030,7 @@ impl Known {
 /// message is history, however the framework reshaped it), then the tool results that answer
 /// calls of that part which had their result already. Also the index of that last message held;
 /// `None` when the request re-sends nothing.
-fn replayed_len(known: &Known, messages: &[Msg]) -> Option<(usize, usize)> {
+fn replayed_len(known: &Known, messages: &[ChatMessage]) -> Option<(usize, usize)> {
     // A history re-sent starts where the conversation started: its user messages are ones the
     // conversation holds, up to the first new one.
     let first_new_user = messages
@@ -1082,7 +1045,7 @@ fn replayed_len(known: &Known, messages: &[Msg]) -> Option<(usize, usize)> {
     while let Some(m) = messages.get(end).filter(|m| m.role == Role::Tool) {
         let call = messages[..end]
             .iter()
-            .flat_map(|a| &a.calls)
+            .flat_map(|a| &a.tool_calls)
             .find(|c| c.id.is_some() && c.id == m.call_id)
             .map(call_key);
         match call.and_then(|k| answered.iter().position(|a| *a == k)) {
@@ -1121,8 +1084,8 @@ enum Resend {
 
 /// An answer with neither text nor calls (a queued background response, a refusal with no
 /// content): nothing a later request could re-send.
-fn is_empty(m: &Msg) -> bool {
-    m.text.trim().is_empty() && m.calls.is_empty()
+fn is_empty(m: &ChatMessage) -> bool {
+    m.text.trim().is_empty() && m.tool_calls.is_empty()
 }
 
 fn resend(chains: &[Chain], prev: &Exchange, request: &Request) -> Resend {
@@ -1150,7 +1113,7 @@ fn resend(chains: &[Chain], prev: &Exchange, request: &Request) -> Resend {
 
 /// The origin of a message request `k` adds after the previous answer: an assistant message
 /// there was not returned by the previous model call, so the framework wrote it.
-fn new_origin(m: &Msg, k: usize) -> Origin {
+fn new_origin(m: &ChatMessage, k: usize) -> Origin {
     if m.role == Role::Assistant {
         Origin::Written(k)
     } else {
@@ -1206,7 +1169,7 @@ fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
         } else {
             let prev = &chain.exchanges[k - 1];
             let prev_len = prev.request.messages.len();
-            let (mut added, appended): (Vec<Msg>, bool) =
+            let (mut added, appended): (Vec<ChatMessage>, bool) =
                 if ex.request.previous_response_id.is_some()
                     && ex.request.previous_response_id == prev.response.id
                 {
@@ -1216,7 +1179,7 @@ fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
                 };
             // The previous response, as the framework re-sent it (its ids are the ones the tool
             // results answer), else as the provider returned it.
-            let resent: Vec<Msg> = if appended {
+            let resent: Vec<ChatMessage> = if appended {
                 Vec::new()
             } else {
                 let n = added
@@ -1237,7 +1200,7 @@ fn chains(exchanges: Vec<Exchange>) -> Vec<Chain> {
                     // An assistant message the model did not return (a tool search the framework
                     // presents as a call) is the framework's.
                     let origin = match &returned {
-                        Some(r) if !r.holds(&m) && !m.calls.is_empty() => Origin::Written(k),
+                        Some(r) if !r.holds(&m) && !m.tool_calls.is_empty() => Origin::Written(k),
                         _ => Origin::Response(k - 1),
                     };
                     chain.items.push((m, origin));
@@ -1288,26 +1251,26 @@ fn conversation_id(display: &str) -> String {
     }
 }
 
-fn calls_json(calls: &[Call]) -> String {
+fn calls_json(calls: &[ChatToolCall]) -> String {
     let list: Vec<Value> = calls
         .iter()
         .map(|c| {
             json!({"id": c.id, "name": c.name,
-                   "arguments": js::parse_json(&c.args).unwrap_or_else(|_| json!(c.args))})
+                   "arguments": js::parse_json(&c.arguments).unwrap_or_else(|_| json!(c.arguments))})
         })
         .collect();
     js::stringify(&Value::Array(list))
 }
 
-fn message_event(kind: EventKind, m: &Msg) -> Event {
+fn message_event(kind: EventKind, m: &ChatMessage) -> Event {
     let mut e = Event::new(kind);
     e.role = Some(m.role);
     e.text = Some(m.text.clone());
     e.call_id = m.call_id.clone();
     e.tool_name = m.tool_name.clone();
     e.error = m.error;
-    if !m.calls.is_empty() {
-        e.arguments = Some(calls_json(&m.calls));
+    if !m.tool_calls.is_empty() {
+        e.arguments = Some(calls_json(&m.tool_calls));
     }
     e
 }
@@ -1333,12 +1296,12 @@ fn harness_items(chain: &Chain) -> Vec<bool> {
         let mut harness = false;
         match m.role {
             Role::Assistant => {
-                for c in m.calls.iter().filter(|c| is_output(&c.name)) {
+                for c in m.tool_calls.iter().filter(|c| is_output(&c.name)) {
                     if let Some(id) = &c.id {
                         output_ids.push(id);
                     }
                 }
-                open = m.calls.iter().any(|c| !is_output(&c.name));
+                open = m.tool_calls.iter().any(|c| !is_output(&c.name));
             }
             Role::Tool => {
                 let to_output = m.tool_name.as_deref().is_some_and(is_output)
@@ -1347,7 +1310,7 @@ fn harness_items(chain: &Chain) -> Vec<bool> {
                         .is_some_and(|id| output_ids.contains(&id));
                 open |= !to_output;
             }
-            Role::User if m.is_retry_prompt() => {}
+            Role::User if is_retry_prompt(m) => {}
             Role::User => {
                 harness = open && matches!(origin, Origin::Request(k) if *k > 0);
                 open &= harness;
@@ -1360,9 +1323,9 @@ fn harness_items(chain: &Chain) -> Vec<bool> {
 }
 
 /// A chain item as the run keeps it: a harness message is system text.
-fn as_kept(m: &Msg, harness: bool) -> std::borrow::Cow<'_, Msg> {
+fn as_kept(m: &ChatMessage, harness: bool) -> std::borrow::Cow<'_, ChatMessage> {
     if harness {
-        std::borrow::Cow::Owned(Msg {
+        std::borrow::Cow::Owned(ChatMessage {
             role: Role::System,
             ..m.clone()
         })
@@ -1379,7 +1342,7 @@ fn chain_runs(chain: &Chain, conv_id: &str, source: &str, first_turn: u32) -> Ve
     let mut starts = vec![0usize];
     for (i, (m, origin)) in chain.items.iter().enumerate() {
         if let Origin::Request(k) = origin {
-            if *k > 0 && m.role == Role::User && !m.is_retry_prompt() && !harness[i] {
+            if *k > 0 && m.role == Role::User && !is_retry_prompt(m) && !harness[i] {
                 starts.push(i);
             }
         }
@@ -1414,7 +1377,7 @@ fn chain_runs(chain: &Chain, conv_id: &str, source: &str, first_turn: u32) -> Ve
         b.run.user_message = items
             .iter()
             .zip(&harness[start..end])
-            .rfind(|((m, _), h)| m.role == Role::User && !m.is_retry_prompt() && !**h)
+            .rfind(|((m, _), h)| m.role == Role::User && !is_retry_prompt(m) && !**h)
             .map(|((m, _), _)| m.text.clone());
         b.run.model = ks
             .first()
@@ -1535,8 +1498,8 @@ impl<'c> RunBuilder<'c> {
         call.error = ex.response.status.is_some_and(|c| c >= 400);
         if let Some(m) = &m {
             call.text = Some(m.text.clone());
-            if !m.calls.is_empty() {
-                call.arguments = Some(calls_json(&m.calls));
+            if !m.tool_calls.is_empty() {
+                call.arguments = Some(calls_json(&m.tool_calls));
             }
         }
         let mut payload = json!({
@@ -1548,11 +1511,14 @@ impl<'c> RunBuilder<'c> {
         });
         self.open = None;
         if let (Some(_), Some(m)) = (&self.contract, &m) {
-            let out_call = m.calls.iter().find(|c| self.output_names.contains(&c.name));
-            if out_call.is_some() || m.calls.is_empty() {
+            let out_call = m
+                .tool_calls
+                .iter()
+                .find(|c| self.output_names.contains(&c.name));
+            if out_call.is_some() || m.tool_calls.is_empty() {
                 self.attempts += 1;
                 let text = out_call
-                    .map(|c| c.args.clone())
+                    .map(|c| c.arguments.clone())
                     .unwrap_or_else(|| m.text.clone());
                 self.answer = Some(text.clone());
                 payload["answer"] = json!({"text": text, "tool": out_call.map(|c| c.name.clone())});
@@ -1564,7 +1530,7 @@ impl<'c> RunBuilder<'c> {
             }
         }
         if self.contract.is_none() {
-            if let Some(m) = m.as_ref().filter(|m| m.calls.is_empty()) {
+            if let Some(m) = m.as_ref().filter(|m| m.tool_calls.is_empty()) {
                 self.answer = Some(m.text.clone());
             }
         }
@@ -1574,9 +1540,9 @@ impl<'c> RunBuilder<'c> {
 
     /// An assistant message the framework wrote into the history: a message, and its calls are
     /// not landings (their results are not paired with the model's calls either).
-    fn framework_message(&mut self, m: &Msg) {
+    fn framework_message(&mut self, m: &ChatMessage) {
         self.run.events.push(message_event(EventKind::Message, m));
-        for c in &m.calls {
+        for c in &m.tool_calls {
             self.framework_calls.push((c.id.clone(), c.name.clone()));
         }
     }
@@ -1585,12 +1551,12 @@ impl<'c> RunBuilder<'c> {
         self.output_names.iter().any(|n| n == name)
     }
 
-    fn message(&mut self, m: &Msg) {
+    fn message(&mut self, m: &ChatMessage) {
         let mut e = message_event(EventKind::Message, m);
         match m.role {
             Role::Assistant => {
                 self.run.events.push(e);
-                for c in &m.calls {
+                for c in &m.tool_calls {
                     if self.is_output(&c.name) {
                         continue;
                     }
@@ -1598,7 +1564,7 @@ impl<'c> RunBuilder<'c> {
                     l.role = Some(Role::Assistant);
                     l.tool_name = Some(c.name.clone());
                     l.call_id = c.id.clone();
-                    l.arguments = Some(c.args.clone());
+                    l.arguments = Some(c.arguments.clone());
                     l.flags = LandingFlags::UNANSWERED;
                     self.run.events.push(l);
                     self.pending
@@ -1613,7 +1579,7 @@ impl<'c> RunBuilder<'c> {
                         .is_some_and(|(id, ..)| id.is_some() && *id == m.call_id);
                 if to_output {
                     // A retry prompt answering the output call rejects that attempt.
-                    if m.is_retry_prompt() {
+                    if is_retry_prompt(m) {
                         if let Some((Some(_), attempt, iteration)) = self.open.take() {
                             self.run.events.push(retry_verdict(m, attempt, iteration));
                         }
@@ -1649,7 +1615,7 @@ impl<'c> RunBuilder<'c> {
                     let (index, _, name) = self.pending.remove(i);
                     let landing = &mut self.run.events[index];
                     landing.text = Some(m.text.clone());
-                    landing.error = m.error || m.is_retry_prompt();
+                    landing.error = m.error || is_retry_prompt(m);
                     landing.flags &= !LandingFlags::UNANSWERED;
                     if e.tool_name.is_none() {
                         e.tool_name = Some(name);
@@ -1658,7 +1624,7 @@ impl<'c> RunBuilder<'c> {
                 self.run.events.push(e);
             }
             Role::User => {
-                if m.is_retry_prompt() {
+                if is_retry_prompt(m) {
                     if let Some((None, attempt, iteration)) = self.open.clone() {
                         self.run.events.push(retry_verdict(m, attempt, iteration));
                         self.open = None;
@@ -1671,7 +1637,7 @@ impl<'c> RunBuilder<'c> {
     }
 }
 
-fn retry_verdict(m: &Msg, attempt: u32, iteration: u32) -> Event {
+fn retry_verdict(m: &ChatMessage, attempt: u32, iteration: u32) -> Event {
     let (stage, error, path) = retry_details(&m.text);
     let mut v = Event::new(EventKind::Verdict);
     v.source_type = Some("http.retry_prompt".into());

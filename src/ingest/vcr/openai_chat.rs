@@ -3,8 +3,8 @@
 //! response, `choices[].delta` chunks in a stream. Cohere and xAI send requests of this shape.
 
 use super::{
-    args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value, Call, Msg,
-    Provider, Request, Response,
+    args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value,
+    ChatMessage, ChatToolCall, Provider, Request, Response,
 };
 use crate::model::Role;
 use serde_json::{json, Value};
@@ -17,20 +17,22 @@ pub(super) fn chat_request(body: &Value, req: &mut Request) {
         let Some(role) = role_of(m) else { continue };
         let text = content_text(m.get("content"));
         match role {
-            Role::Tool => {
-                req.messages
-                    .push(Msg::tool(s(m, "tool_call_id"), s(m, "name"), text, false))
-            }
+            Role::Tool => req.messages.push(ChatMessage::tool(
+                s(m, "tool_call_id"),
+                s(m, "name"),
+                text,
+                false,
+            )),
             Role::Assistant => {
-                let mut msg = Msg::new(Role::Assistant, text);
-                msg.calls = chat_calls(arr(m, "tool_calls"));
+                let mut msg = ChatMessage::new(Role::Assistant, text);
+                msg.tool_calls = chat_calls(arr(m, "tool_calls"));
                 req.messages.push(msg);
             }
             Role::System => {
                 instructions.push(text.clone());
-                req.messages.push(Msg::new(Role::System, text));
+                req.messages.push(ChatMessage::new(Role::System, text));
             }
-            Role::User => req.messages.push(Msg::new(Role::User, text)),
+            Role::User => req.messages.push(ChatMessage::new(Role::User, text)),
         }
     }
     let tools: Vec<(String, Value)> = arr(body, "tools")
@@ -54,15 +56,15 @@ pub(super) fn chat_request(body: &Value, req: &mut Request) {
     req.contract = contract_of(native, json_mode, &tools, &instructions);
 }
 
-pub(super) fn chat_calls(calls: &[Value]) -> Vec<Call> {
+pub(super) fn chat_calls(calls: &[Value]) -> Vec<ChatToolCall> {
     calls
         .iter()
         .filter_map(|c| {
             let f = c.get("function").unwrap_or(c);
-            Some(Call {
+            Some(ChatToolCall {
                 id: s(c, "id"),
                 name: s(f, "name")?,
-                args: args_text(f.get("arguments")),
+                arguments: args_text(f.get("arguments")),
             })
         })
         .collect()
@@ -87,8 +89,8 @@ impl Provider for OpenAiChat {
     fn parse_response(&self, body: &Value, resp: &mut Response) {
         let choice = arr(body, "choices").first().cloned().unwrap_or(Value::Null);
         let m = choice.get("message").cloned().unwrap_or(Value::Null);
-        let mut msg = Msg::new(Role::Assistant, content_text(m.get("content")));
-        msg.calls = chat_calls(arr(&m, "tool_calls"));
+        let mut msg = ChatMessage::new(Role::Assistant, content_text(m.get("content")));
+        msg.tool_calls = chat_calls(arr(&m, "tool_calls"));
         resp.message = Some(msg);
         resp.stop = if m.get("refusal").is_some_and(|r| !r.is_null()) {
             Some("refusal".into())

@@ -2,8 +2,8 @@
 //! `previous_response_id` chaining, `output` items in the response.
 
 use super::{
-    args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value, Call, Msg,
-    Provider, Request, Response,
+    args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value,
+    ChatMessage, ChatToolCall, Provider, Request, Response,
 };
 use crate::model::Role;
 use serde_json::{json, Value};
@@ -19,22 +19,24 @@ fn responses_request(body: &Value, req: &mut Request) {
     for item in &input {
         match s(item, "type").as_deref() {
             Some("function_call") => {
-                let call = Call {
+                let call = ChatToolCall {
                     id: s(item, "call_id"),
                     name: s(item, "name").unwrap_or_default(),
-                    args: args_text(item.get("arguments")),
+                    arguments: args_text(item.get("arguments")),
                 };
                 // Consecutive calls belong to one assistant turn.
                 match req.messages.last_mut() {
-                    Some(m) if m.role == Role::Assistant && m.text.is_empty() => m.calls.push(call),
+                    Some(m) if m.role == Role::Assistant && m.text.is_empty() => {
+                        m.tool_calls.push(call)
+                    }
                     _ => {
-                        let mut m = Msg::new(Role::Assistant, "");
-                        m.calls.push(call);
+                        let mut m = ChatMessage::new(Role::Assistant, "");
+                        m.tool_calls.push(call);
                         req.messages.push(m);
                     }
                 }
             }
-            Some("function_call_output") => req.messages.push(Msg::tool(
+            Some("function_call_output") => req.messages.push(ChatMessage::tool(
                 s(item, "call_id"),
                 None,
                 content_text(item.get("output")),
@@ -46,7 +48,7 @@ fn responses_request(body: &Value, req: &mut Request) {
                 if role == Role::System {
                     instructions.push(text.clone());
                 }
-                req.messages.push(Msg::new(role, text));
+                req.messages.push(ChatMessage::new(role, text));
             }
             // Reasoning items, server tool calls: not messages.
             Some(_) => {}
@@ -82,7 +84,7 @@ impl Provider for OpenAiResponses {
     }
 
     fn parse_response(&self, body: &Value, resp: &mut Response) {
-        let mut m = Msg::new(Role::Assistant, "");
+        let mut m = ChatMessage::new(Role::Assistant, "");
         for item in arr(body, "output") {
             match s(item, "type").as_deref() {
                 Some("message") => {
@@ -96,10 +98,10 @@ impl Provider for OpenAiResponses {
                         }
                     }
                 }
-                Some("function_call") => m.calls.push(Call {
+                Some("function_call") => m.tool_calls.push(ChatToolCall {
                     id: s(item, "call_id"),
                     name: s(item, "name").unwrap_or_default(),
-                    args: args_text(item.get("arguments")),
+                    arguments: args_text(item.get("arguments")),
                 }),
                 _ => {}
             }

@@ -2,7 +2,7 @@
 //! OpenAI chat shape (tool parameters as JSON text), the answer under `outputs[0]`.
 
 use super::openai_chat::{chat_calls, chat_request};
-use super::{arr, content_text, normalise_stop, s, Msg, Provider, Request, Response};
+use super::{arr, content_text, normalise_stop, s, ChatMessage, Provider, Request, Response};
 use crate::model::Role;
 use serde_json::Value;
 
@@ -26,8 +26,8 @@ impl Provider for Xai {
     fn parse_response(&self, body: &Value, resp: &mut Response) {
         let out = arr(body, "outputs").first().cloned().unwrap_or(Value::Null);
         let m = out.get("message").cloned().unwrap_or(Value::Null);
-        let mut msg = Msg::new(Role::Assistant, content_text(m.get("content")));
-        msg.calls = chat_calls(arr(&m, "tool_calls"));
+        let mut msg = ChatMessage::new(Role::Assistant, content_text(m.get("content")));
+        msg.tool_calls = chat_calls(arr(&m, "tool_calls"));
         resp.message = Some(msg);
         resp.stop = s(&out, "finish_reason").map(|r| normalise_stop(&r));
     }
