@@ -8,6 +8,7 @@
 //! the one an audit of the store would write.
 
 use super::ingest::{ingest_tapped, IngestOptions};
+use super::parts::PartAudit;
 use super::tap::{Tap, Tapped};
 use crate::config::Config;
 use crate::corpus::write::{CorpusTables, TableWriter};
@@ -329,7 +330,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     let mut out_tables = OutTables {
         tables: CorpusTables::create(staging.path())?,
         extra: check_table_writers(staging.path(), &passes)?,
-        totals: Totals::new(&passes),
+        totals: PartAudit::new(&passes),
     };
     let parts = Parts {
         store: &store,
@@ -491,41 +492,13 @@ impl Parts<'_> {
 struct OutTables {
     tables: CorpusTables,
     extra: Vec<(&'static str, TableWriter)>,
-    totals: Totals,
-}
-
-/// Conversations, runs and findings written, and the counts per check.
-struct Totals {
-    counts: Vec<CheckCounts>,
-    conversations: u64,
-    runs: u64,
-    findings: u64,
-}
-
-impl Totals {
-    fn new(passes: &[&'static dyn Pass]) -> Totals {
-        Totals {
-            counts: passes
-                .iter()
-                .map(|p| CheckCounts {
-                    check: p.name().to_string(),
-                    ..CheckCounts::default()
-                })
-                .collect(),
-            conversations: 0,
-            runs: 0,
-            findings: 0,
-        }
-    }
+    totals: PartAudit,
 }
 
 impl OutTables {
     /// Write one conversation's contribution and count it.
     fn append(&mut self, r: &Contribution) -> io::Result<()> {
-        self.totals.conversations += 1;
-        self.totals.runs += r.runs;
-        count(&mut self.totals.counts, r);
-        self.totals.findings += r.findings.len() as u64;
+        self.totals.add(r);
         self.tables
             .append(&r.findings, &r.dispositions, &r.agreement)?;
         for (name, table) in self.extra.iter_mut() {

@@ -39,7 +39,7 @@ pub struct PartAudit {
 }
 
 impl PartAudit {
-    fn new(passes: &[&'static dyn Pass]) -> PartAudit {
+    pub(super) fn new(passes: &[&'static dyn Pass]) -> PartAudit {
         PartAudit {
             counts: passes
                 .iter()
@@ -52,7 +52,7 @@ impl PartAudit {
         }
     }
 
-    fn add(&mut self, r: &Contribution) {
+    pub(super) fn add(&mut self, r: &Contribution) {
         self.conversations += 1;
         self.runs += r.runs;
         self.findings += r.findings.len() as u64;
