@@ -257,6 +257,31 @@ fn parts_audited_apart_make_the_command_line_corpus() {
     assert_eq!(gone.kind(), io::ErrorKind::InvalidInput);
 }
 
+#[test]
+fn a_folder_of_other_files_is_not_written_into() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = cli_corpus(dir.path());
+    let manifest = std::fs::read_to_string(store.join("manifest.json")).unwrap();
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir_all(theirs.join("findings")).unwrap();
+    std::fs::write(theirs.join("notes.txt"), "keep").unwrap();
+    let refused = audit_part(&store, 0, &theirs, &options()).unwrap_err();
+    assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists);
+    assert!(refused.to_string().contains("notes.txt"), "{refused}");
+    let refused = finish_corpus(&theirs, "store", &manifest, &[], &options(), 1.0).unwrap_err();
+    assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists);
+    let mut left: Vec<String> = std::fs::read_dir(&theirs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["findings", "notes.txt"]);
+    assert_eq!(
+        std::fs::read_dir(theirs.join("findings")).unwrap().count(),
+        0
+    );
+}
+
 /// The spans of an OTLP JSON export dealt over `pieces` files, so each trace is split.
 fn split_spans(source: &Path, into: &Path, pieces: usize) {
     let doc: serde_json::Value =

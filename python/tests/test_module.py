@@ -166,3 +166,12 @@ def test_audit_part_writes_each_table_of_one_part(tmp_path, testdata_store, test
     ).read_bytes()
     with pytest.raises(ValueError, match=f"there is no part {parts}"):
         traceaudit.audit_part(testdata_store, parts, tmp_path / "out")
+
+
+def test_audit_part_refuses_a_folder_of_other_files(tmp_path, testdata_store):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("keep")
+    with pytest.raises(OSError, match="not part of a traceaudit corpus"):
+        traceaudit.audit_part(testdata_store, 0, theirs)
+    assert sorted(p.name for p in theirs.iterdir()) == ["notes.txt"]

@@ -117,6 +117,39 @@ fn part_tables(passes: &[&'static dyn Pass]) -> Vec<(&'static str, Arc<Schema>)>
     tables
 }
 
+/// Refuse to write into `out` when it holds anything a corpus made a part at a time does not:
+/// its table folders, `ledger.parquet` and `manifest.json`. Parts are written by many tasks
+/// into one folder, so an existing folder is expected; a folder of someone else's files is not
+/// one to add files to (or replace a same-named one in).
+fn refuse_foreign(out: &Path, passes: &[&'static dyn Pass]) -> io::Result<()> {
+    let entries = match std::fs::read_dir(out) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let tables = part_tables(passes);
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = if entry.file_type()?.is_dir() {
+            tables.iter().any(|(table, _)| *table == name)
+        } else {
+            name == "ledger.parquet" || name == "manifest.json"
+        };
+        if !ours {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} holds {name:?}, which is not part of a traceaudit corpus; refusing to \
+                     write into it: give an empty or new directory",
+                    out.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The rows of one conversation's contribution that go to `table`.
 fn rows_for<'a>(r: &'a Contribution, table: &str) -> Vec<&'a serde_json::Value> {
     r.rows
@@ -173,6 +206,7 @@ pub fn audit_part(
         .num_threads(opts.threads.max(1))
         .build()
         .map_err(io::Error::other)?;
+    refuse_foreign(out, &passes)?;
     let results = pool.install(|| check_part(&opened, part, &passes, &ctx))?;
     let mut writers = Vec::new();
     for (table, schema) in part_tables(&passes) {
@@ -288,6 +322,7 @@ pub fn finish_corpus(
     for part in parts {
         total.merge(part)?;
     }
+    refuse_foreign(out, &passes)?;
     std::fs::create_dir_all(out)?;
     crate::corpus::write::write_parquet(
         &out.join("ledger.parquet"),
