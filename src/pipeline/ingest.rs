@@ -306,18 +306,7 @@ pub(super) fn ingest_found(
     let mut quarantine = io::BufWriter::new(std::fs::File::create(
         staging.path().join("quarantine.jsonl"),
     )?);
-    for (path, why) in &found.skipped {
-        write_quarantine(
-            &mut quarantine,
-            &Quarantined {
-                file: path.clone(),
-                locator: Locator::File,
-                severity: Severity::Skipped,
-                reason: why.clone(),
-                format: None,
-            },
-        )?;
-    }
+    write_skipped(&mut quarantine, &found.skipped)?;
     let displays: Vec<String> = found.files.iter().map(|f| f.display.clone()).collect();
     let identity: Vec<u32> = (0..files.len() as u32).collect();
     let mut writer = Writer {
@@ -794,6 +783,23 @@ impl Writer<'_> {
             ),
         })
     }
+}
+
+/// The quarantine entries of the inputs passed over before reading (`path`, why).
+pub(super) fn write_skipped(out: &mut impl Write, skipped: &[(String, String)]) -> io::Result<()> {
+    for (path, why) in skipped {
+        write_quarantine(
+            out,
+            &Quarantined {
+                file: path.clone(),
+                locator: Locator::File,
+                severity: Severity::Skipped,
+                reason: why.clone(),
+                format: None,
+            },
+        )?;
+    }
+    Ok(())
 }
 
 pub(super) fn write_quarantine(out: &mut impl Write, q: &Quarantined) -> io::Result<()> {

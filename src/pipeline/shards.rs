@@ -14,7 +14,7 @@
 //! quarantine lines, may come in another order.
 
 use super::ingest::{
-    ingest_found, parts_for, write_quarantine, IngestOptions, IngestSummary, Shard,
+    ingest_found, parts_for, write_quarantine, write_skipped, IngestOptions, IngestSummary, Shard,
 };
 use super::inputs::{find_inputs, FoundInputs, InputFile};
 use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Sink};
@@ -462,18 +462,7 @@ pub fn merge_shards(
 
     // Quarantine: what was passed over, every shard's records, then the duplicates.
     let mut quarantine = io::BufWriter::new(File::create(staging.path().join("quarantine.jsonl"))?);
-    for (path, why) in &plan.skipped {
-        write_quarantine(
-            &mut quarantine,
-            &Quarantined {
-                file: path.clone(),
-                locator: Locator::File,
-                severity: Severity::Skipped,
-                reason: why.clone(),
-                format: None,
-            },
-        )?;
-    }
+    write_skipped(&mut quarantine, &plan.skipped)?;
     for (dir, _) in shards {
         let lines = io::BufReader::new(File::open(dir.join("quarantine.jsonl"))?);
         for line in lines.lines() {
