@@ -74,10 +74,11 @@ pub mod internals {
     pub mod evidence {
         #[cfg(fuzzing)]
         pub use crate::evidence::index::assert_direct_walk_as_reference;
+        pub use crate::evidence::index::is_framework_frame;
         pub use crate::evidence::{
-            answer_values, build_index, build_watching_index, digest_result, disposition,
-            normalize_token, read_answer, tokenize, CompiledEvidence, EvidenceConfig,
-            EvidenceIndex,
+            answer_values, answer_values_from_digest, build_index, build_watching_index,
+            digest_result, digest_text, disposition, normalize_token, read_answer, tokenize,
+            CompiledEvidence, EvidenceConfig, EvidenceIndex,
         };
     }
     pub use crate::ingest::agentfootprint::LATENESS_BYTES;

@@ -198,6 +198,10 @@ pub struct Run {
     pub user_message: Option<String>,
     pub answer: Option<String>,
     pub events: Vec<Event>,
+    /// What checks keep of the answer ([`digest`]), worked out at ingest, so that an audit of
+    /// a store need not tokenise the answer again.
+    #[serde(skip)]
+    pub answer_digests: digest::Digests,
 }
 
 impl Run {

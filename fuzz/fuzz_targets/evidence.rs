@@ -4,15 +4,17 @@
 //! assistant, anything else a tool result).
 //!
 //! Checked: every token is non-empty, made of token characters, and its own normal form; a
-//! watching index, whether it reads tool results from their text or from their digests, answers
-//! every lookup as the full index does until it says it overflowed; and the direct walk of a
+//! watching index, whether it reads messages from their text or from their digests, answers
+//! every lookup as the full index does until it says it overflowed; an answer's values from its
+//! digest, where it stands for the text, are the values of its text; and the direct walk of a
 //! JSON result indexes what the reference walk over the parsed value indexes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use traceaudit::internals::evidence::assert_direct_walk_as_reference;
 use traceaudit::internals::evidence::{
-    answer_values, build_index, build_watching_index, digest_result, normalize_token, read_answer,
-    tokenize, EvidenceConfig, EvidenceIndex,
+    answer_values, answer_values_from_digest, build_index, build_watching_index, digest_result,
+    digest_text, is_framework_frame, normalize_token, read_answer, tokenize, EvidenceConfig,
+    EvidenceIndex,
 };
 use traceaudit::model::{HistoryMessage, Role};
 
@@ -108,10 +110,11 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     assert_direct_walk_as_reference(cfg.max_forms, &results);
 
-    let values: Vec<String> = answer_values(answer, &cfg)
-        .into_iter()
-        .map(|c| c.value)
-        .collect();
+    let candidates = answer_values(answer, &cfg);
+    if let Some(from_digest) = answer_values_from_digest(&digest_text(answer), &cfg) {
+        assert_eq!(from_digest, candidates, "answer values from the digest");
+    }
+    let values: Vec<String> = candidates.into_iter().map(|c| c.value).collect();
     let full = build_index(&history, &[], &cfg);
     let watching = build_watching_index(&history, &[], &cfg, values.iter().map(String::as_str));
     if !watching.overflowed() {
@@ -119,7 +122,14 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut digested = EvidenceIndex::watching(&cfg, values.iter().map(String::as_str));
     for msg in &history {
-        if msg.role == Role::Tool && digested.push_digest(&digest_result(msg.text)) {
+        let digest = match msg.role {
+            Role::Tool => Some(digest_result(msg.text)),
+            Role::User | Role::System if !is_framework_frame(msg.text) => {
+                Some(digest_text(msg.text))
+            }
+            _ => None,
+        };
+        if digest.is_some_and(|d| digested.push_digest(msg.role, &d)) {
             continue;
         }
         digested.push(msg);

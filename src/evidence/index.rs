@@ -89,38 +89,53 @@ impl EvidenceIndex {
         }
     }
 
-    /// Walk one tool message of the history from its [digest](EvidenceDigest) instead of its
-    /// text. Only a [`watching`](EvidenceIndex::watching) index can, and only when the digest
-    /// is sure to stand for the text; otherwise nothing changes and `false` comes back, and
-    /// the caller pushes the message's text instead.
+    /// Walk one message of the history from its [digest](EvidenceDigest) instead of its text:
+    /// a tool message from [`digest_result`]'s digest, a person's user or system message from
+    /// [`digest_text`]'s. Only a [`watching`](EvidenceIndex::watching) index can, and only when
+    /// the digest is sure to stand for the text; otherwise nothing changes and `false` comes
+    /// back, and the caller pushes the message's text instead. A framework frame
+    /// ([`is_framework_frame`]) has no digest: its text is pushed.
     ///
     /// Why the digest stands for the text: a watching index keeps answer values, and each of
     /// them is a token, so it holds nothing but token characters, and unless a declared shape
-    /// made it a value, a digit. The digest keeps every such form the result offers, so each
-    /// kept form the text would stamp is among its forms or their spellings. That holds only
-    /// if the text would be read to its end: the digest spends two units of budget for every
-    /// form the walk offers (the most the text could spend) and is refused unless the budget
-    /// stays above zero after that; the text's walk, spending no more, then reads its whole
-    /// result the same way (see [`Gathered::fits_within`]) and runs out of nothing. The
-    /// budget left is then never more than the text would leave, so a later result can only
-    /// be refused (and walked from its text) where the text alone would not have been.
-    pub fn push_digest(&mut self, digest: &EvidenceDigest) -> bool {
-        let Some(watched) = &self.evidence.watched else {
+    /// made it a value, a digit. The digest keeps every such form the message offers, so each
+    /// kept form the text would stamp (or exempt) is among its forms or their spellings. That
+    /// holds only if the text would be read to its end: the digest spends two units of budget
+    /// for every form offered (the most the text could spend, one per spelling) and is refused
+    /// unless the budget stays above zero after that; the text's walk, spending no more, then
+    /// reads the whole message the same way (see [`Gathered::fits_within`]) and runs out of
+    /// nothing. The budget left is then never more than the text would leave, so a later
+    /// message can only be refused (and walked from its text) where the text alone would not
+    /// have been.
+    pub fn push_digest(&mut self, role: Role, digest: &EvidenceDigest) -> bool {
+        let collector = match role {
+            Role::Tool => &mut self.evidence,
+            Role::User | Role::System => &mut self.exempt,
+            Role::Assistant => return false,
+        };
+        let Some(watched) = &collector.watched else {
             return false;
         };
         let spend = (digest.offered as usize).saturating_mul(2);
-        if watched.digitless || spend >= self.evidence.budget {
+        if watched.digitless || spend >= collector.budget {
             return false;
         }
-        self.evidence.budget -= spend;
-        self.tool_results_this_turn += 1;
-        let turn = self.evidence.turn;
+        collector.budget -= spend;
+        let turn = collector.turn;
         for form in digest.forms.split('\n').filter(|f| !f.is_empty()) {
             for spelling in lookup_forms(form) {
                 if watched.contains(spelling) {
-                    *self.evidence.forms.entry_ref(spelling).or_insert(turn) = turn;
+                    *collector.forms.entry_ref(spelling).or_insert(turn) = turn;
                 }
             }
+        }
+        match role {
+            Role::Tool => self.tool_results_this_turn += 1,
+            Role::User => {
+                self.evidence.turn += 1;
+                self.tool_results_this_turn = 0;
+            }
+            _ => {}
         }
         true
     }
@@ -410,12 +425,11 @@ thread_local! {
     });
 }
 
-/// The [`EvidenceDigest`] of one tool result's text: the same walk an index makes of it
-/// ([`EvidenceIndex::push`]), with an unlimited budget.
-pub fn digest_result(content: &str) -> EvidenceDigest {
+/// What the per-thread digesting collector makes of one text, fed by `feed`.
+fn digested(feed: impl FnOnce(&mut Collector)) -> EvidenceDigest {
     DIGESTER.with(|cell| {
         let mut collector = cell.borrow_mut();
-        collector.add_result(content);
+        feed(&mut collector);
         let sink = collector
             .digest
             .as_mut()
@@ -425,6 +439,20 @@ pub fn digest_result(content: &str) -> EvidenceDigest {
         let offered = u32::try_from(std::mem::take(&mut sink.offered)).unwrap_or(u32::MAX);
         EvidenceDigest { forms, offered }
     })
+}
+
+/// The [`EvidenceDigest`] of one tool result's text: the same walk an index makes of it
+/// ([`EvidenceIndex::push`]), with an unlimited budget.
+pub fn digest_result(content: &str) -> EvidenceDigest {
+    digested(|c| c.add_result(content))
+}
+
+/// The [`EvidenceDigest`] of a text the index tokenises: a person's user or system message
+/// (for the exempt set) or an answer (for its values, see
+/// [`answer_values_from_digest`](super::values::answer_values_from_digest)). Its forms are the
+/// tokens that hold a digit, in order, repeats kept; `offered` counts every token.
+pub fn digest_text(text: &str) -> EvidenceDigest {
+    digested(|c| c.add_text(text))
 }
 
 /// Build the index for one judgement from the history the run saw (spec 4.3).
@@ -508,6 +536,7 @@ pub fn assert_direct_walk_as_reference(budget: usize, results: &[&str]) {
 mod direct_walk_tests {
     use super::assert_direct_walk_as_reference as assert_same;
     use super::Collector;
+    use crate::model::Role;
 
     const RESULTS: &[&str] = &[
         r#"{"order":"A-1042","total":"$1,250.00","items":[{"sku":"0xEF0101","qty":3}],"paid":true,"note":null}"#,
@@ -561,11 +590,13 @@ mod direct_walk_tests {
         }
     }
 
-    /// Judge the same history twice with watching indexes, tool messages once from their text
-    /// and once from their digests (where the index takes them); both must answer every
-    /// lookup alike. Returns how many tool messages the digest side took from digests.
+    /// Judge the same history twice with watching indexes, messages once from their text and
+    /// once from their digests (where the index takes them); both must answer every lookup
+    /// alike. Every third result follows a user message, the first of them naming the values
+    /// of `results[0]`, so the exempt set is filled from digests too. Returns how many
+    /// messages the digest side took from digests.
     fn assert_digests_stand_for_text(max_forms: usize, values: &[&str], results: &[&str]) -> usize {
-        use super::{digest_result, EvidenceIndex};
+        use super::{digest_result, digest_text, EvidenceIndex};
         use crate::evidence::EvidenceConfig;
         use crate::model::{HistoryMessage, Role};
         let cfg = EvidenceConfig {
@@ -585,13 +616,29 @@ mod direct_walk_tests {
                 call_id: None,
             };
             if i % 3 == 0 {
-                let user = msg(Role::User, "next question");
-                from_text.push(&user);
-                from_digest.push(&user);
+                let said = if i == 0 {
+                    format!("I have {} here", results[0])
+                } else {
+                    "next question".to_string()
+                };
+                for role in [Role::System, Role::User] {
+                    let person = HistoryMessage {
+                        role,
+                        text: &said,
+                        tool_name: None,
+                        call_id: None,
+                    };
+                    from_text.push(&person);
+                    if from_digest.push_digest(role, &digest_text(&said)) {
+                        digested += 1;
+                    } else {
+                        from_digest.push(&person);
+                    }
+                }
             }
             let tool = msg(Role::Tool, result);
             from_text.push(&tool);
-            if from_digest.push_digest(&digest_result(result)) {
+            if from_digest.push_digest(Role::Tool, &digest_result(result)) {
                 digested += 1;
             } else {
                 from_digest.push(&tool);
@@ -608,6 +655,11 @@ mod direct_walk_tests {
             }
             for v in values {
                 assert_eq!(from_text.lookup(v), from_digest.lookup(v), "{v}: {context}");
+                assert_eq!(
+                    from_text.is_exempt(v),
+                    from_digest.is_exempt(v),
+                    "{v}: {context}"
+                );
             }
             let mut a: Vec<_> = from_text.forms().collect();
             let mut b: Vec<_> = from_digest.forms().collect();
@@ -640,9 +692,10 @@ mod direct_walk_tests {
             "1234567.8",
         ];
         let taken = assert_digests_stand_for_text(200_000, &values, RESULTS);
+        let people = 2 * RESULTS.len().div_ceil(3);
         assert_eq!(
             taken,
-            RESULTS.len(),
+            RESULTS.len() + people,
             "with room to spare every digest is taken"
         );
         // Small budgets: digests are refused before the text would run out, and the text's
@@ -659,11 +712,16 @@ mod direct_walk_tests {
         // `0xabcd` is a value; its bare spelling `abcd` holds no digit, and a result saying
         // just `abcd` grounds it, which a digest cannot show.
         let mut index = EvidenceIndex::watching(&cfg, ["0xabcd"]);
-        assert!(!index.push_digest(&digest_result(r#"{"code":"abcd"}"#)));
+        assert!(!index.push_digest(Role::Tool, &digest_result(r#"{"code":"abcd"}"#)));
+        assert!(!index.push_digest(Role::User, &super::digest_text("my code is abcd")));
         assert_digests_stand_for_text(200_000, &["0xabcd"], &[r#"{"code":"abcd"}"#]);
         // A full index takes no digest either.
         let mut full = EvidenceIndex::new(&cfg);
-        assert!(!full.push_digest(&digest_result("41200")));
+        assert!(!full.push_digest(Role::Tool, &digest_result("41200")));
+        assert!(!full.push_digest(Role::User, &super::digest_text("41200")));
+        // Nor does an assistant message: the index reads none.
+        let mut watching = EvidenceIndex::watching(&cfg, ["41200"]);
+        assert!(!watching.push_digest(Role::Assistant, &super::digest_text("41200")));
     }
 
     #[test]

@@ -39,10 +39,10 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-pub use index::{build_index, build_watching_index, digest_result, EvidenceIndex};
+pub use index::{build_index, build_watching_index, digest_result, digest_text, EvidenceIndex};
 pub use normalize::{lookup_forms, normalize_token, tokenize};
 pub use reading::{disposition, read_answer, read_values, reported_value, Reading};
-pub use values::{answer_values, Candidate};
+pub use values::{answer_values, answer_values_from_digest, Candidate};
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -163,6 +163,11 @@ impl CompiledEvidence {
     /// Is this normalised token declared exempt (by value or by pattern)?
     pub fn is_declared_exempt(&self, token: &str) -> bool {
         self.exempt_values.contains(token) || self.exempt_patterns.iter().any(|p| p.is_match(token))
+    }
+
+    /// Are value shapes declared? A declared shape can make a token without a digit a value.
+    pub fn has_shapes(&self) -> bool {
+        !self.shapes.is_empty()
     }
 
     /// The first declared shape this normalised token matches as a whole.

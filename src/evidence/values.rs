@@ -140,10 +140,101 @@ pub fn answer_values(answer: &str, cfg: &CompiledEvidence) -> Vec<Candidate> {
     out
 }
 
+/// [`answer_values`] from the answer's [`digest_text`](super::digest_text) digest, without its
+/// text; `None` when the digest cannot stand for the text. It can unless a declared shape may
+/// make a token without a digit a value (the digest keeps only tokens with one), or the answer
+/// has more tokens than `max_answer_tokens` (the digest does not say which of its forms lie
+/// within the tokens read). Every token of the answer without a digit is then no value, and
+/// the digest's forms are the others, in order: judged one by one they give the same values.
+pub fn answer_values_from_digest(
+    digest: &crate::model::digest::EvidenceDigest,
+    cfg: &CompiledEvidence,
+) -> Option<Vec<Candidate>> {
+    if cfg.has_shapes() || digest.offered as usize > cfg.max_answer_tokens {
+        return None;
+    }
+    let mut out: Vec<Candidate> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for token in digest.forms.split('\n').filter(|f| !f.is_empty()) {
+        if let Some(c) = classify_token(token, cfg) {
+            if seen.insert(c.value.clone()) {
+                out.push(c);
+            }
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::{digest_text, EvidenceConfig, ShapeDecl};
     use regex::Regex;
+
+    const ANSWERS: &[&str] = &[
+        "Array SHPMAXDLVAP001 holds 41,200 GB (41200iops peak) on fc1/3; see 2024-05-01.",
+        "Your order #A-1042 totals $1,250.00, paid 24/7 support, 0x5F2A91 and 5f2a91.",
+        "Nothing numeric here at all.",
+        "",
+        "1234 1234 12345 -98304.0 +7 0.001 3.14159 1e21 48-port 100mb/s 20/month",
+        "caf\u{e9} 99 r\u{e9}sum\u{e9}-2024 \u{1F600} 123456789012345678901234567890",
+        "tokens, with, commas,1,2 and 1,234,567.80 and ,,, 12,34,56",
+    ];
+
+    /// The values from an answer's digest are its text's, under every configuration the
+    /// digest can stand for; under the others it declines.
+    #[test]
+    fn values_from_a_digest_are_the_texts() {
+        let configs = [
+            EvidenceConfig::default(),
+            EvidenceConfig {
+                min_digits: 1,
+                ..EvidenceConfig::default()
+            },
+            EvidenceConfig {
+                min_digits: 6,
+                exempt_values: vec!["41200".into(), "0x5f2a91".into()],
+                exempt_patterns: vec!["20[0-9]{2}-.*".into()],
+                ..EvidenceConfig::default()
+            },
+            EvidenceConfig {
+                max_answer_tokens: 12,
+                ..EvidenceConfig::default()
+            },
+        ];
+        let mut compared = 0;
+        for cfg in &configs {
+            let cfg = cfg.compile().unwrap();
+            for answer in ANSWERS {
+                let digest = digest_text(answer);
+                match answer_values_from_digest(&digest, &cfg) {
+                    Some(values) => {
+                        assert_eq!(values, answer_values(answer, &cfg), "{answer:?}");
+                        compared += 1;
+                    }
+                    None => assert!(
+                        digest.offered as usize > cfg.max_answer_tokens,
+                        "declined only past the token ceiling: {answer:?}"
+                    ),
+                }
+            }
+        }
+        assert!(compared > 20, "{compared}");
+        // A declared shape can make a token without a digit a value: the digest declines.
+        let shaped = EvidenceConfig {
+            shapes: vec![ShapeDecl {
+                name: "site".into(),
+                pattern: "[a-z]{4}".into(),
+            }],
+            ..EvidenceConfig::default()
+        }
+        .compile()
+        .unwrap();
+        assert_eq!(
+            answer_values_from_digest(&digest_text("site abcd"), &shaped),
+            None
+        );
+    }
 
     #[test]
     fn unit_scanner_agrees_with_the_spec_pattern() {

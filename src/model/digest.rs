@@ -68,6 +68,11 @@ pub trait Digest: Sync + Send {
     /// The values for the events of `run` that get one, by index into `run.events`. Every
     /// value is of [`Digest::kind`].
     fn compute(&self, run: &Run) -> Vec<(usize, DigestValue)>;
+    /// The value for the run's answer ([`Run::answer_digests`]), if it gets one; of
+    /// [`Digest::kind`].
+    fn compute_answer(&self, _run: &Run) -> Option<DigestValue> {
+        None
+    }
 }
 
 /// The digests an event carries, by digest name.
@@ -119,6 +124,12 @@ impl Digests {
 /// Give the events of `run` the values of `digests` they do not carry yet.
 pub fn fill(run: &mut Run, digests: &[&dyn Digest]) {
     for digest in digests {
+        if run.answer_digests.get(digest.name()).is_none() {
+            if let Some(value) = digest.compute_answer(run) {
+                debug_assert_eq!(value.kind(), digest.kind());
+                run.answer_digests.set(digest.name(), value);
+            }
+        }
         for (i, value) in digest.compute(run) {
             debug_assert_eq!(value.kind(), digest.kind());
             let e = &mut run.events[i];

@@ -17,9 +17,10 @@
 //! was asked to (`--include-values`); otherwise it says how many there were.
 
 use crate::corpus::{Disposition, Draft, FindingColumns, Subject, Witness};
+use crate::evidence::index::is_framework_frame;
 use crate::evidence::{
-    answer_values, build_index, build_watching_index, disposition, read_values, Candidate,
-    EvidenceIndex, Reading,
+    answer_values, answer_values_from_digest, build_index, build_watching_index, disposition,
+    read_values, Candidate, EvidenceIndex, Reading,
 };
 use crate::js;
 use crate::model::digest::{Digest, DigestKind, DigestValue};
@@ -29,8 +30,10 @@ use serde_json::{json, Value};
 
 pub struct PriorTurnEvidence;
 
-/// The evidence digest of every tool message of the conversation
-/// ([`crate::evidence::digest_result`]): what a watching index takes instead of its text.
+/// The evidence digests of what the index reads of a run and what it looks up: every tool
+/// message ([`crate::evidence::digest_result`]), every person's user or system message, and
+/// the answer ([`crate::evidence::digest_text`]). A watching index and the answer's values
+/// take them instead of the text.
 pub struct EvidenceForms;
 
 /// The name [`EvidenceForms`] is stored and read under.
@@ -41,8 +44,9 @@ impl Digest for EvidenceForms {
         EVIDENCE
     }
 
+    /// 1: tool messages only. 2: user and system messages and the answer too.
     fn version(&self) -> u32 {
-        1
+        2
     }
 
     fn kind(&self) -> DigestKind {
@@ -53,12 +57,26 @@ impl Digest for EvidenceForms {
         run.events
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.kind() == EventKind::Message && e.role == Some(Role::Tool))
-            .map(|(i, e)| {
-                let digest = crate::evidence::digest_result(e.text_or_empty());
-                (i, DigestValue::Evidence(digest))
+            .filter(|(_, e)| e.kind() == EventKind::Message)
+            .filter_map(|(i, e)| {
+                let digest = match e.role? {
+                    Role::Tool => crate::evidence::digest_result(e.text_or_empty()),
+                    Role::User | Role::System if !is_framework_frame(e.text_or_empty()) => {
+                        crate::evidence::digest_text(e.text_or_empty())
+                    }
+                    _ => return None,
+                };
+                Some((i, DigestValue::Evidence(digest)))
             })
             .collect()
+    }
+
+    /// Only a non-blank answer is judged, so only it gets a digest: a run without one has no
+    /// answer to judge.
+    fn compute_answer(&self, run: &Run) -> Option<DigestValue> {
+        let answer = run.answer.as_deref()?;
+        (!answer.trim().is_empty())
+            .then(|| DigestValue::Evidence(crate::evidence::digest_text(answer)))
     }
 }
 
@@ -113,15 +131,23 @@ enum Judged {
     NeedsText,
 }
 
-/// The values each run's answer states ([`answer_values`]), extracted once: a watching index is
-/// built around them, and the reading looks them up.
+/// The values each run's answer states ([`answer_values`]), extracted once, from the answer's
+/// digest when it stands for the text: a watching index is built around them, and the reading
+/// looks them up.
 fn answers(conversation: &Conversation, ctx: &PassContext) -> Vec<Vec<Candidate>> {
     conversation
         .runs
         .iter()
-        .map(|run| match run.answer.as_deref() {
-            Some(answer) => answer_values(answer, &ctx.evidence),
-            None => Vec::new(),
+        .map(|run| {
+            let digested = run
+                .answer_digests
+                .evidence(EVIDENCE)
+                .and_then(|d| answer_values_from_digest(d, &ctx.evidence));
+            match (digested, run.answer.as_deref()) {
+                (Some(values), _) => values,
+                (None, Some(answer)) => answer_values(answer, &ctx.evidence),
+                (None, None) => Vec::new(),
+            }
         })
         .collect()
 }
@@ -132,7 +158,7 @@ fn answers(conversation: &Conversation, ctx: &PassContext) -> Vec<Vec<Candidate>
 ///
 /// Runs without recorded context judge the conversation's messages so far: each run's history
 /// extends the previous one, so one index is grown run by run instead of being rebuilt from
-/// the start for every turn. A watching index takes a tool message from its digest when it can
+/// the start for every turn. A watching index takes a message from its digest when it can
 /// ([`EvidenceIndex::push_digest`]), from its text otherwise.
 fn judge(
     conversation: &Conversation,
@@ -178,8 +204,8 @@ fn judge(
                     continue;
                 };
                 let digested = match e.digests.evidence(EVIDENCE) {
-                    Some(digest) if msg.role == Role::Tool => shared.push_digest(digest),
-                    _ => false,
+                    Some(digest) => shared.push_digest(msg.role, digest),
+                    None => false,
                 };
                 if digested {
                     continue;

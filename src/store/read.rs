@@ -100,10 +100,17 @@ pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
     runs_from(
         read_row_groups(&path, &load_metadata(&path)?, |_| true)?,
         None,
+        None,
     )
 }
 
-fn runs_from(batches: Vec<RecordBatch>, only_part: Option<u32>) -> io::Result<Vec<RunRow>> {
+/// The rows of `batches` (of `only_part` when given); answers carry their evidence digest
+/// under `evidence` when it is given (the name of the evidence digest asked for and held).
+fn runs_from(
+    batches: Vec<RecordBatch>,
+    only_part: Option<u32>,
+    evidence: Option<&'static str>,
+) -> io::Result<Vec<RunRow>> {
     let mut rows = Vec::new();
     for batch in batches {
         let run_id = col::<StringArray>(&batch, "run_id")?;
@@ -118,6 +125,8 @@ fn runs_from(batches: Vec<RecordBatch>, only_part: Option<u32>) -> io::Result<Ve
         let duration = col::<Float64Array>(&batch, "duration_ms")?;
         let user_message = col::<LargeStringArray>(&batch, "user_message")?;
         let answer = col::<LargeStringArray>(&batch, "answer")?;
+        let answer_forms = col::<LargeStringArray>(&batch, "answer_forms")?;
+        let answer_offers = col::<UInt32Array>(&batch, "answer_offers")?;
         let landings = col::<UInt32Array>(&batch, "landings")?;
         let events = col::<UInt32Array>(&batch, "events")?;
         let part = col::<UInt32Array>(&batch, "part")?;
@@ -126,6 +135,14 @@ fn runs_from(batches: Vec<RecordBatch>, only_part: Option<u32>) -> io::Result<Ve
         for i in 0..batch.num_rows() {
             if only_part.is_some_and(|p| p != part.value(i)) {
                 continue;
+            }
+            let mut answer_digests = Digests::default();
+            if let (Some(name), false) = (evidence, answer_forms.is_null(i)) {
+                let digest = EvidenceDigest {
+                    forms: answer_forms.value(i).to_string(),
+                    offered: answer_offers.value(i),
+                };
+                answer_digests.set(name, DigestValue::Evidence(digest));
             }
             rows.push(RunRow {
                 run: Run {
@@ -142,6 +159,7 @@ fn runs_from(batches: Vec<RecordBatch>, only_part: Option<u32>) -> io::Result<Ve
                     user_message: opt_large(user_message, i),
                     answer: opt_large(answer, i),
                     events: Vec::new(),
+                    answer_digests,
                 },
                 part: part.value(i),
                 origin: Origin {
@@ -280,6 +298,7 @@ impl Store {
         let mut part_runs = runs_from(
             read_row_groups(&runs_path, runs_metadata, |g| may_hold_part(g, part))?,
             Some(part),
+            self.digest_names.evidence,
         )?;
         if let Some(only) = only {
             part_runs.retain(|row| only.contains(&row.run.conversation_id));
@@ -490,7 +509,11 @@ pub fn conversations_from_batches(
         .iter()
         .map(|b| conform(b, &events_schema, "events"))
         .collect::<io::Result<Vec<_>>>()?;
-    let mut rows = runs_from(runs, None)?;
+    let names = DigestNames {
+        fingerprint: spec.digest_of(DigestKind::Fingerprint).map(|d| d.name()),
+        evidence: spec.digest_of(DigestKind::Evidence).map(|d| d.name()),
+    };
+    let mut rows = runs_from(runs, None, names.evidence)?;
     let mut expected: HashMap<&str, (&RunRow, u32)> = HashMap::with_capacity(rows.len());
     for row in &rows {
         if expected.insert(row.run.run_id.as_str(), (row, 0)).is_some() {
@@ -541,10 +564,6 @@ pub fn conversations_from_batches(
             row.run.conversation_id, row.run.run_id, row.events
         )));
     }
-    let names = DigestNames {
-        fingerprint: spec.digest_of(DigestKind::Fingerprint).map(|d| d.name()),
-        evidence: spec.digest_of(DigestKind::Evidence).map(|d| d.name()),
-    };
     let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
     let mut borrowed = Vec::new();
     for batch in &events {
@@ -769,10 +788,10 @@ mod tests {
         crate::pipeline::store_spec()
     }
 
-    /// The manifest an ingest would write last, claiming `version`, written before manifests
-    /// named their digests and envelope types.
+    /// The manifest an ingest would write last, claiming `version` and naming the digests of
+    /// [`spec`].
     fn write_manifest(dir: &Path, version: u32) {
-        write_manifest_holding(dir, version, None);
+        write_manifest_holding(dir, version, Some(spec().digest_entries()));
     }
 
     /// [`write_manifest`] naming the digests the store holds.
@@ -950,6 +969,16 @@ mod tests {
         let (_, lean) = &lean[0];
         let events = &lean.runs[0].events;
         assert_eq!(events[0].text.as_deref(), Some("what does it cost?"));
+        // The person's message and the answer carry their digests: the tokens with a digit,
+        // and how many tokens there are.
+        let user = events[0]
+            .digests
+            .evidence("evidence")
+            .expect("the user's digest");
+        assert_eq!((user.forms.as_str(), user.offered), ("", 4));
+        let answer = lean.runs[0].answer_digests.evidence("evidence");
+        let answer = answer.expect("the answer's digest");
+        assert_eq!((answer.forms.as_str(), answer.offered), ("a-1042\n1250", 4));
         let fingerprint = crate::passes::repeated_call::result_fingerprint(result);
         for e in &events[1..] {
             assert_eq!(e.text, None, "{:?}", e.kind());
@@ -1006,13 +1035,15 @@ mod tests {
             name: name.into(),
             version,
         };
-        // (manifest's digests, landings with a fingerprint, tool messages with evidence)
+        // (manifest's digests, landings with a fingerprint, tool messages with evidence). A
+        // manifest naming none holds evidence 1, which this engine does not read.
         let cases = [
-            (None, 2, 2),
+            (None, 2, 0),
             (Some(vec![]), 0, 0),
-            (Some(vec![entry("evidence", 1)]), 0, 2),
+            (Some(vec![entry("evidence", 1)]), 0, 0),
+            (Some(vec![entry("evidence", 2)]), 0, 2),
             (
-                Some(vec![entry("result-fingerprint", 1), entry("evidence", 2)]),
+                Some(vec![entry("result-fingerprint", 1), entry("evidence", 3)]),
                 2,
                 0,
             ),

@@ -5,7 +5,7 @@ use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use std::sync::Arc;
 
 /// Bumped when a column is added, removed or changes type.
-pub const STORE_SCHEMA_VERSION: u32 = 4;
+pub const STORE_SCHEMA_VERSION: u32 = 5;
 
 pub fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
@@ -54,6 +54,8 @@ pub fn runs_schema() -> Arc<Schema> {
         Field::new("duration_ms", DataType::Float64, true),
         Field::new("user_message", DataType::LargeUtf8, true),
         Field::new("answer", DataType::LargeUtf8, true),
+        Field::new("answer_forms", DataType::LargeUtf8, true),
+        Field::new("answer_offers", DataType::UInt32, true),
         Field::new("landings", DataType::UInt32, false),
         Field::new("events", DataType::UInt32, false),
         Field::new("part", DataType::UInt32, false),

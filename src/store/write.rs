@@ -83,6 +83,7 @@ fn properties(default_compression: Compression) -> WriterProperties {
         "flags",
         "iteration",
         "evidence_offers",
+        "answer_offers",
         "result_text_of",
         "timestamp",
         "turn",
@@ -96,12 +97,11 @@ fn properties(default_compression: Compression) -> WriterProperties {
     }
     // Evidence forms are mostly digits that zstd shrinks by about half, and the store writer is
     // one thread whose time is the ingest's: they are stored as they are.
-    builder = builder
-        .set_column_dictionary_enabled(ColumnPath::from("evidence_forms"), false)
-        .set_column_compression(
-            ColumnPath::from("evidence_forms"),
-            Compression::UNCOMPRESSED,
-        );
+    for column in ["evidence_forms", "answer_forms"] {
+        builder = builder
+            .set_column_dictionary_enabled(ColumnPath::from(column), false)
+            .set_column_compression(ColumnPath::from(column), Compression::UNCOMPRESSED);
+    }
     for column in [
         "kind",
         "source_type",
@@ -378,7 +378,16 @@ pub fn event_bytes(e: &Event) -> usize {
 /// The bytes a run row (without its events) is counted as in the writer's buffers.
 pub fn run_bytes(run: &Run) -> usize {
     let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    text(&run.user_message) + text(&run.answer) + run.run_id.len() + run.conversation_id.len() + 64
+    let digest = match run.answer_digests.of_kind(DigestKind::Evidence) {
+        Some((_, DigestValue::Evidence(d))) => d.forms.len(),
+        _ => 0,
+    };
+    text(&run.user_message)
+        + text(&run.answer)
+        + digest
+        + run.run_id.len()
+        + run.conversation_id.len()
+        + 64
 }
 
 /// Column builders for the runs table.
@@ -396,6 +405,8 @@ pub struct RunsBuilder {
     duration_ms: Float64Builder,
     user_message: LargeStringBuilder,
     answer: LargeStringBuilder,
+    answer_forms: LargeStringBuilder,
+    answer_offers: UInt32Builder,
     landings: UInt32Builder,
     events: UInt32Builder,
     part: UInt32Builder,
@@ -420,6 +431,8 @@ impl Default for RunsBuilder {
             duration_ms: Float64Builder::new(),
             user_message: LargeStringBuilder::new(),
             answer: LargeStringBuilder::new(),
+            answer_forms: LargeStringBuilder::new(),
+            answer_offers: UInt32Builder::new(),
             landings: UInt32Builder::new(),
             events: UInt32Builder::new(),
             part: UInt32Builder::new(),
@@ -444,6 +457,16 @@ impl RunsBuilder {
         self.duration_ms.append_option(run.duration_ms);
         self.user_message.append_option(run.user_message.as_deref());
         self.answer.append_option(run.answer.as_deref());
+        match run.answer_digests.of_kind(DigestKind::Evidence) {
+            Some((_, DigestValue::Evidence(d))) => {
+                self.answer_forms.append_value(&d.forms);
+                self.answer_offers.append_value(d.offered);
+            }
+            _ => {
+                self.answer_forms.append_null();
+                self.answer_offers.append_null();
+            }
+        }
         self.landings.append_value(
             run.events
                 .iter()
@@ -480,6 +503,8 @@ impl RunsBuilder {
             Arc::new(self.duration_ms.finish()),
             Arc::new(self.user_message.finish()),
             Arc::new(self.answer.finish()),
+            Arc::new(self.answer_forms.finish()),
+            Arc::new(self.answer_offers.finish()),
             Arc::new(self.landings.finish()),
             Arc::new(self.events.finish()),
             Arc::new(self.part.finish()),
