@@ -37,7 +37,8 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 
-// The engine's allocator, so the baseline parse is not slowed by one the engine does not use.
+// The engine's allocator and its settings, so the baseline parse is not slowed by one the
+// engine does not use.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -515,6 +516,7 @@ fn loadavg() -> String {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--baseline") {
+        traceaudit::allocator::keep_freed_pages();
         baseline_main(&args[2..]);
         return;
     }

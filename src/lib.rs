@@ -66,6 +66,38 @@ pub mod output {
     pub use crate::store::atomic::{remove_staging_on_signal, write_file, AtomicDir, Layout};
 }
 
+/// The allocator's settings, for the programs that make mimalloc their global allocator (the
+/// `traceaudit` binary, and the benches' baseline so that it runs as the engine does).
+pub mod allocator {
+    /// Keep freed pages instead of giving them back to the kernel after mimalloc's purge delay
+    /// (1 s): an audit frees and reallocates hundreds of MB of decoded text a second, and pages
+    /// given back are faulted in and zeroed again, often as 2 MB transparent huge pages.
+    /// Freed memory is reused, so the peak is what it would be anyway; the process keeps it
+    /// until it exits. Call before starting threads.
+    pub fn keep_freed_pages() {
+        // `mi_option_purge_delay` in mimalloc's `mi_option_e` (its header numbers the options;
+        // the Rust binding names only some); -1 is "never purge".
+        const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+        // SAFETY: sets one integer option; not thread safe, hence before threads start.
+        unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// Option 15 is the purge delay: it is the option whose default is 1000 ms (no other
+        /// option of mimalloc 3 defaults to 1000), and setting it reads back.
+        #[test]
+        fn the_option_set_is_the_purge_delay() {
+            let get = || unsafe { libmimalloc_sys::mi_option_get(15) };
+            if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+                assert_eq!(get(), 1000);
+            }
+            super::keep_freed_pages();
+            assert_eq!(get(), -1);
+        }
+    }
+}
+
 /// Internals the micro-benchmarks, the fuzz targets and the integration tests reach into. Not
 /// part of the library's interface: names here change without notice.
 #[doc(hidden)]

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    traceaudit::allocator::keep_freed_pages();
     traceaudit::output::remove_staging_on_signal();
     traceaudit::cli::run(traceaudit::cli::Cli::parse())
 }

@@ -76,10 +76,13 @@ pub trait Pass: Sync + Send {
         &[]
     }
     /// [`Pass::check`] for a conversation an audit read back from a store without the text of
-    /// its tool results, or `None` when the pass needs that text to check it; the conversation
-    /// is then read again whole and given to `check`. Its landings and tool messages carry the
-    /// values of the digests the store holds of those the pass declares ([`Pass::digests`]);
-    /// one the store does not hold is missing. The default is the safe answer.
+    /// its tool results and of its other `message` rows (context rows, answers, verdicts and
+    /// the rest keep theirs; runs lack [`Run::user_message`](crate::model::Run::user_message),
+    /// which no check reads), or `None` when the pass needs that text to check it; the
+    /// conversation is then read again whole and given to `check`. Its events and answers
+    /// carry the values of the digests the store holds of those the pass declares
+    /// ([`Pass::digests`]); one the store does not hold is missing. The default is the safe
+    /// answer.
     fn check_digested(
         &self,
         _conversation: &Conversation,

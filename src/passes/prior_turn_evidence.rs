@@ -153,8 +153,8 @@ fn answers(conversation: &Conversation, ctx: &PassContext) -> Vec<Vec<Candidate>
 }
 
 /// Judge every run of the conversation, with [watching](EvidenceIndex::watching) indexes when
-/// `watching` is set or full ones otherwise; `values` are the runs' [`answers`]. `elided`: the conversation was read without the
-/// text of its tool results.
+/// `watching` is set or full ones otherwise; `values` are the runs' [`answers`]. `elided`: the
+/// conversation was read without the text of its tool results and other messages.
 ///
 /// Runs without recorded context judge the conversation's messages so far: each run's history
 /// extends the previous one, so one index is grown run by run instead of being rebuilt from
@@ -207,10 +207,11 @@ fn judge(
                     Some(digest) => shared.push_digest(msg.role, digest),
                     None => false,
                 };
-                if digested {
+                if digested || msg.role == Role::Assistant {
                     continue;
                 }
-                if msg.role == Role::Tool && elided {
+                if elided {
+                    // Read without message text: a framework frame or a digest refused.
                     return Judged::NeedsText;
                 }
                 shared.push(&msg);
@@ -531,6 +532,61 @@ mod tests {
             ..PassContext::default()
         };
         PriorTurnEvidence.check(conv, &ctx).remove(0)
+    }
+
+    /// `conv` as an audit of its store reads it without text: digests worked out as the ingest
+    /// does, then the text of every message left out (answers keep theirs).
+    fn elided(conv: &Conversation) -> Conversation {
+        let mut conv = conv.clone();
+        crate::pipeline::fill_digests(&mut conv);
+        for e in conv.runs.iter_mut().flat_map(|r| r.events.iter_mut()) {
+            e.text = None;
+        }
+        conv
+    }
+
+    /// Read without message text, the check judges from the digests as it judges the text,
+    /// and its values come from the answer's digest; a framework frame, which has no digest,
+    /// sends the conversation back to be read whole.
+    #[test]
+    fn a_conversation_read_without_text_is_judged_from_its_digests() {
+        let ctx = PassContext::default();
+        let history = |second_user: &str| {
+            vec![
+                msg(Role::System, "You are the storage desk. Site code 7781."),
+                msg(Role::User, "What arrays do we have?"),
+                msg(
+                    Role::Tool,
+                    r#"{"arrays":[{"name":"SHPMAXDLVAP001","capacity_gb":41200}]}"#,
+                ),
+                msg(Role::Assistant, "One array."),
+                msg(Role::User, second_user),
+            ]
+        };
+        let answer = "SHPMAXDLVAP001 is at 41200 GB at site 7781";
+        let plain = conversation(history("How full is it?"), answer);
+        let whole = PriorTurnEvidence.check(&plain, &ctx);
+        assert_eq!(whole[0].disposition, Disposition::CheckedFail);
+        let digested = PriorTurnEvidence.check_digested(&elided(&plain), &ctx);
+        assert_eq!(digested, Some(whole));
+        // The answer's values come from its digest even when its text is gone.
+        let mut no_answer_text = elided(&plain);
+        no_answer_text.runs[0].answer = Some(String::new());
+        let values = answers(&no_answer_text, &ctx);
+        let names: Vec<&str> = values[0].iter().map(|c| c.value.as_str()).collect();
+        assert_eq!(names, ["shpmaxdlvap001", "41200", "7781"]);
+
+        let framed = conversation(
+            history(&format!(
+                "{SCHEMA} try again",
+                SCHEMA = vocab::SCHEMA_FRAME_PREFIX
+            )),
+            answer,
+        );
+        assert_eq!(
+            PriorTurnEvidence.check_digested(&elided(&framed), &ctx),
+            None
+        );
     }
 
     #[test]

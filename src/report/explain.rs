@@ -369,8 +369,11 @@ pub fn build_many(
             col("tool_name"),
             col("call_id"),
             col("arguments"),
-            // A tool result's text is kept in its own column.
-            col("text").fill_null(col("result_text")).alias("text"),
+            // A tool result's text, and a message's, are kept in columns of their own.
+            col("text")
+                .fill_null(col("result_text"))
+                .fill_null(col("message_text"))
+                .alias("text"),
             col("error").cast(DataType::UInt64),
             col("flags"),
             col("iteration"),

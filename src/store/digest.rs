@@ -1,6 +1,7 @@
 //! Where the store keeps tool results: their text in `result_text` (not `text`), once per run
 //! when a tool message repeats its landing's, and beside it the digests the checks read
-//! instead ([`crate::model::digest`]), so that an audit can leave the text undecoded.
+//! instead ([`crate::model::digest`]), so that an audit can leave the text undecoded. The text
+//! of the other messages is kept apart in `message_text` for the same reason.
 
 use crate::model::{Event, EventKind, Role, Run};
 
@@ -28,6 +29,13 @@ pub fn landing_with_text_of(run: &Run, e: &Event) -> Option<u32> {
                 && l.text.as_ref() == Some(text)
         })
         .map(|l| l.seq)
+}
+
+/// Is this event's text a message's other than a tool result (a person's, the system's or
+/// the assistant's), stored in `message_text`? The checks read such text from digests, and
+/// audits leave the column undecoded until one needs it.
+pub fn is_message_text(e: &Event) -> bool {
+    e.kind() == EventKind::Message && e.role != Some(Role::Tool)
 }
 
 /// Is this event a tool message of the history?

@@ -10,12 +10,13 @@ use arrow::array::{
     TimestampMillisecondArray, UInt32Array, UInt64Array,
 };
 use arrow::record_batch::RecordBatch;
+use hashbrown::HashMap;
 use parquet::arrow::arrow_reader::{
     ArrowPredicateFn, ArrowReaderMetadata, ParquetRecordBatchReaderBuilder, RowFilter,
 };
 use parquet::arrow::ProjectionMask;
 use rayon::prelude::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -52,10 +53,12 @@ fn load_metadata(path: &Path) -> io::Result<ArrowReaderMetadata> {
 
 /// The record batches of the row groups of `path` that `keep` selects (by the row group's
 /// metadata), given the file's footer.
+/// The row groups `keep` picks, without the columns named in `leave_out`.
 fn read_row_groups(
     path: &Path,
     metadata: &ArrowReaderMetadata,
     keep: impl Fn(&parquet::file::metadata::RowGroupMetaData) -> bool,
+    leave_out: &[&str],
 ) -> io::Result<Vec<RecordBatch>> {
     let groups: Vec<usize> = metadata
         .metadata()
@@ -65,8 +68,13 @@ fn read_row_groups(
         .filter(|(_, g)| keep(g))
         .map(|(i, _)| i)
         .collect();
+    let schema = metadata.parquet_schema();
+    let columns = (schema.columns().iter().enumerate())
+        .filter(|(_, c)| !leave_out.contains(&c.name()))
+        .map(|(i, _)| i);
     let reader =
         ParquetRecordBatchReaderBuilder::new_with_metadata(File::open(path)?, metadata.clone())
+            .with_projection(ProjectionMask::leaves(schema, columns))
             .with_row_groups(groups)
             .with_batch_size(8192)
             .build()
@@ -98,7 +106,7 @@ fn may_hold_part(group: &parquet::file::metadata::RowGroupMetaData, part: u32) -
 pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
     let path = store.join("runs.parquet");
     runs_from(
-        read_row_groups(&path, &load_metadata(&path)?, |_| true)?,
+        read_row_groups(&path, &load_metadata(&path)?, |_| true, &[])?,
         None,
         None,
     )
@@ -123,7 +131,11 @@ fn runs_from(
         let started = col::<TimestampMillisecondArray>(&batch, "started_at")?;
         let ended = col::<TimestampMillisecondArray>(&batch, "ended_at")?;
         let duration = col::<Float64Array>(&batch, "duration_ms")?;
-        let user_message = col::<LargeStringArray>(&batch, "user_message")?;
+        // Absent when the read leaves it out.
+        let user_message = batch
+            .column_by_name("user_message")
+            .map(|_| col::<LargeStringArray>(&batch, "user_message"))
+            .transpose()?;
         let answer = col::<LargeStringArray>(&batch, "answer")?;
         let answer_forms = col::<LargeStringArray>(&batch, "answer_forms")?;
         let answer_offers = col::<UInt32Array>(&batch, "answer_offers")?;
@@ -156,7 +168,7 @@ fn runs_from(
                     started_ms: (!started.is_null(i)).then(|| started.value(i)),
                     ended_ms: (!ended.is_null(i)).then(|| ended.value(i)),
                     duration_ms: (!duration.is_null(i)).then(|| duration.value(i)),
-                    user_message: opt_large(user_message, i),
+                    user_message: user_message.and_then(|u| opt_large(u, i)),
                     answer: opt_large(answer, i),
                     events: Vec::new(),
                     answer_digests,
@@ -274,8 +286,10 @@ impl Store {
     }
 
     /// [`Store::read_part_ordered`] without the text of tool results (`result_text`, most of
-    /// a store's bytes): landings and tool messages have no text, and carry the digests asked
-    /// for ([`Store::with_digests`]) instead.
+    /// a store's bytes) and of the other messages (`message_text`): landings and messages have
+    /// no text, and carry the digests asked for ([`Store::with_digests`]) instead. Context
+    /// rows, answers, verdicts and the rest keep theirs; runs come without the user message
+    /// they answer ([`Run::user_message`]), which no check reads.
     pub fn read_part_without_results(&self, part: u32) -> io::Result<Vec<(Origin, Conversation)>> {
         self.read_events(part, None, false)
     }
@@ -296,7 +310,14 @@ impl Store {
             }
         };
         let mut part_runs = runs_from(
-            read_row_groups(&runs_path, runs_metadata, |g| may_hold_part(g, part))?,
+            read_row_groups(&runs_path, runs_metadata, |g| may_hold_part(g, part), {
+                // No check reads the user message a run answers (they read the messages).
+                if results {
+                    &[]
+                } else {
+                    &["user_message"]
+                }
+            })?,
             Some(part),
             self.digest_names.evidence,
         )?;
@@ -318,14 +339,15 @@ impl Store {
             .position(|c| c.name() == "conversation_id")
             .ok_or_else(|| io::Error::other("store column conversation_id is missing"))?;
         // Every column but the archived envelopes (see `StoreSpec::envelope_is_checked`), and the text of
-        // tool results when it is not wanted.
+        // tool results and other messages when it is not wanted.
         let columns = metadata
             .parquet_schema()
             .columns()
             .iter()
             .enumerate()
             .filter(|(_, c)| {
-                c.name() != "archived_payload" && (results || c.name() != "result_text")
+                c.name() != "archived_payload"
+                    && (results || !matches!(c.name(), "result_text" | "message_text"))
             })
             .map(|(i, _)| i);
         let projection = ProjectionMask::leaves(metadata.parquet_schema(), columns);
@@ -590,6 +612,8 @@ pub fn conversations_from_batches(
         }
         part_of.insert(row.run.conversation_id.as_str(), row.part);
     }
+    // The map borrows the rows, which are sorted next.
+    drop(part_of);
     rows.sort_by_key(|r| r.part);
     let mut out = Vec::new();
     for chunk in rows.chunk_by(|a, b| a.part == b.part) {
@@ -706,10 +730,14 @@ fn append_events(
     let call_id = col::<StringArray>(batch, "call_id")?;
     let arguments = col::<LargeStringArray>(batch, "arguments")?;
     let text = col::<LargeStringArray>(batch, "text")?;
-    // Absent when the read leaves the text of tool results out.
+    // Absent when the read leaves the text of tool results and other messages out.
     let result_text = batch
         .column_by_name("result_text")
         .map(|_| col::<LargeStringArray>(batch, "result_text"))
+        .transpose()?;
+    let message_text = batch
+        .column_by_name("message_text")
+        .map(|_| col::<LargeStringArray>(batch, "message_text"))
         .transpose()?;
     let result_text_of = col::<UInt32Array>(batch, "result_text_of")?;
     let result_fingerprint = col::<StringArray>(batch, "result_fingerprint")?;
@@ -745,9 +773,11 @@ fn append_events(
             tool_name: opt_str(tool_name, i),
             call_id: opt_str(call_id, i),
             arguments: opt_large(arguments, i),
-            text: match result_text {
-                Some(results) if text.is_null(i) => opt_large(results, i),
-                _ => opt_large(text, i),
+            text: match (result_text, message_text) {
+                _ if !text.is_null(i) => opt_large(text, i),
+                (Some(results), _) if !results.is_null(i) => opt_large(results, i),
+                (_, Some(messages)) => opt_large(messages, i),
+                _ => None,
             },
             error: error.value(i),
             flags: flags.value(i),
@@ -896,6 +926,7 @@ mod tests {
             turn: 1,
             format: "tau2".into(),
             source: "t.json".into(),
+            user_message: Some("what does it cost?".into()),
             answer: Some("Order A-1042 costs $1,250".into()),
             ..Run::default()
         };
@@ -968,9 +999,12 @@ mod tests {
         let lean = store.read_part_without_results(0).unwrap();
         let (_, lean) = &lean[0];
         let events = &lean.runs[0].events;
-        assert_eq!(events[0].text.as_deref(), Some("what does it cost?"));
-        // The person's message and the answer carry their digests: the tokens with a digit,
+        // Messages come without their text, and the run without the user message it answers;
+        // the person's message and the answer carry their digests: the tokens with a digit,
         // and how many tokens there are.
+        assert_eq!(events[0].text, None);
+        assert_eq!(lean.runs[0].user_message, None);
+        assert_eq!(lean.runs[0].answer, written.runs[0].answer);
         let user = events[0]
             .digests
             .evidence("evidence")

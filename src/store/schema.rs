@@ -5,7 +5,7 @@ use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use std::sync::Arc;
 
 /// Bumped when a column is added, removed or changes type.
-pub const STORE_SCHEMA_VERSION: u32 = 5;
+pub const STORE_SCHEMA_VERSION: u32 = 6;
 
 pub fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
@@ -24,6 +24,7 @@ pub fn events_schema() -> Arc<Schema> {
         Field::new("call_id", DataType::Utf8, true),
         Field::new("arguments", DataType::LargeUtf8, true),
         Field::new("text", DataType::LargeUtf8, true),
+        Field::new("message_text", DataType::LargeUtf8, true),
         Field::new("result_text", DataType::LargeUtf8, true),
         Field::new("result_text_of", DataType::UInt32, true),
         Field::new("result_fingerprint", DataType::Utf8, true),

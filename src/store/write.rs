@@ -65,6 +65,7 @@ fn properties(default_compression: Compression) -> WriterProperties {
         "payload",
         "archived_payload",
         "text",
+        "message_text",
         "result_text",
         "arguments",
         "user_message",
@@ -132,6 +133,7 @@ pub struct EventsBuilder {
     call_id: StringBuilder,
     arguments: LargeStringBuilder,
     text: LargeStringBuilder,
+    message_text: LargeStringBuilder,
     result_text: LargeStringBuilder,
     result_text_of: UInt32Builder,
     result_fingerprint: StringBuilder,
@@ -161,7 +163,7 @@ pub struct EventsBuilder {
 #[derive(Debug, Clone, Copy)]
 struct BatchShape {
     rows: usize,
-    values: [usize; 14],
+    values: [usize; 15],
 }
 
 impl EventsBuilder {
@@ -179,6 +181,7 @@ impl EventsBuilder {
             call_id: StringBuilder::new(),
             arguments: LargeStringBuilder::new(),
             text: LargeStringBuilder::new(),
+            message_text: LargeStringBuilder::new(),
             result_text: LargeStringBuilder::new(),
             result_text_of: UInt32Builder::new(),
             result_fingerprint: StringBuilder::new(),
@@ -213,6 +216,7 @@ impl EventsBuilder {
         self.call_id = StringBuilder::with_capacity(rows, v[6]);
         self.arguments = LargeStringBuilder::with_capacity(rows, v[7]);
         self.text = LargeStringBuilder::with_capacity(rows, v[8]);
+        self.message_text = LargeStringBuilder::with_capacity(rows, v[14]);
         self.result_text = LargeStringBuilder::with_capacity(rows, v[11]);
         self.result_text_of = UInt32Builder::with_capacity(rows);
         self.result_fingerprint = StringBuilder::with_capacity(rows, v[12]);
@@ -245,6 +249,7 @@ impl EventsBuilder {
         self.arguments.append_option(e.arguments.as_deref());
         if crate::store::digest::is_result(e) {
             self.text.append_null();
+            self.message_text.append_null();
             match crate::store::digest::landing_with_text_of(run, e) {
                 Some(seq) => {
                     self.result_text.append_null();
@@ -255,8 +260,14 @@ impl EventsBuilder {
                     self.result_text_of.append_null();
                 }
             }
+        } else if crate::store::digest::is_message_text(e) {
+            self.text.append_null();
+            self.message_text.append_option(e.text.as_deref());
+            self.result_text.append_null();
+            self.result_text_of.append_null();
         } else {
             self.text.append_option(e.text.as_deref());
+            self.message_text.append_null();
             self.result_text.append_null();
             self.result_text_of.append_null();
         }
@@ -325,6 +336,7 @@ impl EventsBuilder {
                 self.result_text.values_slice().len(),
                 self.result_fingerprint.values_slice().len(),
                 self.evidence_forms.values_slice().len(),
+                self.message_text.values_slice().len(),
             ],
         });
         let columns: Vec<ArrayRef> = vec![
@@ -338,6 +350,7 @@ impl EventsBuilder {
             Arc::new(self.call_id.finish()),
             Arc::new(self.arguments.finish()),
             Arc::new(self.text.finish()),
+            Arc::new(self.message_text.finish()),
             Arc::new(self.result_text.finish()),
             Arc::new(self.result_text_of.finish()),
             Arc::new(self.result_fingerprint.finish()),
