@@ -76,13 +76,14 @@ pub trait Pass: Sync + Send {
         &[]
     }
     /// [`Pass::check`] for a conversation an audit read back from a store without the text of
-    /// its tool results and of its other `message` rows (context rows, answers, verdicts and
-    /// the rest keep theirs; runs lack [`Run::user_message`](crate::model::Run::user_message),
-    /// which no check reads), or `None` when the pass needs that text to check it; the
-    /// conversation is then read again whole and given to `check`. Its events and answers
-    /// carry the values of the digests the store holds of those the pass declares
-    /// ([`Pass::digests`]); one the store does not hold is missing. The default is the safe
-    /// answer.
+    /// its tool results and of its other `message` rows (context rows, verdicts and the rest
+    /// keep theirs), or `None` when the pass needs that text to check it; the conversation is
+    /// then read again whole and given to `check`. Its runs lack the user message they answer
+    /// ([`Run::user_message`](crate::model::Run::user_message)), which no check reads, and,
+    /// when the store holds the evidence digest (`prior-turn-evidence`'s), their answer. Its
+    /// events and answers carry the values of the digests the store holds of those the pass
+    /// declares ([`Pass::digests`]); one the store does not hold is missing. The default is
+    /// the safe answer.
     fn check_digested(
         &self,
         _conversation: &Conversation,

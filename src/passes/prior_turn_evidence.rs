@@ -93,7 +93,10 @@ impl Pass for PriorTurnEvidence {
         // Indexes that keep only the forms the answers look up first, fed from the results'
         // digests where they stand for the text; in the rare conversation whose tool results
         // offer more forms than the budget, full indexes.
-        let values = answers(conversation, ctx);
+        // Answers from their digests, or from their text where a digest does not stand for it
+        // (or does not match it: a table of the store handed in by another program).
+        let values = answers(conversation, ctx, true)
+            .unwrap_or_else(|| answers(conversation, ctx, false).expect("answers from text"));
         match judge(conversation, ctx, &values, true, false) {
             Judged::Outcomes(outcomes) => outcomes,
             Judged::Overflowed | Judged::NeedsText => {
@@ -114,7 +117,8 @@ impl Pass for PriorTurnEvidence {
         conversation: &Conversation,
         ctx: &PassContext,
     ) -> Option<Vec<RunOutcome>> {
-        match judge(conversation, ctx, &answers(conversation, ctx), true, true) {
+        let values = answers(conversation, ctx, true)?;
+        match judge(conversation, ctx, &values, true, true) {
             Judged::Outcomes(outcomes) => Some(outcomes),
             Judged::Overflowed | Judged::NeedsText => None,
         }
@@ -127,26 +131,39 @@ enum Judged {
     Outcomes(Vec<RunOutcome>),
     /// A watching index overflowed: judge with full indexes.
     Overflowed,
-    /// A tool message's digest could not stand for its text, and the text was not read.
+    /// A message's digest could not stand for its text, and the text was not read.
     NeedsText,
 }
 
-/// The values each run's answer states ([`answer_values`]), extracted once, from the answer's
-/// digest when it stands for the text: a watching index is built around them, and the reading
-/// looks them up.
-fn answers(conversation: &Conversation, ctx: &PassContext) -> Vec<Vec<Candidate>> {
+/// The values each run's answer states ([`answer_values`]), extracted once, or `None` for a run
+/// with no answer to judge (none, or a blank one): a watching index is built around them, and
+/// the reading looks them up.
+///
+/// With `digested`, from the answer's digest when it stands for the text; an answer has one
+/// exactly when it is not blank, so a run read without its answer's text (an audit of a store)
+/// is judged from the digest alone. `None` when such a run's digest does not stand for the
+/// text (a declared shape, or more tokens than are read): the text is needed.
+fn answers(
+    conversation: &Conversation,
+    ctx: &PassContext,
+    digested: bool,
+) -> Option<Vec<Option<Vec<Candidate>>>> {
+    let from_text = |answer: Option<&str>| {
+        answer
+            .filter(|a| !a.trim().is_empty())
+            .map(|a| answer_values(a, &ctx.evidence))
+    };
     conversation
         .runs
         .iter()
         .map(|run| {
-            let digested = run
-                .answer_digests
-                .evidence(EVIDENCE)
-                .and_then(|d| answer_values_from_digest(d, &ctx.evidence));
-            match (digested, run.answer.as_deref()) {
-                (Some(values), _) => values,
-                (None, Some(answer)) => answer_values(answer, &ctx.evidence),
-                (None, None) => Vec::new(),
+            let text = run.answer.as_deref();
+            match run.answer_digests.evidence(EVIDENCE).filter(|_| digested) {
+                Some(digest) => match answer_values_from_digest(digest, &ctx.evidence) {
+                    Some(values) => Some(Some(values)),
+                    None => text.map(|t| from_text(Some(t))),
+                },
+                None => Some(from_text(text)),
             }
         })
         .collect()
@@ -163,7 +180,7 @@ fn answers(conversation: &Conversation, ctx: &PassContext) -> Vec<Vec<Candidate>
 fn judge(
     conversation: &Conversation,
     ctx: &PassContext,
-    values: &[Vec<Candidate>],
+    values: &[Option<Vec<Candidate>>],
     watching: bool,
     elided: bool,
 ) -> Judged {
@@ -175,7 +192,7 @@ fn judge(
             cfg,
             judged_on_shared
                 .filter(|(run, _)| !has_context(run))
-                .flat_map(|(_, v)| v.iter().map(|c| c.value.as_str())),
+                .flat_map(|(_, v)| v.iter().flatten().map(|c| c.value.as_str())),
         )
     } else {
         EvidenceIndex::new(cfg)
@@ -189,7 +206,7 @@ fn judge(
                     &history,
                     &[],
                     cfg,
-                    values[i].iter().map(|c| c.value.as_str()),
+                    values[i].iter().flatten().map(|c| c.value.as_str()),
                 )
             } else {
                 build_index(&history, &[], cfg)
@@ -197,7 +214,7 @@ fn judge(
             if own.overflowed() {
                 return Judged::Overflowed;
             }
-            check_run(run, &values[i], &own, ctx)
+            check_run(run, values[i].as_deref(), &own, ctx)
         } else {
             for e in run.events_of(EventKind::Message) {
                 let Some(msg) = e.as_history_message() else {
@@ -219,16 +236,17 @@ fn judge(
             if shared.overflowed() {
                 return Judged::Overflowed;
             }
-            check_run(run, &values[i], &shared, ctx)
+            check_run(run, values[i].as_deref(), &shared, ctx)
         };
         outcomes.push(outcome);
     }
     Judged::Outcomes(outcomes)
 }
 
+/// Judge one run; `values` are its answer's ([`answers`]), `None` when it has none to judge.
 fn check_run(
     run: &Run,
-    values: &[Candidate],
+    values: Option<&[Candidate]>,
     evidence_index: &EvidenceIndex,
     ctx: &PassContext,
 ) -> RunOutcome {
@@ -255,10 +273,9 @@ fn check_run(
              gate never judged the answer",
         );
     }
-    let answer = run.answer.as_deref().unwrap_or("");
-    if answer.trim().is_empty() {
+    let Some(values) = values else {
         return RunOutcome::new(Disposition::Unreachable, "the run gave no answer to judge");
-    }
+    };
     let reading = read_values(values, evidence_index);
     let (verdict, reason) = disposition(&reading);
     let mut outcome = RunOutcome::new(verdict, reason);
@@ -569,12 +586,40 @@ mod tests {
         assert_eq!(whole[0].disposition, Disposition::CheckedFail);
         let digested = PriorTurnEvidence.check_digested(&elided(&plain), &ctx);
         assert_eq!(digested, Some(whole));
-        // The answer's values come from its digest even when its text is gone.
+        // The answer's values come from its digest even when its text is gone; without a
+        // digest it has none to judge (the ingest digests every answer that is not blank).
         let mut no_answer_text = elided(&plain);
-        no_answer_text.runs[0].answer = Some(String::new());
-        let values = answers(&no_answer_text, &ctx);
-        let names: Vec<&str> = values[0].iter().map(|c| c.value.as_str()).collect();
+        no_answer_text.runs[0].answer = None;
+        let values = answers(&no_answer_text, &ctx, true).unwrap();
+        let names: Vec<&str> = values[0]
+            .iter()
+            .flatten()
+            .map(|c| c.value.as_str())
+            .collect();
         assert_eq!(names, ["shpmaxdlvap001", "41200", "7781"]);
+        let mut blank = elided(&plain);
+        blank.runs[0].answer = None;
+        blank.runs[0].answer_digests = Default::default();
+        let outcome = PriorTurnEvidence.check_digested(&blank, &ctx).unwrap();
+        assert_eq!(outcome[0].disposition, Disposition::Unreachable);
+        // A digest that cannot stand for the text (a declared shape) needs the text.
+        let shaped = PassContext {
+            evidence: crate::evidence::EvidenceConfig {
+                shapes: vec![crate::evidence::ShapeDecl {
+                    name: "desk".into(),
+                    pattern: "desk".into(),
+                }],
+                ..Default::default()
+            }
+            .compile()
+            .unwrap(),
+            ..PassContext::default()
+        };
+        assert_eq!(answers(&no_answer_text, &shaped, true), None);
+        assert_eq!(
+            PriorTurnEvidence.check_digested(&no_answer_text, &shaped),
+            None
+        );
 
         let framed = conversation(
             history(&format!(

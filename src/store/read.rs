@@ -136,7 +136,10 @@ fn runs_from(
             .column_by_name("user_message")
             .map(|_| col::<LargeStringArray>(&batch, "user_message"))
             .transpose()?;
-        let answer = col::<LargeStringArray>(&batch, "answer")?;
+        let answer = batch
+            .column_by_name("answer")
+            .map(|_| col::<LargeStringArray>(&batch, "answer"))
+            .transpose()?;
         let answer_forms = col::<LargeStringArray>(&batch, "answer_forms")?;
         let answer_offers = col::<UInt32Array>(&batch, "answer_offers")?;
         let landings = col::<UInt32Array>(&batch, "landings")?;
@@ -169,7 +172,7 @@ fn runs_from(
                     ended_ms: (!ended.is_null(i)).then(|| ended.value(i)),
                     duration_ms: (!duration.is_null(i)).then(|| duration.value(i)),
                     user_message: user_message.and_then(|u| opt_large(u, i)),
-                    answer: opt_large(answer, i),
+                    answer: answer.and_then(|a| opt_large(a, i)),
                     events: Vec::new(),
                     answer_digests,
                 },
@@ -288,8 +291,9 @@ impl Store {
     /// [`Store::read_part_ordered`] without the text of tool results (`result_text`, most of
     /// a store's bytes) and of the other messages (`message_text`): landings and messages have
     /// no text, and carry the digests asked for ([`Store::with_digests`]) instead. Context
-    /// rows, answers, verdicts and the rest keep theirs; runs come without the user message
-    /// they answer ([`Run::user_message`]), which no check reads.
+    /// rows, verdicts and the rest keep theirs. Runs come without the user message they answer
+    /// ([`Run::user_message`]), which no check reads, and, when the store holds the evidence
+    /// digest asked for, without their answer ([`Run::answer`]), which carries it instead.
     pub fn read_part_without_results(&self, part: u32) -> io::Result<Vec<(Origin, Conversation)>> {
         self.read_events(part, None, false)
     }
@@ -309,22 +313,7 @@ impl Store {
                 self.runs_metadata.get_or_init(|| m)
             }
         };
-        let mut part_runs = runs_from(
-            read_row_groups(&runs_path, runs_metadata, |g| may_hold_part(g, part), {
-                // No check reads the user message a run answers (they read the messages).
-                if results {
-                    &[]
-                } else {
-                    &["user_message"]
-                }
-            })?,
-            Some(part),
-            self.digest_names.evidence,
-        )?;
-        if let Some(only) = only {
-            part_runs.retain(|row| only.contains(&row.run.conversation_id));
-        }
-        let only: Option<std::sync::Arc<HashSet<String>>> =
+        let only_shared: Option<std::sync::Arc<HashSet<String>>> =
             only.map(|o| std::sync::Arc::new(o.clone()));
         // Row groups are decoded in parallel on the caller's rayon pool (the audit's), batch by
         // batch, and merged in row-group order, so a run's events keep their stored order.
@@ -352,42 +341,68 @@ impl Store {
             .map(|(i, _)| i);
         let projection = ProjectionMask::leaves(metadata.parquet_schema(), columns);
         type Decoded = (HashMap<String, Vec<Event>>, Vec<Borrowed>);
-        let decoded: Vec<io::Result<Decoded>> = (0..groups)
-            .into_par_iter()
-            .map(|group| {
-                let mut events = HashMap::new();
-                let mut borrowed = Vec::new();
-                // A handle of its own: a cloned handle would share the file position.
-                let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
-                    File::open(&path)?,
-                    metadata.clone(),
-                )
-                .with_row_groups(vec![group])
-                .with_projection(projection.clone())
-                .with_batch_size(128);
-                if let Some(only) = &only {
-                    // Decode the conversation ids first, and the other columns for the rows
-                    // kept only.
-                    let only = only.clone();
-                    let ids =
-                        ProjectionMask::leaves(metadata.parquet_schema(), [conversation_column]);
-                    let keep = ArrowPredicateFn::new(ids, move |batch: RecordBatch| {
-                        let ids = batch.column(0).as_string::<i32>();
-                        Ok(ids
-                            .iter()
-                            .map(|id| Some(id.is_some_and(|id| only.contains(id))))
-                            .collect())
-                    });
-                    builder = builder.with_row_filter(RowFilter::new(vec![Box::new(keep)]));
-                }
-                let reader = builder.build().map_err(to_io)?;
-                for batch in reader {
-                    let batch = batch.map_err(to_io)?;
-                    append_events(&batch, self.digest_names, &mut events, &mut borrowed)?;
-                }
-                Ok((events, borrowed))
-            })
-            .collect();
+        // The part's runs are read while its events are decoded (both on the caller's pool).
+        let read_runs = || -> io::Result<Vec<RunRow>> {
+            let mut part_runs = runs_from(
+                read_row_groups(&runs_path, runs_metadata, |g| may_hold_part(g, part), {
+                    // No check reads the user message a run answers (they read the messages);
+                    // answers are read from their digests when the store holds them.
+                    match (results, self.digest_names.evidence) {
+                        (true, _) => &[],
+                        (false, Some(_)) => &["user_message", "answer"],
+                        (false, None) => &["user_message"],
+                    }
+                })?,
+                Some(part),
+                self.digest_names.evidence,
+            )?;
+            if let Some(only) = only {
+                part_runs.retain(|row| only.contains(&row.run.conversation_id));
+            }
+            Ok(part_runs)
+        };
+        let decode = || -> Vec<io::Result<Decoded>> {
+            (0..groups)
+                .into_par_iter()
+                .map(|group| {
+                    let mut events = HashMap::new();
+                    let mut borrowed = Vec::new();
+                    // A handle of its own: a cloned handle would share the file position.
+                    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                        File::open(&path)?,
+                        metadata.clone(),
+                    )
+                    .with_row_groups(vec![group])
+                    .with_projection(projection.clone())
+                    .with_batch_size(128);
+                    if let Some(only) = &only_shared {
+                        // Decode the conversation ids first, and the other columns for the rows
+                        // kept only.
+                        let only = only.clone();
+                        let ids = ProjectionMask::leaves(
+                            metadata.parquet_schema(),
+                            [conversation_column],
+                        );
+                        let keep = ArrowPredicateFn::new(ids, move |batch: RecordBatch| {
+                            let ids = batch.column(0).as_string::<i32>();
+                            Ok(ids
+                                .iter()
+                                .map(|id| Some(id.is_some_and(|id| only.contains(id))))
+                                .collect())
+                        });
+                        builder = builder.with_row_filter(RowFilter::new(vec![Box::new(keep)]));
+                    }
+                    let reader = builder.build().map_err(to_io)?;
+                    for batch in reader {
+                        let batch = batch.map_err(to_io)?;
+                        append_events(&batch, self.digest_names, &mut events, &mut borrowed)?;
+                    }
+                    Ok((events, borrowed))
+                })
+                .collect()
+        };
+        let (part_runs, decoded) = rayon::join(read_runs, decode);
+        let part_runs = part_runs?;
         let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
         let mut borrowed_by_run: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
         for group in decoded {
@@ -999,12 +1014,12 @@ mod tests {
         let lean = store.read_part_without_results(0).unwrap();
         let (_, lean) = &lean[0];
         let events = &lean.runs[0].events;
-        // Messages come without their text, and the run without the user message it answers;
-        // the person's message and the answer carry their digests: the tokens with a digit,
-        // and how many tokens there are.
+        // Messages come without their text, and the run without the user message it answers
+        // and without its answer; the person's message and the answer carry their digests: the
+        // tokens with a digit, and how many tokens there are.
         assert_eq!(events[0].text, None);
         assert_eq!(lean.runs[0].user_message, None);
-        assert_eq!(lean.runs[0].answer, written.runs[0].answer);
+        assert_eq!(lean.runs[0].answer, None);
         let user = events[0]
             .digests
             .evidence("evidence")

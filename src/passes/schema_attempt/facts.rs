@@ -189,6 +189,9 @@ pub(super) struct Facts<'a> {
     pub(super) history: Vec<HistoryMessage<'a>>,
     pub(super) corrections: Vec<Correction>,
     pub(super) contract: Contract,
+    /// Set when the judgement fell back on the run's answer ([`Run::answer`]), which an audit
+    /// of a store reads from digests without ([`super::SchemaAttempt`]'s `check_digested`).
+    pub(super) read_run_answer: std::cell::Cell<bool>,
 }
 
 /// What the run says about its output contract, or `None` when it shows none and the
@@ -256,6 +259,7 @@ pub(super) fn gather<'a>(
         history,
         corrections,
         contract,
+        read_run_answer: std::cell::Cell::new(false),
     })
 }
 

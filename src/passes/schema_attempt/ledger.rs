@@ -152,6 +152,7 @@ pub(super) fn answer_of(
         }
     }
     if is_last {
+        f.read_run_answer.set(true);
         return (f.run.answer.clone(), None);
     }
     (None, None)

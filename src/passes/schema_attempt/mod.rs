@@ -86,17 +86,27 @@ impl Pass for SchemaAttempt {
     /// A run that shows no output contract is judged without its history; one that does
     /// reads the history's messages, tool results included (a correction may be a tool
     /// message, found by its hash). A history of recorded context rows keeps its text; one
-    /// made of the conversation's messages has tool messages without theirs.
+    /// made of the conversation's messages has messages without theirs. A judgement that
+    /// falls back on the run's answer needs its text, which such a read leaves out.
     fn check_digested(
         &self,
         conversation: &Conversation,
         ctx: &PassContext,
     ) -> Option<Vec<RunOutcome>> {
-        let needs_results = conversation.runs.iter().enumerate().any(|(i, run)| {
+        let needs_messages = conversation.runs.iter().enumerate().any(|(i, run)| {
             run.events_of(EventKind::Context).next().is_none()
                 && gather(conversation, i, ctx).is_some()
         });
-        (!needs_results).then(|| self.check(conversation, ctx))
+        if needs_messages {
+            return None;
+        }
+        (0..conversation.runs.len())
+            .map(|i| {
+                let (outcome, read_run_answer) = judge_run(conversation, i, ctx);
+                let answer_left_out = conversation.runs[i].answer.is_none();
+                (!(read_run_answer && answer_left_out)).then_some(outcome)
+            })
+            .collect()
     }
 
     fn tables(&self) -> Vec<(&'static str, Arc<Schema>)> {
@@ -106,12 +116,24 @@ impl Pass for SchemaAttempt {
 
 /// Judge one run.
 pub fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -> RunOutcome {
+    judge_run(conversation, index, ctx).0
+}
+
+/// Judge one run, and say whether the judgement read the run's answer ([`Run::answer`]).
+fn judge_run(conversation: &Conversation, index: usize, ctx: &PassContext) -> (RunOutcome, bool) {
     let Some(facts) = gather(conversation, index, ctx) else {
-        return RunOutcome::new(
+        let outcome = RunOutcome::new(
             Disposition::NotApplicable,
             "no output contract: the recording shows none and the configuration gives no schema",
         );
+        return (outcome, false);
     };
+    let outcome = judge_facts(&facts);
+    (outcome, facts.read_run_answer.get())
+}
+
+/// Judge one run whose output contract is known.
+fn judge_facts(facts: &facts::Facts<'_>) -> RunOutcome {
     if facts.recorded.is_none() && facts.contract.content_omitted {
         // Like the other checks: a source that dropped content cannot be judged either way.
         return RunOutcome::new(
@@ -124,7 +146,7 @@ pub fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -
             ),
         );
     }
-    let rebuilt = ledger::rebuild(&facts);
+    let rebuilt = ledger::rebuild(facts);
     let (mut ledger, source) = match &facts.recorded {
         Some(recorded) => (recorded.clone(), "recorded"),
         None => (rebuilt.clone(), "rebuilt"),
@@ -136,7 +158,7 @@ pub fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -
         );
     }
     let mut checker = Checker {
-        f: &facts,
+        f: facts,
         findings: Vec::new(),
     };
     let mut checks = invariants::check_invariants(&mut checker, &ledger);

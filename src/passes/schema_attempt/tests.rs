@@ -738,3 +738,38 @@ fn the_documented_rules_are_the_checked_ones() {
         .collect();
     assert_eq!(documented, checked);
 }
+
+/// An audit of a store reads runs without their answer: a judgement that falls back on it (a
+/// recorded last attempt of an iteration no judged answer has) sends the conversation back to
+/// be read whole, and one that does not is the same without it.
+#[test]
+fn a_judgement_that_reads_the_runs_answer_declines_without_it() {
+    let ctx = PassContext::default();
+    let leaving_out_answers = |conv: &Conversation| {
+        let mut conv = conv.clone();
+        for run in &mut conv.runs {
+            run.answer = None;
+        }
+        conv
+    };
+    let falls_back = retried_then_passed()
+        .ledger(json!([
+            {"attempt": 1, "iteration": 1, "outcome": "retried", "stage": "json-parse", "error": ERR,
+             "correctiveMessageHash": js::hash_hex(&correction(1, 3, ERR))},
+            {"attempt": 2, "iteration": 2, "outcome": "retried", "stage": "schema-validate", "error": ERR,
+             "correctiveMessageHash": js::hash_hex(&correction(2, 3, ERR))},
+            {"attempt": 3, "iteration": 9, "outcome": "passed"}
+        ]))
+        .conversation();
+    assert!(judge_run(&falls_back, 0, &ctx).1);
+    let whole = SchemaAttempt.check(&falls_back, &ctx);
+    assert_eq!(SchemaAttempt.check_digested(&falls_back, &ctx), Some(whole));
+    let without = leaving_out_answers(&falls_back);
+    assert_eq!(SchemaAttempt.check_digested(&without, &ctx), None);
+
+    let from_candidates = retried_then_passed().conversation();
+    assert!(!judge_run(&from_candidates, 0, &ctx).1);
+    let whole = SchemaAttempt.check(&from_candidates, &ctx);
+    let without = leaving_out_answers(&from_candidates);
+    assert_eq!(SchemaAttempt.check_digested(&without, &ctx), Some(whole));
+}
