@@ -5,7 +5,9 @@
 
 use crate::corpus::{AgreementRow, DispositionRow, Finding, LedgerRow};
 use crate::store::write::{to_io, writer_properties};
+use arrow::array::{ArrayRef, StringBuilder, UInt32Builder};
 use arrow::datatypes::{DataType, Field, Fields, Schema};
+use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -130,13 +132,128 @@ fn partial_path(path: &Path) -> std::path::PathBuf {
 /// Rows handed to the Parquet writer at a time.
 const TABLE_BATCH_ROWS: usize = 4096;
 
+/// Rows not yet made into a record batch. Most tables go through arrow-json's serde decoder;
+/// the dispositions table (a row per run and check, by far the most numerous) is appended to
+/// Arrow builders directly, which gives the same arrays without the decoder's tape.
+struct Pending {
+    schema: Arc<Schema>,
+    decoder: arrow::json::reader::Decoder,
+    dispositions: Option<DispositionColumns>,
+}
+
+impl Pending {
+    fn new(schema: Arc<Schema>) -> io::Result<Pending> {
+        let decoder = arrow::json::ReaderBuilder::new(schema.clone())
+            .with_batch_size(TABLE_BATCH_ROWS)
+            .build_decoder()
+            .map_err(to_io)?;
+        Ok(Pending {
+            schema,
+            decoder,
+            dispositions: None,
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.decoder.len() + self.dispositions.as_ref().map_or(0, |d| d.rows)
+    }
+
+    /// Rows are buffered a chunk at a time and made into a batch once `TABLE_BATCH_ROWS` are
+    /// pending (so batches, and with them the Parquet pages, do not depend on how the rows
+    /// were handed in).
+    fn append<T: Serialize>(
+        &mut self,
+        rows: &[T],
+        mut batch: impl FnMut(RecordBatch) -> io::Result<()>,
+    ) -> io::Result<()> {
+        for chunk in rows.chunks(TABLE_BATCH_ROWS) {
+            self.decoder.serialize(chunk).map_err(to_io)?;
+            if self.len() >= TABLE_BATCH_ROWS {
+                self.flush(&mut batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn append_dispositions(
+        &mut self,
+        rows: &[DispositionRow],
+        mut batch: impl FnMut(RecordBatch) -> io::Result<()>,
+    ) -> io::Result<()> {
+        for chunk in rows.chunks(TABLE_BATCH_ROWS) {
+            let columns = self
+                .dispositions
+                .get_or_insert_with(DispositionColumns::default);
+            for row in chunk {
+                columns.push(row);
+            }
+            if self.len() >= TABLE_BATCH_ROWS {
+                self.flush(&mut batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, mut batch: impl FnMut(RecordBatch) -> io::Result<()>) -> io::Result<()> {
+        // A table is filled one way only; were both used, the serde rows would come first.
+        while let Some(b) = self.decoder.flush().map_err(to_io)? {
+            batch(b)?;
+        }
+        if let Some(columns) = self.dispositions.as_mut().filter(|d| d.rows > 0) {
+            batch(columns.take(&self.schema)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The dispositions table's columns as Arrow builders (see [`dispositions_schema`]).
+#[derive(Default)]
+struct DispositionColumns {
+    run_id: StringBuilder,
+    conversation_id: StringBuilder,
+    turn: UInt32Builder,
+    source: StringBuilder,
+    check: StringBuilder,
+    disposition: StringBuilder,
+    reason: StringBuilder,
+    rows: usize,
+}
+
+impl DispositionColumns {
+    fn push(&mut self, row: &DispositionRow) {
+        self.run_id.append_value(&row.run_id);
+        self.conversation_id.append_value(&row.conversation_id);
+        self.turn.append_value(row.turn);
+        self.source.append_value(&row.source);
+        self.check.append_value(&row.check);
+        self.disposition.append_value(row.disposition.as_str());
+        self.reason.append_value(&row.reason);
+        self.rows += 1;
+    }
+
+    /// The rows pushed so far as a batch of `schema`; the builders start again empty.
+    fn take(&mut self, schema: &Arc<Schema>) -> io::Result<RecordBatch> {
+        self.rows = 0;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.run_id.finish()),
+            Arc::new(self.conversation_id.finish()),
+            Arc::new(self.turn.finish()),
+            Arc::new(self.source.finish()),
+            Arc::new(self.check.finish()),
+            Arc::new(self.disposition.finish()),
+            Arc::new(self.reason.finish()),
+        ];
+        RecordBatch::try_new(schema.clone(), columns).map_err(to_io)
+    }
+}
+
 /// A Parquet table written as rows arrive (to `NAME.partial`, renamed when finished), so a
 /// corpus never holds all its rows in memory.
 pub struct TableWriter {
     path: std::path::PathBuf,
     tmp: std::path::PathBuf,
     writer: ArrowWriter<std::fs::File>,
-    decoder: arrow::json::reader::Decoder,
+    pending: Pending,
 }
 
 impl TableWriter {
@@ -151,37 +268,30 @@ impl TableWriter {
         let file = std::fs::File::create(&tmp)?;
         let writer =
             ArrowWriter::try_new(file, schema.clone(), Some(writer_properties())).map_err(to_io)?;
-        let decoder = arrow::json::ReaderBuilder::new(schema)
-            .with_batch_size(TABLE_BATCH_ROWS)
-            .build_decoder()
-            .map_err(to_io)?;
         Ok(TableWriter {
             path: path.to_path_buf(),
             tmp,
             writer,
-            decoder,
+            pending: Pending::new(schema)?,
         })
     }
 
     pub fn append<T: Serialize>(&mut self, rows: &[T]) -> io::Result<()> {
-        for chunk in rows.chunks(TABLE_BATCH_ROWS) {
-            self.decoder.serialize(chunk).map_err(to_io)?;
-            if self.decoder.len() >= TABLE_BATCH_ROWS {
-                self.flush()?;
-            }
-        }
-        Ok(())
+        let writer = &mut self.writer;
+        self.pending
+            .append(rows, |b| writer.write(&b).map_err(to_io))
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        while let Some(batch) = self.decoder.flush().map_err(to_io)? {
-            self.writer.write(&batch).map_err(to_io)?;
-        }
-        Ok(())
+    /// Rows of the dispositions table (a writer made with [`dispositions_schema`]).
+    pub fn append_dispositions(&mut self, rows: &[DispositionRow]) -> io::Result<()> {
+        let writer = &mut self.writer;
+        self.pending
+            .append_dispositions(rows, |b| writer.write(&b).map_err(to_io))
     }
 
     pub fn finish(mut self) -> io::Result<()> {
-        self.flush()?;
+        let writer = &mut self.writer;
+        self.pending.flush(|b| writer.write(&b).map_err(to_io))?;
         self.writer.close().map_err(to_io)?;
         std::fs::rename(&self.tmp, &self.path)
     }
@@ -190,45 +300,43 @@ impl TableWriter {
 /// Rows as record batches of `schema`, serialised as [`TableWriter`] writes them, for callers
 /// that hand a table on in memory instead of writing it.
 pub struct BatchBuilder {
-    schema: Arc<Schema>,
-    decoder: arrow::json::reader::Decoder,
-    batches: Vec<arrow::record_batch::RecordBatch>,
+    pending: Pending,
+    batches: Vec<RecordBatch>,
 }
 
 impl BatchBuilder {
     pub fn new(schema: Arc<Schema>) -> io::Result<BatchBuilder> {
-        let decoder = arrow::json::ReaderBuilder::new(schema.clone())
-            .with_batch_size(TABLE_BATCH_ROWS)
-            .build_decoder()
-            .map_err(to_io)?;
         Ok(BatchBuilder {
-            schema,
-            decoder,
+            pending: Pending::new(schema)?,
             batches: Vec::new(),
         })
     }
 
     pub fn append<T: Serialize>(&mut self, rows: &[T]) -> io::Result<()> {
-        for chunk in rows.chunks(TABLE_BATCH_ROWS) {
-            self.decoder.serialize(chunk).map_err(to_io)?;
-            if self.decoder.len() >= TABLE_BATCH_ROWS {
-                self.flush()?;
-            }
-        }
-        Ok(())
+        let batches = &mut self.batches;
+        self.pending.append(rows, |b| {
+            batches.push(b);
+            Ok(())
+        })
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        while let Some(batch) = self.decoder.flush().map_err(to_io)? {
-            self.batches.push(batch);
-        }
-        Ok(())
+    /// Rows of the dispositions table (a builder made with [`dispositions_schema`]).
+    pub fn append_dispositions(&mut self, rows: &[DispositionRow]) -> io::Result<()> {
+        let batches = &mut self.batches;
+        self.pending.append_dispositions(rows, |b| {
+            batches.push(b);
+            Ok(())
+        })
     }
 
     /// The schema and the batches (none for a table without rows).
-    pub fn finish(mut self) -> io::Result<(Arc<Schema>, Vec<arrow::record_batch::RecordBatch>)> {
-        self.flush()?;
-        Ok((self.schema, self.batches))
+    pub fn finish(mut self) -> io::Result<(Arc<Schema>, Vec<RecordBatch>)> {
+        let batches = &mut self.batches;
+        self.pending.flush(|b| {
+            batches.push(b);
+            Ok(())
+        })?;
+        Ok((self.pending.schema, self.batches))
     }
 }
 
@@ -334,7 +442,7 @@ impl CorpusTables {
     ) -> io::Result<()> {
         self.findings.append(findings)?;
         self.findings_jsonl.append(findings)?;
-        self.dispositions.append(dispositions)?;
+        self.dispositions.append_dispositions(dispositions)?;
         self.agreement.append(agreement)
     }
 
@@ -352,6 +460,45 @@ impl CorpusTables {
 mod tests {
     use super::*;
     use crate::store::schema::{doc_drift, parse_schema_doc};
+
+    fn disposition(i: u32) -> DispositionRow {
+        use crate::model::vocab::Disposition;
+        DispositionRow {
+            run_id: format!("run-{i}"),
+            conversation_id: format!("conv-{}", i / 3),
+            turn: i % 7,
+            source: if i % 2 == 0 { "tau2" } else { "agentfootprint" }.to_string(),
+            check: ["repeated-call", "prior-turn-evidence", "schema-attempt"][i as usize % 3]
+                .to_string(),
+            disposition: Disposition::ALL[i as usize % 4],
+            reason: if i % 5 == 0 {
+                String::new()
+            } else {
+                format!("reason \u{e9} {i}")
+            },
+        }
+    }
+
+    #[test]
+    fn dispositions_appended_to_builders_make_the_serde_paths_batches() {
+        // Handed in as an audit hands them in: a conversation's rows at a time, sometimes more
+        // than a batch at once.
+        let rows: Vec<DispositionRow> = (0..9000).map(disposition).collect();
+        let pieces: Vec<&[DispositionRow]> =
+            vec![&rows[..5], &rows[5..4100], &rows[4100..8800], &rows[8800..]];
+        let mut serde_path = BatchBuilder::new(dispositions_schema()).unwrap();
+        let mut columnar = BatchBuilder::new(dispositions_schema()).unwrap();
+        for piece in pieces {
+            serde_path.append(piece).unwrap();
+            columnar.append_dispositions(piece).unwrap();
+        }
+        let (_, expected) = serde_path.finish().unwrap();
+        let (_, got) = columnar.finish().unwrap();
+        let sizes = |b: &[RecordBatch]| b.iter().map(|b| b.num_rows()).collect::<Vec<_>>();
+        assert_eq!(sizes(&got), sizes(&expected));
+        assert_eq!(sizes(&got), vec![4100, 4096, 804]);
+        assert_eq!(got, expected);
+    }
 
     #[test]
     fn schema_document_matches_code() {

@@ -224,7 +224,7 @@ pub fn audit_part(
         for (table, writer) in writers.iter_mut() {
             match *table {
                 "findings" => writer.append(&r.findings)?,
-                "dispositions" => writer.append(&r.dispositions)?,
+                "dispositions" => writer.append_dispositions(&r.dispositions)?,
                 "agreement" => writer.append(&r.agreement)?,
                 other => writer.append(&rows_for(r, other))?,
             }
@@ -276,7 +276,7 @@ pub fn audit_batches(
         for (table, builder) in builders.iter_mut() {
             match *table {
                 "findings" => builder.append(&r.findings)?,
-                "dispositions" => builder.append(&r.dispositions)?,
+                "dispositions" => builder.append_dispositions(&r.dispositions)?,
                 "agreement" => builder.append(&r.agreement)?,
                 other => builder.append(&rows_for(r, other))?,
             }
