@@ -13,7 +13,7 @@ use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Si
 use crate::model::Conversation;
 use crate::store::atomic::{self, write_file, AtomicDir};
 use crate::store::{Counts, InputEntry, Origin, StoreManifest, StoreWriter};
-use std::collections::HashSet;
+use hashbrown::HashSet;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -60,6 +60,19 @@ fn read_row_groups(
     keep: impl Fn(&parquet::file::metadata::RowGroupMetaData) -> bool,
     leave_out: &[&str],
 ) -> io::Result<Vec<RecordBatch>> {
+    read_row_groups_of(path, metadata, keep, leave_out, None)
+}
+
+/// [`read_row_groups`], of the rows whose `conversation_id` is in `only` when it is given
+/// (the ids are decoded first, the other columns, answers and user messages among them, for
+/// the rows kept only).
+fn read_row_groups_of(
+    path: &Path,
+    metadata: &ArrowReaderMetadata,
+    keep: impl Fn(&parquet::file::metadata::RowGroupMetaData) -> bool,
+    leave_out: &[&str],
+    only: Option<&std::sync::Arc<HashSet<String>>>,
+) -> io::Result<Vec<RecordBatch>> {
     let groups: Vec<usize> = metadata
         .metadata()
         .row_groups()
@@ -72,14 +85,37 @@ fn read_row_groups(
     let columns = (schema.columns().iter().enumerate())
         .filter(|(_, c)| !leave_out.contains(&c.name()))
         .map(|(i, _)| i);
-    let reader =
+    let mut builder =
         ParquetRecordBatchReaderBuilder::new_with_metadata(File::open(path)?, metadata.clone())
             .with_projection(ProjectionMask::leaves(schema, columns))
             .with_row_groups(groups)
-            .with_batch_size(8192)
-            .build()
-            .map_err(to_io)?;
+            .with_batch_size(8192);
+    if let Some(only) = only {
+        builder = builder.with_row_filter(conversation_filter(schema, only.clone())?);
+    }
+    let reader = builder.build().map_err(to_io)?;
     reader.map(|b| b.map_err(to_io)).collect()
+}
+
+/// A row filter keeping the rows whose `conversation_id` is in `only`.
+fn conversation_filter(
+    schema: &parquet::schema::types::SchemaDescriptor,
+    only: std::sync::Arc<HashSet<String>>,
+) -> io::Result<RowFilter> {
+    let column = schema
+        .columns()
+        .iter()
+        .position(|c| c.name() == "conversation_id")
+        .ok_or_else(|| io::Error::other("store column conversation_id is missing"))?;
+    let ids = ProjectionMask::leaves(schema, [column]);
+    let keep = ArrowPredicateFn::new(ids, move |batch: RecordBatch| {
+        let ids = batch.column(0).as_string::<i32>();
+        Ok(ids
+            .iter()
+            .map(|id| Some(id.is_some_and(|id| only.contains(id))))
+            .collect())
+    });
+    Ok(RowFilter::new(vec![Box::new(keep)]))
 }
 
 /// Can the row group hold runs of `part`? The writer gives each part row groups of its own,
@@ -119,7 +155,8 @@ fn runs_from(
     only_part: Option<u32>,
     evidence: Option<&'static str>,
 ) -> io::Result<Vec<RunRow>> {
-    let mut rows = Vec::new();
+    // Sized up front: a part's runs are tens of thousands of rows, grown by doubling otherwise.
+    let mut rows = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
     for batch in batches {
         let run_id = col::<StringArray>(&batch, "run_id")?;
         let conversation_id = col::<StringArray>(&batch, "conversation_id")?;
@@ -321,12 +358,6 @@ impl Store {
         // make text columns of tens of MB, grown by doubling into fresh pages.
         let metadata = load_metadata(&path)?;
         let groups = metadata.metadata().num_row_groups();
-        let conversation_column = metadata
-            .parquet_schema()
-            .columns()
-            .iter()
-            .position(|c| c.name() == "conversation_id")
-            .ok_or_else(|| io::Error::other("store column conversation_id is missing"))?;
         // Every column but the archived envelopes (see `StoreSpec::envelope_is_checked`), and the text of
         // tool results and other messages when it is not wanted.
         let columns = metadata
@@ -343,23 +374,25 @@ impl Store {
         type Decoded = (HashMap<String, Vec<Event>>, Vec<Borrowed>);
         // The part's runs are read while its events are decoded (both on the caller's pool).
         let read_runs = || -> io::Result<Vec<RunRow>> {
-            let mut part_runs = runs_from(
-                read_row_groups(&runs_path, runs_metadata, |g| may_hold_part(g, part), {
-                    // No check reads the user message a run answers (they read the messages);
-                    // answers are read from their digests when the store holds them.
-                    match (results, self.digest_names.evidence) {
-                        (true, _) => &[],
-                        (false, Some(_)) => &["user_message", "answer"],
-                        (false, None) => &["user_message"],
-                    }
-                })?,
+            runs_from(
+                read_row_groups_of(
+                    &runs_path,
+                    runs_metadata,
+                    |g| may_hold_part(g, part),
+                    {
+                        // No check reads the user message a run answers (they read the messages);
+                        // answers are read from their digests when the store holds them.
+                        match (results, self.digest_names.evidence) {
+                            (true, _) => &[],
+                            (false, Some(_)) => &["user_message", "answer"],
+                            (false, None) => &["user_message"],
+                        }
+                    },
+                    only_shared.as_ref(),
+                )?,
                 Some(part),
                 self.digest_names.evidence,
-            )?;
-            if let Some(only) = only {
-                part_runs.retain(|row| only.contains(&row.run.conversation_id));
-            }
-            Ok(part_runs)
+            )
         };
         let decode = || -> Vec<io::Result<Decoded>> {
             (0..groups)
@@ -376,21 +409,12 @@ impl Store {
                     .with_projection(projection.clone())
                     .with_batch_size(128);
                     if let Some(only) = &only_shared {
-                        // Decode the conversation ids first, and the other columns for the rows
-                        // kept only.
-                        let only = only.clone();
-                        let ids = ProjectionMask::leaves(
+                        // The conversation ids are decoded first, and the other columns for the
+                        // rows kept only.
+                        builder = builder.with_row_filter(conversation_filter(
                             metadata.parquet_schema(),
-                            [conversation_column],
-                        );
-                        let keep = ArrowPredicateFn::new(ids, move |batch: RecordBatch| {
-                            let ids = batch.column(0).as_string::<i32>();
-                            Ok(ids
-                                .iter()
-                                .map(|id| Some(id.is_some_and(|id| only.contains(id))))
-                                .collect())
-                        });
-                        builder = builder.with_row_filter(RowFilter::new(vec![Box::new(keep)]));
+                            only.clone(),
+                        )?);
                     }
                     let reader = builder.build().map_err(to_io)?;
                     for batch in reader {
@@ -422,7 +446,7 @@ impl Store {
                 }
             }
         }
-        Ok(gather(&part_runs, &mut events_by_run, &mut borrowed_by_run))
+        Ok(gather(part_runs, &mut events_by_run, &mut borrowed_by_run))
     }
 }
 
@@ -430,39 +454,38 @@ impl Store {
 /// (by origin, then id; runs by turn, start time, origin, id; events by `seq`), each with its
 /// origin (the earliest of its runs').
 fn gather(
-    part_runs: &[RunRow],
+    part_runs: Vec<RunRow>,
     events_by_run: &mut HashMap<String, Vec<Event>>,
     borrowed_by_run: &mut HashMap<String, Vec<(u32, u32)>>,
 ) -> Vec<(Origin, Conversation)> {
-    type Gathered<'a> = (Origin, Vec<(&'a RunRow, Run)>);
-    let mut conversations: HashMap<&str, Gathered<'_>> = HashMap::new();
+    // The runs are moved into their conversations, not copied.
+    type Gathered = (Origin, Vec<(Origin, Run)>);
+    let mut conversations: HashMap<String, Gathered> = HashMap::new();
     for row in part_runs {
-        let mut run = row.run.clone();
+        let mut run = row.run;
         run.events = events_by_run.remove(&run.run_id).unwrap_or_default();
         run.events.sort_by_key(|e| e.seq);
         if let Some(borrowed) = borrowed_by_run.remove(&run.run_id) {
             lend_texts(&mut run.events, &borrowed);
         }
-        let entry = conversations
-            .entry(row.run.conversation_id.as_str())
-            .or_insert((row.origin, Vec::new()));
+        let entry = match conversations.get_mut(run.conversation_id.as_str()) {
+            Some(entry) => entry,
+            None => conversations
+                .entry(run.conversation_id.clone())
+                .or_insert((row.origin, Vec::new())),
+        };
         entry.0 = entry.0.min(row.origin);
-        entry.1.push((row, run));
+        entry.1.push((row.origin, run));
     }
-    let mut list: Vec<(&str, Gathered<'_>)> = conversations.into_iter().collect();
-    list.sort_by(|a, b| (a.1 .0, a.0).cmp(&(b.1 .0, b.0)));
+    let mut list: Vec<(String, Gathered)> = conversations.into_iter().collect();
+    list.sort_by(|a, b| (a.1 .0, &a.0).cmp(&(b.1 .0, &b.0)));
     list.into_iter()
         .map(|(id, (origin, mut runs))| {
-            runs.sort_by(|(ra, a), (rb, b)| {
-                (a.turn, a.started_ms, ra.origin, &a.run_id).cmp(&(
-                    b.turn,
-                    b.started_ms,
-                    rb.origin,
-                    &b.run_id,
-                ))
+            runs.sort_by(|(oa, a), (ob, b)| {
+                (a.turn, a.started_ms, oa, &a.run_id).cmp(&(b.turn, b.started_ms, ob, &b.run_id))
             });
             let conversation = Conversation {
-                id: id.to_string(),
+                id,
                 runs: runs.into_iter().map(|(_, r)| r).collect(),
             };
             (origin, conversation)
@@ -630,8 +653,15 @@ pub fn conversations_from_batches(
     // The map borrows the rows, which are sorted next.
     drop(part_of);
     rows.sort_by_key(|r| r.part);
+    let mut by_part: Vec<Vec<RunRow>> = Vec::new();
+    for row in rows {
+        match by_part.last_mut() {
+            Some(last) if last[0].part == row.part => last.push(row),
+            _ => by_part.push(vec![row]),
+        }
+    }
     let mut out = Vec::new();
-    for chunk in rows.chunk_by(|a, b| a.part == b.part) {
+    for chunk in by_part {
         let part = chunk[0].part;
         out.extend(
             gather(chunk, &mut events_by_run, &mut borrowed_by_run)
