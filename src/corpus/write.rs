@@ -467,11 +467,16 @@ mod tests {
             run_id: format!("run-{i}"),
             conversation_id: format!("conv-{}", i / 3),
             turn: i % 7,
-            source: if i % 2 == 0 { "tau2" } else { "agentfootprint" }.to_string(),
+            source: if i.is_multiple_of(2) {
+                "tau2"
+            } else {
+                "agentfootprint"
+            }
+            .to_string(),
             check: ["repeated-call", "prior-turn-evidence", "schema-attempt"][i as usize % 3]
                 .to_string(),
             disposition: Disposition::ALL[i as usize % 4],
-            reason: if i % 5 == 0 {
+            reason: if i.is_multiple_of(5) {
                 String::new()
             } else {
                 format!("reason \u{e9} {i}")
