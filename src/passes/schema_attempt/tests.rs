@@ -571,16 +571,21 @@ impl WithContext for Conversation {
     }
 }
 
+/// The framework's ledger of [`retried_then_passed`]: two retries, then a pass.
+fn recorded_retries_then_pass() -> Value {
+    json!([
+        {"attempt": 1, "iteration": 1, "outcome": "retried", "stage": "json-parse", "error": ERR,
+         "correctiveMessageHash": js::hash_hex(&correction(1, 3, ERR))},
+        {"attempt": 2, "iteration": 2, "outcome": "retried", "stage": "schema-validate", "error": ERR,
+         "correctiveMessageHash": js::hash_hex(&correction(2, 3, ERR))},
+        {"attempt": 3, "iteration": 9, "outcome": "passed"}
+    ])
+}
+
 #[test]
 fn recorded_and_rebuilt_ledgers_are_compared() {
     let conv = retried_then_passed()
-        .ledger(json!([
-            {"attempt": 1, "iteration": 1, "outcome": "retried", "stage": "json-parse", "error": ERR,
-             "correctiveMessageHash": js::hash_hex(&correction(1, 3, ERR))},
-            {"attempt": 2, "iteration": 2, "outcome": "retried", "stage": "schema-validate", "error": ERR,
-             "correctiveMessageHash": js::hash_hex(&correction(2, 3, ERR))},
-            {"attempt": 3, "iteration": 9, "outcome": "passed"}
-        ]))
+        .ledger(recorded_retries_then_pass())
         .conversation();
     let out = run_check(&conv, Config::default());
     let agreement: Vec<String> = out
@@ -753,13 +758,7 @@ fn a_judgement_that_reads_the_runs_answer_declines_without_it() {
         conv
     };
     let falls_back = retried_then_passed()
-        .ledger(json!([
-            {"attempt": 1, "iteration": 1, "outcome": "retried", "stage": "json-parse", "error": ERR,
-             "correctiveMessageHash": js::hash_hex(&correction(1, 3, ERR))},
-            {"attempt": 2, "iteration": 2, "outcome": "retried", "stage": "schema-validate", "error": ERR,
-             "correctiveMessageHash": js::hash_hex(&correction(2, 3, ERR))},
-            {"attempt": 3, "iteration": 9, "outcome": "passed"}
-        ]))
+        .ledger(recorded_retries_then_pass())
         .conversation();
     assert!(judge_run(&falls_back, 0, &ctx).1);
     let whole = SchemaAttempt.check(&falls_back, &ctx);
