@@ -93,20 +93,25 @@ impl Pass for SchemaAttempt {
         conversation: &Conversation,
         ctx: &PassContext,
     ) -> Option<Vec<RunOutcome>> {
-        let needs_messages = conversation.runs.iter().enumerate().any(|(i, run)| {
-            run.events_of(EventKind::Context).next().is_none()
-                && gather(conversation, i, ctx).is_some()
-        });
-        if needs_messages {
-            return None;
+        let mut outcomes = Vec::with_capacity(conversation.runs.len());
+        for (i, run) in conversation.runs.iter().enumerate() {
+            let Some(facts) = gather(conversation, i, ctx) else {
+                outcomes.push(no_contract());
+                continue;
+            };
+            // A run with a contract reads its history: recorded context rows keep their
+            // text; without them the history is the conversation's messages, read whole.
+            let has_context = run.events_of(EventKind::Context).next().is_some();
+            if !has_context {
+                return None;
+            }
+            let outcome = judge_facts(&facts);
+            if facts.read_run_answer.get() && run.answer.is_none() {
+                return None;
+            }
+            outcomes.push(outcome);
         }
-        (0..conversation.runs.len())
-            .map(|i| {
-                let (outcome, read_run_answer) = judge_run(conversation, i, ctx);
-                let answer_left_out = conversation.runs[i].answer.is_none();
-                (!(read_run_answer && answer_left_out)).then_some(outcome)
-            })
-            .collect()
+        Some(outcomes)
     }
 
     fn tables(&self) -> Vec<(&'static str, Arc<Schema>)> {
@@ -122,14 +127,18 @@ pub fn check_run(conversation: &Conversation, index: usize, ctx: &PassContext) -
 /// Judge one run, and say whether the judgement read the run's answer ([`Run::answer`]).
 fn judge_run(conversation: &Conversation, index: usize, ctx: &PassContext) -> (RunOutcome, bool) {
     let Some(facts) = gather(conversation, index, ctx) else {
-        let outcome = RunOutcome::new(
-            Disposition::NotApplicable,
-            "no output contract: the recording shows none and the configuration gives no schema",
-        );
-        return (outcome, false);
+        return (no_contract(), false);
     };
     let outcome = judge_facts(&facts);
     (outcome, facts.read_run_answer.get())
+}
+
+/// The outcome of a run that shows no output contract.
+fn no_contract() -> RunOutcome {
+    RunOutcome::new(
+        Disposition::NotApplicable,
+        "no output contract: the recording shows none and the configuration gives no schema",
+    )
 }
 
 /// Judge one run whose output contract is known.
