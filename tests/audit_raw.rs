@@ -106,6 +106,7 @@ fn a_store_is_audited_with_the_digests_its_manifest_names() {
     assert_eq!(
         manifest["digests"],
         serde_json::json!([
+            {"name": "arguments-fingerprint", "version": 1},
             {"name": "result-fingerprint", "version": 1},
             {"name": "evidence", "version": 2}
         ])

@@ -36,6 +36,8 @@ pub struct EvidenceDigest {
 pub enum DigestKind {
     /// A fingerprint string (`result_fingerprint`).
     Fingerprint,
+    /// A fingerprint string of a landing's arguments (`arguments_fingerprint`).
+    ArgumentsFingerprint,
     /// Evidence forms and the count offered (`evidence_forms`, `evidence_offers`).
     Evidence,
 }
@@ -44,6 +46,7 @@ pub enum DigestKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DigestValue {
     Fingerprint(String),
+    ArgumentsFingerprint(String),
     Evidence(EvidenceDigest),
 }
 
@@ -51,6 +54,7 @@ impl DigestValue {
     pub fn kind(&self) -> DigestKind {
         match self {
             DigestValue::Fingerprint(_) => DigestKind::Fingerprint,
+            DigestValue::ArgumentsFingerprint(_) => DigestKind::ArgumentsFingerprint,
             DigestValue::Evidence(_) => DigestKind::Evidence,
         }
     }
@@ -96,6 +100,14 @@ impl Digests {
     pub fn fingerprint(&self, name: &str) -> Option<&str> {
         match self.get(name)? {
             DigestValue::Fingerprint(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The arguments fingerprint of digest `name`, if the event carries one.
+    pub fn arguments_fingerprint(&self, name: &str) -> Option<&str> {
+        match self.get(name)? {
+            DigestValue::ArgumentsFingerprint(f) => Some(f),
             _ => None,
         }
     }

@@ -17,6 +17,7 @@ use crate::model::digest::{Digest, DigestKind, DigestValue};
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Run};
 use crate::passes::{Pass, PassContext, RunOutcome};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 pub struct RepeatedCall;
@@ -152,7 +153,8 @@ impl Pass for RepeatedCall {
     }
 
     fn digests(&self) -> &'static [&'static dyn Digest] {
-        &[&ResultFingerprint]
+        // Arguments first: the result digest picks its landings by their arguments fingerprint.
+        &[&ArgumentsFingerprint, &ResultFingerprint]
     }
 
     fn check_digested(
@@ -161,6 +163,42 @@ impl Pass for RepeatedCall {
         ctx: &PassContext,
     ) -> Option<Vec<RunOutcome>> {
         (!conversation.runs.iter().any(needs_result_text)).then(|| self.check(conversation, ctx))
+    }
+}
+
+/// The arguments fingerprint of every answered landing. With it stored, an audit of the store
+/// leaves the arguments undecoded (no check reads more of them), and neither it nor the checks
+/// of an audit of raw inputs parse and sort the arguments JSON again.
+pub struct ArgumentsFingerprint;
+
+/// The name [`ArgumentsFingerprint`] is stored and read under.
+const ARGUMENTS_FINGERPRINT: &str = "arguments-fingerprint";
+
+impl Digest for ArgumentsFingerprint {
+    fn name(&self) -> &'static str {
+        ARGUMENTS_FINGERPRINT
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn kind(&self) -> DigestKind {
+        DigestKind::ArgumentsFingerprint
+    }
+
+    fn compute(&self, run: &Run) -> Vec<(usize, DigestValue)> {
+        run.events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                e.kind() == EventKind::Landing && !e.has_flag(LandingFlags::UNANSWERED)
+            })
+            .map(|(i, e)| {
+                let fingerprint = js::fingerprint(&arguments_text(e.arguments.as_deref()));
+                (i, DigestValue::ArgumentsFingerprint(fingerprint))
+            })
+            .collect()
     }
 }
 
@@ -277,23 +315,26 @@ fn answered_landings(run: &Run) -> Vec<&Event> {
 /// landing that repeats nothing is never reported, so only landings that share their pair with
 /// another have their result fingerprinted: that pass over the whole result text was most of
 /// this check's cost on large results.
-type Calls<'a> = Vec<(&'a str, String)>;
+/// The arguments fingerprint is the stored digest when the landing carries it (an audit of a
+/// store reads landings without their arguments then).
+type Calls<'a> = Vec<(&'a str, Cow<'a, str>)>;
 
 fn calls_of<'a>(landed: &[&'a Event]) -> Calls<'a> {
     landed
         .iter()
         .map(|l| {
             let tool = l.tool_name.as_deref().unwrap_or("");
-            (
-                tool,
-                js::fingerprint(&arguments_text(l.arguments.as_deref())),
-            )
+            let arguments = match l.digests.arguments_fingerprint(ARGUMENTS_FINGERPRINT) {
+                Some(stored) => Cow::Borrowed(stored),
+                None => Cow::Owned(js::fingerprint(&arguments_text(l.arguments.as_deref()))),
+            };
+            (tool, arguments)
         })
         .collect()
 }
 
-fn call_counts<'c, 'a>(calls: &'c Calls<'a>) -> HashMap<&'c (&'a str, String), u32> {
-    let mut same_call: HashMap<&(&str, String), u32> = HashMap::new();
+fn call_counts<'c, 'a>(calls: &'c Calls<'a>) -> HashMap<&'c (&'a str, Cow<'a, str>), u32> {
+    let mut same_call: HashMap<&(&str, Cow<str>), u32> = HashMap::new();
     for call in calls {
         *same_call.entry(call).or_default() += 1;
     }
@@ -315,7 +356,7 @@ fn judge(landed: &[&Event], ctx: &PassContext) -> RunOutcome {
             Some(stored) => stored.to_string(),
             None => result_fingerprint(landing.text_or_empty()),
         };
-        let fp = keyed(tool, args_fingerprint.clone(), result, mode);
+        let fp = keyed(tool, args_fingerprint.to_string(), result, mode);
         match keys.get_mut(&fp.key) {
             Some(state) => {
                 state.count += 1;
@@ -541,8 +582,9 @@ mod tests {
 
     /// The result-fingerprint digest goes to exactly the landings the check compares: answered
     /// ones sharing tool and arguments fingerprint (arguments that differ only in key order
-    /// share it). So a conversation read without result text but with the digest is checked,
-    /// not declined, and the same as with its text.
+    /// share it). The arguments-fingerprint digest goes to every answered landing. So a
+    /// conversation read without result text and arguments but with the digests is checked,
+    /// not declined, and the same as with its text and arguments.
     #[test]
     fn the_digest_fingerprints_the_landings_the_check_compares() {
         let mut unanswered = landing("t", r#"{"q":1}"#, "", "c9");
@@ -560,11 +602,30 @@ mod tests {
             .map(|(i, _)| i)
             .collect();
         assert_eq!(given, [0, 1]);
+        let argued: Vec<(usize, String)> = ArgumentsFingerprint
+            .compute(&conv.runs[0])
+            .into_iter()
+            .map(|(i, v)| match v {
+                DigestValue::ArgumentsFingerprint(f) => (i, f),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let sorted_ab = js::fingerprint(r#"{"a":1,"b":2}"#);
+        assert_eq!(
+            argued,
+            [
+                (0, sorted_ab.clone()),
+                (1, sorted_ab.clone()),
+                (2, js::fingerprint(r#"{"q":1}"#)),
+                (4, sorted_ab)
+            ]
+        );
         let whole = check(&conv, Config::default());
         assert_eq!(whole[0].disposition, Disposition::CheckedFail);
         crate::model::digest::fill(&mut conv.runs[0], RepeatedCall.digests());
         for e in &mut conv.runs[0].events {
             e.text = None;
+            e.arguments = None;
         }
         let ctx = PassContext::default();
         let digested = RepeatedCall.check_digested(&conv, &ctx);

@@ -290,6 +290,7 @@ impl Store {
         };
         self.digest_names = DigestNames {
             fingerprint: held(DigestKind::Fingerprint),
+            arguments: held(DigestKind::ArgumentsFingerprint),
             evidence: held(DigestKind::Evidence),
         };
         self
@@ -331,6 +332,8 @@ impl Store {
     /// rows, verdicts and the rest keep theirs. Runs come without the user message they answer
     /// ([`Run::user_message`]), which no check reads, and, when the store holds the evidence
     /// digest asked for, without their answer ([`Run::answer`]), which carries it instead.
+    /// Likewise events come without their arguments when the store holds the arguments
+    /// fingerprint digest asked for.
     pub fn read_part_without_results(&self, part: u32) -> io::Result<Vec<(Origin, Conversation)>> {
         self.read_events(part, None, false)
     }
@@ -358,8 +361,10 @@ impl Store {
         // make text columns of tens of MB, grown by doubling into fresh pages.
         let metadata = load_metadata(&path)?;
         let groups = metadata.metadata().num_row_groups();
-        // Every column but the archived envelopes (see `StoreSpec::envelope_is_checked`), and the text of
-        // tool results and other messages when it is not wanted.
+        // Every column but the archived envelopes (see `StoreSpec::envelope_is_checked`), and,
+        // when the text of tool results and other messages is not wanted, that text, and the
+        // arguments when the store holds their fingerprints (no check reads more of them).
+        let skip_arguments = !results && self.digest_names.arguments.is_some();
         let columns = metadata
             .parquet_schema()
             .columns()
@@ -368,6 +373,7 @@ impl Store {
             .filter(|(_, c)| {
                 c.name() != "archived_payload"
                     && (results || !matches!(c.name(), "result_text" | "message_text"))
+                    && !(skip_arguments && c.name() == "arguments")
             })
             .map(|(i, _)| i);
         let projection = ProjectionMask::leaves(metadata.parquet_schema(), columns);
@@ -571,6 +577,9 @@ pub fn conversations_from_batches(
         .collect::<io::Result<Vec<_>>>()?;
     let names = DigestNames {
         fingerprint: spec.digest_of(DigestKind::Fingerprint).map(|d| d.name()),
+        arguments: spec
+            .digest_of(DigestKind::ArgumentsFingerprint)
+            .map(|d| d.name()),
         evidence: spec.digest_of(DigestKind::Evidence).map(|d| d.name()),
     };
     let mut rows = runs_from(runs, None, names.evidence)?;
@@ -757,6 +766,7 @@ fn lend_texts(events: &mut [Event], borrowed: &[(u32, u32)]) {
 #[derive(Debug, Clone, Copy, Default)]
 struct DigestNames {
     fingerprint: Option<&'static str>,
+    arguments: Option<&'static str>,
     evidence: Option<&'static str>,
 }
 
@@ -773,7 +783,11 @@ fn append_events(
     let role = col::<StringArray>(batch, "role")?;
     let tool_name = col::<StringArray>(batch, "tool_name")?;
     let call_id = col::<StringArray>(batch, "call_id")?;
-    let arguments = col::<LargeStringArray>(batch, "arguments")?;
+    // Absent when the read leaves it out for the arguments fingerprint digest.
+    let arguments = batch
+        .column_by_name("arguments")
+        .map(|_| col::<LargeStringArray>(batch, "arguments"))
+        .transpose()?;
     let text = col::<LargeStringArray>(batch, "text")?;
     // Absent when the read leaves the text of tool results and other messages out.
     let result_text = batch
@@ -785,6 +799,7 @@ fn append_events(
         .map(|_| col::<LargeStringArray>(batch, "message_text"))
         .transpose()?;
     let result_text_of = col::<UInt32Array>(batch, "result_text_of")?;
+    let arguments_fingerprint = col::<StringArray>(batch, "arguments_fingerprint")?;
     let result_fingerprint = col::<StringArray>(batch, "result_fingerprint")?;
     let evidence_forms = col::<LargeStringArray>(batch, "evidence_forms")?;
     let evidence_offers = col::<UInt32Array>(batch, "evidence_offers")?;
@@ -817,7 +832,7 @@ fn append_events(
                 .flatten(),
             tool_name: opt_str(tool_name, i),
             call_id: opt_str(call_id, i),
-            arguments: opt_large(arguments, i),
+            arguments: arguments.and_then(|a| opt_large(a, i)),
             text: match (result_text, message_text) {
                 _ if !text.is_null(i) => opt_large(text, i),
                 (Some(results), _) if !results.is_null(i) => opt_large(results, i),
@@ -832,6 +847,11 @@ fn append_events(
             payload: opt_large(payload, i),
             digests: Digests::default(),
         };
+        if let (Some(name), false) = (names.arguments, arguments_fingerprint.is_null(i)) {
+            let value = arguments_fingerprint.value(i).to_string();
+            e.digests
+                .set(name, DigestValue::ArgumentsFingerprint(value));
+        }
         if let (Some(name), false) = (names.fingerprint, result_fingerprint.is_null(i)) {
             let value = result_fingerprint.value(i).to_string();
             e.digests.set(name, DigestValue::Fingerprint(value));
@@ -1114,20 +1134,25 @@ mod tests {
             name: name.into(),
             version,
         };
-        // (manifest's digests, landings with a fingerprint, tool messages with evidence). A
-        // manifest naming none holds evidence 1, which this engine does not read.
+        // (manifest's digests, landings with a result fingerprint, tool messages with
+        // evidence, landings with an arguments fingerprint: the two calls and the fixture's
+        // landing without arguments). A manifest naming none holds evidence 1, which this
+        // engine does not read.
         let cases = [
-            (None, 2, 0),
-            (Some(vec![]), 0, 0),
-            (Some(vec![entry("evidence", 1)]), 0, 0),
-            (Some(vec![entry("evidence", 2)]), 0, 2),
+            (None, 2, 0, 0),
+            (Some(vec![]), 0, 0, 0),
+            (Some(vec![entry("evidence", 1)]), 0, 0, 0),
+            (Some(vec![entry("evidence", 2)]), 0, 2, 0),
             (
                 Some(vec![entry("result-fingerprint", 1), entry("evidence", 3)]),
                 2,
                 0,
+                0,
             ),
+            (Some(vec![entry("arguments-fingerprint", 1)]), 0, 0, 3),
+            (Some(vec![entry("arguments-fingerprint", 2)]), 0, 0, 0),
         ];
-        for (digests, fingerprinted, evidenced) in cases {
+        for (digests, fingerprinted, evidenced, argued) in cases {
             write_manifest_holding(dir.path(), version, digests.clone());
             let store = Store::open(dir.path())
                 .unwrap()
@@ -1142,6 +1167,33 @@ mod tests {
             };
             assert_eq!(count("result-fingerprint"), fingerprinted, "{digests:?}");
             assert_eq!(count("evidence"), evidenced, "{digests:?}");
+            assert_eq!(count("arguments-fingerprint"), argued, "{digests:?}");
+            // The arguments are left undecoded exactly when their fingerprints stand for them.
+            let with_arguments = events.iter().filter(|e| e.arguments.is_some()).count();
+            assert_eq!(
+                with_arguments,
+                if argued > 0 { 0 } else { 2 },
+                "{digests:?}"
+            );
+            if argued > 0 {
+                let stored = events
+                    .iter()
+                    .filter_map(|e| e.digests.arguments_fingerprint("arguments-fingerprint"))
+                    .collect::<Vec<_>>();
+                let of = |arguments| {
+                    crate::js::fingerprint(&crate::passes::repeated_call::arguments_text(arguments))
+                };
+                let (absent, call) = (of(None), of(Some(r#"{"id":"A-7"}"#)));
+                assert_eq!(stored, [absent.as_str(), call.as_str(), call.as_str()]);
+            }
+            // A whole read has them whatever the manifest says.
+            let whole = store.read_part(0).unwrap();
+            let whole_arguments = whole[0].runs[0]
+                .events
+                .iter()
+                .filter(|e| e.arguments.is_some())
+                .count();
+            assert_eq!(whole_arguments, 2, "{digests:?}");
         }
     }
 

@@ -5,7 +5,7 @@ use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use std::sync::Arc;
 
 /// Bumped when a column is added, removed or changes type.
-pub const STORE_SCHEMA_VERSION: u32 = 6;
+pub const STORE_SCHEMA_VERSION: u32 = 7;
 
 pub fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
@@ -27,6 +27,7 @@ pub fn events_schema() -> Arc<Schema> {
         Field::new("message_text", DataType::LargeUtf8, true),
         Field::new("result_text", DataType::LargeUtf8, true),
         Field::new("result_text_of", DataType::UInt32, true),
+        Field::new("arguments_fingerprint", DataType::Utf8, true),
         Field::new("result_fingerprint", DataType::Utf8, true),
         Field::new("evidence_forms", DataType::LargeUtf8, true),
         Field::new("evidence_offers", DataType::UInt32, true),

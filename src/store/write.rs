@@ -136,6 +136,7 @@ pub struct EventsBuilder {
     message_text: LargeStringBuilder,
     result_text: LargeStringBuilder,
     result_text_of: UInt32Builder,
+    arguments_fingerprint: StringBuilder,
     result_fingerprint: StringBuilder,
     evidence_forms: LargeStringBuilder,
     evidence_offers: UInt32Builder,
@@ -163,7 +164,7 @@ pub struct EventsBuilder {
 #[derive(Debug, Clone, Copy)]
 struct BatchShape {
     rows: usize,
-    values: [usize; 15],
+    values: [usize; 16],
 }
 
 impl EventsBuilder {
@@ -184,6 +185,7 @@ impl EventsBuilder {
             message_text: LargeStringBuilder::new(),
             result_text: LargeStringBuilder::new(),
             result_text_of: UInt32Builder::new(),
+            arguments_fingerprint: StringBuilder::new(),
             result_fingerprint: StringBuilder::new(),
             evidence_forms: LargeStringBuilder::new(),
             evidence_offers: UInt32Builder::new(),
@@ -219,6 +221,7 @@ impl EventsBuilder {
         self.message_text = LargeStringBuilder::with_capacity(rows, v[14]);
         self.result_text = LargeStringBuilder::with_capacity(rows, v[11]);
         self.result_text_of = UInt32Builder::with_capacity(rows);
+        self.arguments_fingerprint = StringBuilder::with_capacity(rows, v[15]);
         self.result_fingerprint = StringBuilder::with_capacity(rows, v[12]);
         self.evidence_forms = LargeStringBuilder::with_capacity(rows, v[13]);
         self.evidence_offers = UInt32Builder::with_capacity(rows);
@@ -275,6 +278,12 @@ impl EventsBuilder {
             let digest = self.spec.digest_of(kind)?;
             e.digests.get(digest.name())
         };
+        match of_kind(DigestKind::ArgumentsFingerprint) {
+            Some(DigestValue::ArgumentsFingerprint(f)) => {
+                self.arguments_fingerprint.append_value(f)
+            }
+            _ => self.arguments_fingerprint.append_null(),
+        }
         match of_kind(DigestKind::Fingerprint) {
             Some(DigestValue::Fingerprint(f)) => self.result_fingerprint.append_value(f),
             _ => self.result_fingerprint.append_null(),
@@ -337,6 +346,7 @@ impl EventsBuilder {
                 self.result_fingerprint.values_slice().len(),
                 self.evidence_forms.values_slice().len(),
                 self.message_text.values_slice().len(),
+                self.arguments_fingerprint.values_slice().len(),
             ],
         });
         let columns: Vec<ArrayRef> = vec![
@@ -353,6 +363,7 @@ impl EventsBuilder {
             Arc::new(self.message_text.finish()),
             Arc::new(self.result_text.finish()),
             Arc::new(self.result_text_of.finish()),
+            Arc::new(self.arguments_fingerprint.finish()),
             Arc::new(self.result_fingerprint.finish()),
             Arc::new(self.evidence_forms.finish()),
             Arc::new(self.evidence_offers.finish()),
