@@ -184,7 +184,7 @@ pub(super) fn audit_conversation(
 }
 
 /// The audit of raw inputs checks each conversation on the ingest's tap threads once the
-/// writer has stored it, as the store will give it back ([`crate::store::read::as_stored`]).
+/// writer has stored it, as the store will give it back ([`crate::store::read::into_stored`]).
 /// So checking overlaps reading and writing, and the store is not read back except for
 /// conversations that were not stored in one piece.
 struct CheckWhileIngesting<'a> {
@@ -193,8 +193,8 @@ struct CheckWhileIngesting<'a> {
 }
 
 impl Tap for CheckWhileIngesting<'_> {
-    fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>> {
-        let stored = crate::store::read::as_stored(conversation, super::store_spec())?;
+    fn conversation(&self, conversation: Conversation) -> Option<Vec<u8>> {
+        let stored = crate::store::read::into_stored(conversation, super::store_spec())?;
         let contribution = audit_conversation(&stored, self.passes, self.ctx);
         if !contribution.survives_json() {
             return None;

@@ -484,8 +484,9 @@ fn run_tap(
     tap_error: &std::sync::Mutex<Option<io::Error>>,
 ) {
     while let Some((conversation, origin, size)) = tap_queue.pop() {
+        let id = conversation.id.clone();
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            tap_files.run(tap, &conversation, origin)
+            tap_files.run(tap, conversation, origin)
         }));
         match ran {
             Ok(Ok(())) => {}
@@ -496,9 +497,8 @@ fn run_tap(
             // thread's queue: the conversation is marked stale instead, so it is checked again
             // from the store after the ingest, where the panic surfaces as in an audit of a
             // store.
-            Err(_) => tap_files.mark_stale(&conversation.id),
+            Err(_) => tap_files.mark_stale(&id),
         }
-        drop(conversation);
         tap_queue.done(size);
     }
 }
@@ -815,7 +815,7 @@ mod tests {
     struct Panicky;
 
     impl Tap for Panicky {
-        fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>> {
+        fn conversation(&self, conversation: Conversation) -> Option<Vec<u8>> {
             assert!(conversation.id != "sess-f-conv", "a check failed");
             serde_json::to_vec(&conversation.id).ok()
         }

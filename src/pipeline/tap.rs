@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 /// so in parallel with reading and writing (an audit of raw inputs checks conversations here).
 pub trait Tap: Sync {
     /// What to keep of `conversation`: one JSON value, written on one line. `None` when it
-    /// cannot be done here (the caller then works from the store).
-    fn conversation(&self, conversation: &Conversation) -> Option<Vec<u8>>;
+    /// cannot be done here (the caller then works from the store). The conversation is the
+    /// tap's: the store has it already, so the tap may reshape it instead of copying it.
+    fn conversation(&self, conversation: Conversation) -> Option<Vec<u8>>;
 }
 
 /// What a [`Tap`] kept, filed by store part.
@@ -69,17 +70,18 @@ impl TapFiles {
     pub(crate) fn run(
         &self,
         tap: &dyn Tap,
-        conversation: &Conversation,
+        conversation: Conversation,
         origin: Origin,
     ) -> io::Result<()> {
+        let id = conversation.id.clone();
         let Some(kept) = tap.conversation(conversation) else {
-            self.mark_stale(&conversation.id);
+            self.mark_stale(&id);
             return Ok(());
         };
-        let p = self.part(&conversation.id);
-        let mut line = Vec::with_capacity(kept.len() + conversation.id.len() + 32);
+        let p = self.part(&id);
+        let mut line = Vec::with_capacity(kept.len() + id.len() + 32);
         write!(line, "[{},{},", origin.input_index, origin.record_index)?;
-        serde_json::to_writer(&mut line, &conversation.id).map_err(io::Error::other)?;
+        serde_json::to_writer(&mut line, &id).map_err(io::Error::other)?;
         line.push(b',');
         line.extend_from_slice(&kept);
         line.extend_from_slice(b"]\n");

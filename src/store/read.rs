@@ -689,16 +689,11 @@ fn run_order(run: &Run) -> (u32, Option<i64>, &str) {
 
 /// `conversation` exactly as [`Store::read_part`] would hand it back, if it were stored alone
 /// as one message: events kind-tagged and in `seq` order, runs in stored order, and envelopes
-/// the checks do not read left out. Borrowed when it is that already, which is the common case.
-/// `None` when the store could not give it back as one conversation (a run names another
-/// conversation).
-///
-/// With this an audit of raw inputs can check a conversation while it is being ingested, and
-/// get what an audit of the store gets.
-pub fn as_stored<'a>(
-    conversation: &'a Conversation,
-    spec: &StoreSpec,
-) -> Option<std::borrow::Cow<'a, Conversation>> {
+/// the checks do not read left out. Reshaped in place, never copied: the caller is done with
+/// it (an audit of raw inputs checks a conversation once the writer has stored it, and gets
+/// what an audit of the store gets). `None` when the store could not give it back as one
+/// conversation (a run names another conversation).
+pub fn into_stored(mut conversation: Conversation, spec: &StoreSpec) -> Option<Conversation> {
     if conversation
         .runs
         .iter()
@@ -706,36 +701,21 @@ pub fn as_stored<'a>(
     {
         return None;
     }
-    let event_as_stored = |e: &Event| {
-        e.kind.is_some()
-            && (e.payload.is_none() || spec.envelope_is_checked(e.kind(), e.source_type.as_deref()))
-    };
-    let runs_ordered = conversation
+    // Stable sorts: already-ordered runs and events (the common case) cost one pass.
+    conversation
         .runs
-        .windows(2)
-        .all(|w| run_order(&w[0]) < run_order(&w[1]));
-    let events_ordered = |r: &Run| r.events.windows(2).all(|w| w[0].seq <= w[1].seq);
-    if runs_ordered
-        && conversation
-            .runs
-            .iter()
-            .all(|r| events_ordered(r) && r.events.iter().all(event_as_stored))
-    {
-        return Some(std::borrow::Cow::Borrowed(conversation));
-    }
-    let mut stored = conversation.clone();
-    stored.runs.sort_by(|a, b| run_order(a).cmp(&run_order(b)));
-    for run in &mut stored.runs {
+        .sort_by(|a, b| run_order(a).cmp(&run_order(b)));
+    for run in &mut conversation.runs {
         run.events.sort_by_key(|e| e.seq);
         for e in &mut run.events {
             let kind = e.kind();
-            if !spec.envelope_is_checked(kind, e.source_type.as_deref()) {
+            if e.payload.is_some() && !spec.envelope_is_checked(kind, e.source_type.as_deref()) {
                 e.payload = None;
             }
             e.kind = Some(kind);
         }
     }
-    Some(std::borrow::Cow::Owned(stored))
+    Some(conversation)
 }
 
 /// A tool message stored without its text because a landing of its run holds the same
@@ -1319,11 +1299,11 @@ mod tests {
             .is_empty());
     }
 
-    /// `as_stored` gives what a store read gives: for conversations stored in the order read
-    /// back (borrowed as they are), and for ones whose runs and events are stored out of order,
-    /// with events of no kind and with envelopes the checks do not read (rebuilt).
+    /// `into_stored` gives what a store read gives: for conversations stored in the order read
+    /// back, and for ones whose runs and events are stored out of order, with events of no kind
+    /// and with envelopes the checks do not read.
     #[test]
-    fn as_stored_is_what_the_store_gives_back() {
+    fn into_stored_is_what_the_store_gives_back() {
         let plain = conversation("plain", 3, 40);
         let mut shuffled = conversation("shuffled", 4, 40);
         shuffled.runs.reverse();
@@ -1356,19 +1336,19 @@ mod tests {
         let back = Store::open(dir.path()).unwrap().read_part(0).unwrap();
         assert_eq!(back.len(), 2);
 
-        let plain_view = as_stored(&plain, spec()).unwrap();
-        assert!(
-            matches!(plain_view, std::borrow::Cow::Owned(_)),
+        let plain_view = into_stored(plain.clone(), spec()).unwrap();
+        assert_ne!(
+            plain_view, plain,
             "verdict envelopes stay, the landing's goes"
         );
-        assert_eq!(*plain_view, back[0]);
-        let shuffled_view = as_stored(&shuffled, spec()).unwrap();
-        assert_eq!(*shuffled_view, back[1]);
+        assert_eq!(plain_view, back[0]);
+        let shuffled_view = into_stored(shuffled.clone(), spec()).unwrap();
+        assert_eq!(shuffled_view, back[1]);
         assert_ne!(shuffled, back[1]);
-        assert!(as_stored(&elsewhere, spec()).is_none());
+        assert!(into_stored(elsewhere, spec()).is_none());
 
-        // Read back once more, it is its own stored form, and borrowed.
-        let again = as_stored(&back[1], spec()).unwrap();
-        assert!(matches!(again, std::borrow::Cow::Borrowed(_)));
+        // Read back once more, it is its own stored form.
+        let again = into_stored(back[1].clone(), spec()).unwrap();
+        assert_eq!(again, back[1]);
     }
 }
