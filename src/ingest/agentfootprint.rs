@@ -33,7 +33,8 @@ use crate::js;
 use crate::model::vocab::{self, TURN_NEUTRAL_FRAMES};
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+// foldhash, not SipHash: these maps are looked up several times for every envelope read.
+use hashbrown::{HashMap, HashSet};
 use std::io::BufReader;
 
 const PREFIX: &str = "agentfootprint.";
