@@ -188,12 +188,7 @@ impl Digest for ArgumentsFingerprint {
     }
 
     fn compute(&self, run: &Run) -> Vec<(usize, DigestValue)> {
-        run.events
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| {
-                e.kind() == EventKind::Landing && !e.has_flag(LandingFlags::UNANSWERED)
-            })
+        answered_at(run)
             .map(|(i, e)| {
                 let fingerprint = js::fingerprint(&arguments_text(e.arguments.as_deref()));
                 (i, DigestValue::ArgumentsFingerprint(fingerprint))
@@ -224,14 +219,7 @@ impl Digest for ResultFingerprint {
     }
 
     fn compute(&self, run: &Run) -> Vec<(usize, DigestValue)> {
-        let (at, landed): (Vec<usize>, Vec<&Event>) = run
-            .events
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| {
-                e.kind() == EventKind::Landing && !e.has_flag(LandingFlags::UNANSWERED)
-            })
-            .unzip();
+        let (at, landed): (Vec<usize>, Vec<&Event>) = answered_at(run).unzip();
         let calls = calls_of(&landed);
         let same_call = call_counts(&calls);
         at.iter()
@@ -304,9 +292,15 @@ fn check_run(run: &Run, ctx: &PassContext) -> RunOutcome {
 
 /// The landings a run judges: the answered ones.
 fn answered_landings(run: &Run) -> Vec<&Event> {
-    run.landings()
-        .filter(|e| !e.has_flag(LandingFlags::UNANSWERED))
-        .collect()
+    answered_at(run).map(|(_, e)| e).collect()
+}
+
+/// [`answered_landings`] with their indices in `run.events`, where digests are filed.
+fn answered_at(run: &Run) -> impl Iterator<Item = (usize, &Event)> {
+    run.events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind() == EventKind::Landing && !e.has_flag(LandingFlags::UNANSWERED))
 }
 
 /// Each landing's tool and arguments fingerprint, and how many landings share each pair.
