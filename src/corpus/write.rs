@@ -3,7 +3,7 @@
 //! nulls come out typed; `schemas/corpus.md` documents every column and a test keeps the two
 //! in step.
 
-use crate::corpus::{AgreementRow, DispositionRow, Finding, LedgerRow};
+use crate::corpus::{DispositionRow, LedgerRow};
 use crate::store::write::{to_io, writer_properties};
 use arrow::array::{ArrayRef, StringBuilder, UInt32Builder};
 use arrow::datatypes::{DataType, Field, Fields, Schema};
@@ -130,15 +130,14 @@ fn partial_path(path: &Path) -> std::path::PathBuf {
 }
 
 /// Rows handed to the Parquet writer at a time.
-const TABLE_BATCH_ROWS: usize = 4096;
+pub const TABLE_BATCH_ROWS: usize = 4096;
 
-/// Rows not yet made into a record batch. Most tables go through arrow-json's serde decoder;
-/// the dispositions table (a row per run and check, by far the most numerous) is appended to
-/// Arrow builders directly, which gives the same arrays without the decoder's tape.
+/// Rows not yet made into a record batch, gone through arrow-json's serde decoder: a batch is
+/// made once `TABLE_BATCH_ROWS` are pending, so batches, and with them the Parquet pages, do
+/// not depend on how the rows were handed in.
 struct Pending {
     schema: Arc<Schema>,
     decoder: arrow::json::reader::Decoder,
-    dispositions: Option<DispositionColumns>,
 }
 
 impl Pending {
@@ -147,20 +146,9 @@ impl Pending {
             .with_batch_size(TABLE_BATCH_ROWS)
             .build_decoder()
             .map_err(to_io)?;
-        Ok(Pending {
-            schema,
-            decoder,
-            dispositions: None,
-        })
+        Ok(Pending { schema, decoder })
     }
 
-    fn len(&self) -> usize {
-        self.decoder.len() + self.dispositions.as_ref().map_or(0, |d| d.rows)
-    }
-
-    /// Rows are buffered a chunk at a time and made into a batch once `TABLE_BATCH_ROWS` are
-    /// pending (so batches, and with them the Parquet pages, do not depend on how the rows
-    /// were handed in).
     fn append<T: Serialize>(
         &mut self,
         rows: &[T],
@@ -168,26 +156,7 @@ impl Pending {
     ) -> io::Result<()> {
         for chunk in rows.chunks(TABLE_BATCH_ROWS) {
             self.decoder.serialize(chunk).map_err(to_io)?;
-            if self.len() >= TABLE_BATCH_ROWS {
-                self.flush(&mut batch)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn append_dispositions(
-        &mut self,
-        rows: &[DispositionRow],
-        mut batch: impl FnMut(RecordBatch) -> io::Result<()>,
-    ) -> io::Result<()> {
-        for chunk in rows.chunks(TABLE_BATCH_ROWS) {
-            let columns = self
-                .dispositions
-                .get_or_insert_with(DispositionColumns::default);
-            for row in chunk {
-                columns.push(row);
-            }
-            if self.len() >= TABLE_BATCH_ROWS {
+            if self.decoder.len() >= TABLE_BATCH_ROWS {
                 self.flush(&mut batch)?;
             }
         }
@@ -195,56 +164,65 @@ impl Pending {
     }
 
     fn flush(&mut self, mut batch: impl FnMut(RecordBatch) -> io::Result<()>) -> io::Result<()> {
-        // A table is filled one way only; were both used, the serde rows would come first.
         while let Some(b) = self.decoder.flush().map_err(to_io)? {
             batch(b)?;
-        }
-        if let Some(columns) = self.dispositions.as_mut().filter(|d| d.rows > 0) {
-            batch(columns.take(&self.schema)?)?;
         }
         Ok(())
     }
 }
 
-/// The dispositions table's columns as Arrow builders (see [`dispositions_schema`]).
-#[derive(Default)]
-struct DispositionColumns {
-    run_id: StringBuilder,
-    conversation_id: StringBuilder,
-    turn: UInt32Builder,
-    source: StringBuilder,
-    check: StringBuilder,
-    disposition: StringBuilder,
-    reason: StringBuilder,
-    rows: usize,
+/// `rows` as one record batch of `schema`, through arrow-json's serde decoder (which types
+/// nested columns and nulls by the schema).
+pub fn rows_batch<T: Serialize>(schema: &Arc<Schema>, rows: &[T]) -> io::Result<RecordBatch> {
+    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
+        .with_batch_size(rows.len().max(1))
+        .build_decoder()
+        .map_err(to_io)?;
+    decoder.serialize(rows).map_err(to_io)?;
+    Ok(decoder
+        .flush()
+        .map_err(to_io)?
+        .unwrap_or_else(|| RecordBatch::new_empty(schema.clone())))
 }
 
-impl DispositionColumns {
-    fn push(&mut self, row: &DispositionRow) {
-        self.run_id.append_value(&row.run_id);
-        self.conversation_id.append_value(&row.conversation_id);
-        self.turn.append_value(row.turn);
-        self.source.append_value(&row.source);
-        self.check.append_value(&row.check);
-        self.disposition.append_value(row.disposition.as_str());
-        self.reason.append_value(&row.reason);
-        self.rows += 1;
-    }
+/// Dispositions as one record batch of [`dispositions_schema`]. They are by far the most
+/// numerous rows (one per run and check), so they go into Arrow builders sized to the rows
+/// up front rather than through the serde decoder's tape: one allocation per column, no
+/// growth by doubling, the same arrays.
+pub fn dispositions_batch(rows: &[&DispositionRow]) -> io::Result<RecordBatch> {
+    let n = rows.len();
+    let text = |f: fn(&DispositionRow) -> &str| -> StringBuilder {
+        let mut b = StringBuilder::with_capacity(n, rows.iter().map(|r| f(r).len()).sum());
+        for r in rows {
+            b.append_value(f(r));
+        }
+        b
+    };
+    let mut turn = UInt32Builder::with_capacity(n);
+    turn.append_values(
+        &rows.iter().map(|r| r.turn).collect::<Vec<_>>(),
+        &vec![true; n],
+    );
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(text(|r| &r.run_id).finish()),
+        Arc::new(text(|r| &r.conversation_id).finish()),
+        Arc::new(turn.finish()),
+        Arc::new(text(|r| &r.source).finish()),
+        Arc::new(text(|r| &r.check).finish()),
+        Arc::new(text(|r| r.disposition.as_str()).finish()),
+        Arc::new(text(|r| &r.reason).finish()),
+    ];
+    RecordBatch::try_new(dispositions_schema(), columns).map_err(to_io)
+}
 
-    /// The rows pushed so far as a batch of `schema`; the builders start again empty.
-    fn take(&mut self, schema: &Arc<Schema>) -> io::Result<RecordBatch> {
-        self.rows = 0;
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.run_id.finish()),
-            Arc::new(self.conversation_id.finish()),
-            Arc::new(self.turn.finish()),
-            Arc::new(self.source.finish()),
-            Arc::new(self.check.finish()),
-            Arc::new(self.disposition.finish()),
-            Arc::new(self.reason.finish()),
-        ];
-        RecordBatch::try_new(schema.clone(), columns).map_err(to_io)
+/// `rows` as JSON lines.
+pub fn jsonl_lines<T: Serialize>(rows: &[T]) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for row in rows {
+        serde_json::to_writer(&mut out, row).map_err(to_io)?;
+        out.push(b'\n');
     }
+    Ok(out)
 }
 
 /// A Parquet table written as rows arrive (to `NAME.partial`, renamed when finished), so a
@@ -282,11 +260,14 @@ impl TableWriter {
             .append(rows, |b| writer.write(&b).map_err(to_io))
     }
 
-    /// Rows of the dispositions table (a writer made with [`dispositions_schema`]).
-    pub fn append_dispositions(&mut self, rows: &[DispositionRow]) -> io::Result<()> {
+    /// Batches made already (of the writer's schema), after the rows appended so far.
+    pub fn write_batches(&mut self, batches: &[RecordBatch]) -> io::Result<()> {
         let writer = &mut self.writer;
-        self.pending
-            .append_dispositions(rows, |b| writer.write(&b).map_err(to_io))
+        self.pending.flush(|b| writer.write(&b).map_err(to_io))?;
+        for batch in batches {
+            self.writer.write(batch).map_err(to_io)?;
+        }
+        Ok(())
     }
 
     pub fn finish(mut self) -> io::Result<()> {
@@ -315,15 +296,6 @@ impl BatchBuilder {
     pub fn append<T: Serialize>(&mut self, rows: &[T]) -> io::Result<()> {
         let batches = &mut self.batches;
         self.pending.append(rows, |b| {
-            batches.push(b);
-            Ok(())
-        })
-    }
-
-    /// Rows of the dispositions table (a builder made with [`dispositions_schema`]).
-    pub fn append_dispositions(&mut self, rows: &[DispositionRow]) -> io::Result<()> {
-        let batches = &mut self.batches;
-        self.pending.append_dispositions(rows, |b| {
             batches.push(b);
             Ok(())
         })
@@ -364,12 +336,9 @@ impl JsonlWriter {
         })
     }
 
-    pub fn append<T: Serialize>(&mut self, rows: &[T]) -> io::Result<()> {
-        for row in rows {
-            serde_json::to_writer(&mut self.out, row).map_err(to_io)?;
-            self.out.write_all(b"\n")?;
-        }
-        Ok(())
+    /// Lines made already ([`jsonl_lines`]).
+    pub fn write_lines(&mut self, lines: &[u8]) -> io::Result<()> {
+        self.out.write_all(lines)
     }
 
     pub fn finish(mut self) -> io::Result<()> {
@@ -434,16 +403,19 @@ impl CorpusTables {
         })
     }
 
-    pub fn append(
+    /// A part's rows made into batches already (see [`rows_batch`], [`dispositions_batch`]
+    /// and [`jsonl_lines`]), written after those before.
+    pub fn write(
         &mut self,
-        findings: &[Finding],
-        dispositions: &[DispositionRow],
-        agreement: &[AgreementRow],
+        findings: &[RecordBatch],
+        findings_jsonl: &[u8],
+        dispositions: &[RecordBatch],
+        agreement: &[RecordBatch],
     ) -> io::Result<()> {
-        self.findings.append(findings)?;
-        self.findings_jsonl.append(findings)?;
-        self.dispositions.append_dispositions(dispositions)?;
-        self.agreement.append(agreement)
+        self.findings.write_batches(findings)?;
+        self.findings_jsonl.write_lines(findings_jsonl)?;
+        self.dispositions.write_batches(dispositions)?;
+        self.agreement.write_batches(agreement)
     }
 
     /// Close the tables and write the ledger.
@@ -485,24 +457,32 @@ mod tests {
     }
 
     #[test]
-    fn dispositions_appended_to_builders_make_the_serde_paths_batches() {
-        // Handed in as an audit hands them in: a conversation's rows at a time, sometimes more
-        // than a batch at once.
-        let rows: Vec<DispositionRow> = (0..9000).map(disposition).collect();
-        let pieces: Vec<&[DispositionRow]> =
-            vec![&rows[..5], &rows[5..4100], &rows[4100..8800], &rows[8800..]];
-        let mut serde_path = BatchBuilder::new(dispositions_schema()).unwrap();
-        let mut columnar = BatchBuilder::new(dispositions_schema()).unwrap();
-        for piece in pieces {
-            serde_path.append(piece).unwrap();
-            columnar.append_dispositions(piece).unwrap();
-        }
-        let (_, expected) = serde_path.finish().unwrap();
-        let (_, got) = columnar.finish().unwrap();
-        let sizes = |b: &[RecordBatch]| b.iter().map(|b| b.num_rows()).collect::<Vec<_>>();
-        assert_eq!(sizes(&got), sizes(&expected));
-        assert_eq!(sizes(&got), vec![4100, 4096, 804]);
+    fn dispositions_built_directly_are_the_serde_paths_batch() {
+        let rows: Vec<DispositionRow> = (0..5000).map(disposition).collect();
+        let refs: Vec<&DispositionRow> = rows.iter().collect();
+        let expected = rows_batch(&dispositions_schema(), &rows).unwrap();
+        let got = dispositions_batch(&refs).unwrap();
+        assert_eq!(got.num_rows(), 5000);
         assert_eq!(got, expected);
+        assert_eq!(dispositions_batch(&[]).unwrap().num_rows(), 0);
+    }
+
+    #[test]
+    fn rows_appended_in_pieces_make_batches_of_table_batch_rows() {
+        // Handed in as callers hand them in: a few rows at a time, sometimes more than a batch.
+        let rows: Vec<DispositionRow> = (0..9000).map(disposition).collect();
+        let mut pieces = BatchBuilder::new(dispositions_schema()).unwrap();
+        for piece in [&rows[..5], &rows[5..4100], &rows[4100..8800], &rows[8800..]] {
+            pieces.append(piece).unwrap();
+        }
+        let (_, got) = pieces.finish().unwrap();
+        let sizes: Vec<usize> = got.iter().map(|b| b.num_rows()).collect();
+        assert_eq!(sizes, vec![4100, 4096, 804]);
+        let whole = rows_batch(&dispositions_schema(), &rows).unwrap();
+        assert_eq!(
+            arrow::compute::concat_batches(&whole.schema(), &got).unwrap(),
+            whole
+        );
     }
 
     #[test]

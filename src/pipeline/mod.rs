@@ -1,7 +1,7 @@
 //! The orchestration of a batch, in named stages: finding the inputs ([`inputs`]), reading and
 //! writing the store ([`ingest`]) through byte-bounded queues ([`queue`]), checking stored
 //! conversations while the ingest goes on ([`tap`]), and the audit of raw inputs or of a store
-//! ([`audit`]); and for engines that distribute the work, the ingest in shards ([`shards`]) and
+//! ([`audit`]), whose results become the corpus tables' batches on the pool ([`tables`]); and for engines that distribute the work, the ingest in shards ([`shards`]) and
 //! the audit a part at a time ([`parts`]).
 //! Adapters (`crate::ingest`) read one file each; stages know nothing of formats,
 //! and nothing here takes the command line's argument structs.
@@ -12,6 +12,7 @@ pub mod inputs;
 pub mod parts;
 pub mod queue;
 pub mod shards;
+pub mod tables;
 pub mod tap;
 
 use crate::model::Conversation;

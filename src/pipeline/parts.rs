@@ -11,22 +11,19 @@ use super::audit::{
     audit_conversation, check_part, count, ledger_rows, refuse_missing_envelopes, AuditOptions,
     CheckCounts, Contribution, CorpusManifest,
 };
-use crate::corpus::write::{
-    agreement_schema, dispositions_schema, findings_schema, ledger_schema, BatchBuilder,
-    TableWriter,
-};
+pub use super::tables::CorpusTable;
+use super::tables::{part_tables, tables_of};
+use crate::corpus::write::{ledger_schema, BatchBuilder, TableWriter};
 use crate::passes::{select, Pass, PassContext};
 use crate::store::atomic::write_file;
 use crate::store::read::conversations_from_batches;
 use crate::store::write::part_file_name;
 use crate::store::{Store, StoreManifest};
-use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// What the audit of one part (or of tables in memory) counted, for [`finish_corpus`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -60,7 +57,7 @@ impl PartAudit {
     }
 
     /// Add another part's counts (the checks must be the same, in the same order).
-    fn merge(&mut self, other: &PartAudit) -> io::Result<()> {
+    pub(super) fn merge(&mut self, other: &PartAudit) -> io::Result<()> {
         let same = self.counts.len() == other.counts.len()
             && self
                 .counts
@@ -103,20 +100,6 @@ fn checks_of(opts: &AuditOptions) -> io::Result<(Vec<&'static dyn Pass>, PassCon
     Ok((passes, ctx))
 }
 
-/// The corpus tables a part of an audit fills, in the order [`audit_batches`] gives them:
-/// findings, dispositions, agreement, then the checks' own tables.
-fn part_tables(passes: &[&'static dyn Pass]) -> Vec<(&'static str, Arc<Schema>)> {
-    let mut tables = vec![
-        ("findings", findings_schema()),
-        ("dispositions", dispositions_schema()),
-        ("agreement", agreement_schema()),
-    ];
-    for pass in passes {
-        tables.extend(pass.tables());
-    }
-    tables
-}
-
 /// Refuse to write into `out` when it holds anything a corpus made a part at a time does not:
 /// its table folders, `ledger.parquet` and `manifest.json`. Parts are written by many tasks
 /// into one folder, so an existing folder is expected; a folder of someone else's files is not
@@ -148,15 +131,6 @@ fn refuse_foreign(out: &Path, passes: &[&'static dyn Pass]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The rows of one conversation's contribution that go to `table`.
-fn rows_for<'a>(r: &'a Contribution, table: &str) -> Vec<&'a serde_json::Value> {
-    r.rows
-        .iter()
-        .filter(|(t, _)| t == table)
-        .map(|(_, row)| row)
-        .collect()
 }
 
 /// Where a table of a part is written while it is incomplete: a hidden name (dataset readers
@@ -207,40 +181,20 @@ pub fn audit_part(
         .build()
         .map_err(io::Error::other)?;
     refuse_foreign(out, &passes)?;
-    let results = pool.install(|| check_part(&opened, part, &passes, &ctx))?;
-    let mut writers = Vec::new();
-    for (table, schema) in part_tables(&passes) {
-        let dir = out.join(table);
+    let tables = pool.install(|| {
+        let results = check_part(&opened, part, &passes, &ctx)?;
+        tables_of(&results, &passes)
+    })?;
+    for table in &tables.tables {
+        let dir = out.join(&table.name);
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(part_file_name(part));
-        writers.push((
-            table,
-            TableWriter::create_via(&path, &staging_name(&dir, part), schema)?,
-        ));
-    }
-    let mut counted = PartAudit::new(&passes);
-    for r in &results {
-        counted.add(r);
-        for (table, writer) in writers.iter_mut() {
-            match *table {
-                "findings" => writer.append(&r.findings)?,
-                "dispositions" => writer.append_dispositions(&r.dispositions)?,
-                "agreement" => writer.append(&r.agreement)?,
-                other => writer.append(&rows_for(r, other))?,
-            }
-        }
-    }
-    for (_, writer) in writers {
+        let mut writer =
+            TableWriter::create_via(&path, &staging_name(&dir, part), table.schema.clone())?;
+        writer.write_batches(&table.batches)?;
         writer.finish()?;
     }
-    Ok(counted)
-}
-
-/// A corpus table in memory.
-pub struct CorpusTable {
-    pub name: String,
-    pub schema: Arc<Schema>,
-    pub batches: Vec<RecordBatch>,
+    Ok(tables.counted)
 }
 
 /// The checks over the conversations of a store's tables held in memory, in the store's schema
@@ -260,42 +214,27 @@ pub fn audit_batches(
         .num_threads(opts.threads.max(1))
         .build()
         .map_err(io::Error::other)?;
-    let results: Vec<Contribution> = pool.install(|| {
-        conversations
+    let part = pool.install(|| {
+        let results: Vec<Contribution> = conversations
             .par_iter()
             .map(|(_, _, c)| audit_conversation(c, &passes, &ctx))
-            .collect()
-    });
-    let mut builders = Vec::new();
-    for (table, schema) in part_tables(&passes) {
-        builders.push((table, BatchBuilder::new(schema)?));
-    }
-    let mut counted = PartAudit::new(&passes);
-    for r in &results {
-        counted.add(r);
-        for (table, builder) in builders.iter_mut() {
-            match *table {
-                "findings" => builder.append(&r.findings)?,
-                "dispositions" => builder.append_dispositions(&r.dispositions)?,
-                "agreement" => builder.append(&r.agreement)?,
-                other => builder.append(&rows_for(r, other))?,
-            }
-        }
-    }
+            .collect();
+        tables_of(&results, &passes)
+    })?;
     let mut ledger = BatchBuilder::new(ledger_schema())?;
-    ledger.append(&ledger_rows(&passes, &counted.counts))?;
+    ledger.append(&ledger_rows(&passes, &part.counted.counts))?;
+    let (_, ledger) = ledger.finish()?;
+    let mut tables = part.tables;
     // The tables every audit writes, the ledger, then the checks' own.
-    let own = builders.split_off(3);
-    let mut tables = Vec::new();
-    for (name, builder) in builders.into_iter().chain([("ledger", ledger)]).chain(own) {
-        let (schema, batches) = builder.finish()?;
-        tables.push(CorpusTable {
-            name: name.to_string(),
-            schema,
-            batches,
-        });
-    }
-    Ok((tables, counted))
+    tables.insert(
+        3,
+        CorpusTable {
+            name: "ledger".to_string(),
+            schema: ledger_schema(),
+            batches: ledger,
+        },
+    );
+    Ok((tables, part.counted))
 }
 
 /// The corpus's ledger and manifest, written into `out` once every part of the store named
