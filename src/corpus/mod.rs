@@ -169,16 +169,17 @@ pub struct AgreementRow {
     pub detail: Option<String>,
 }
 
-/// One run's disposition under one check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DispositionRow {
-    pub run_id: String,
-    pub conversation_id: String,
+/// One run's disposition under one check: a row of the dispositions table, borrowed from
+/// what an audit holds of the run, its conversation and its check.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DispositionRow<'a> {
+    pub run_id: &'a str,
+    pub conversation_id: &'a str,
     pub turn: u32,
-    pub source: String,
-    pub check: String,
+    pub source: &'a str,
+    pub check: &'a str,
     pub disposition: Disposition,
-    pub reason: String,
+    pub reason: &'a str,
 }
 
 /// The disposition ledger row of one check x seam.

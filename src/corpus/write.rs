@@ -189,9 +189,9 @@ pub fn rows_batch<T: Serialize>(schema: &Arc<Schema>, rows: &[T]) -> io::Result<
 /// numerous rows (one per run and check), so they go into Arrow builders sized to the rows
 /// up front rather than through the serde decoder's tape: one allocation per column, no
 /// growth by doubling, the same arrays.
-pub fn dispositions_batch(rows: &[&DispositionRow]) -> io::Result<RecordBatch> {
+pub fn dispositions_batch(rows: &[DispositionRow<'_>]) -> io::Result<RecordBatch> {
     let n = rows.len();
-    let text = |f: fn(&DispositionRow) -> &str| -> StringBuilder {
+    let text = |f: for<'r> fn(&'r DispositionRow<'_>) -> &'r str| -> StringBuilder {
         let mut b = StringBuilder::with_capacity(n, rows.iter().map(|r| f(r).len()).sum());
         for r in rows {
             b.append_value(f(r));
@@ -204,13 +204,13 @@ pub fn dispositions_batch(rows: &[&DispositionRow]) -> io::Result<RecordBatch> {
         &vec![true; n],
     );
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(text(|r| &r.run_id).finish()),
-        Arc::new(text(|r| &r.conversation_id).finish()),
+        Arc::new(text(|r| r.run_id).finish()),
+        Arc::new(text(|r| r.conversation_id).finish()),
         Arc::new(turn.finish()),
-        Arc::new(text(|r| &r.source).finish()),
-        Arc::new(text(|r| &r.check).finish()),
+        Arc::new(text(|r| r.source).finish()),
+        Arc::new(text(|r| r.check).finish()),
         Arc::new(text(|r| r.disposition.as_str()).finish()),
-        Arc::new(text(|r| &r.reason).finish()),
+        Arc::new(text(|r| r.reason).finish()),
     ];
     RecordBatch::try_new(dispositions_schema(), columns).map_err(to_io)
 }
@@ -433,35 +433,43 @@ mod tests {
     use super::*;
     use crate::store::schema::{doc_drift, parse_schema_doc};
 
-    fn disposition(i: u32) -> DispositionRow {
+    /// The texts of a disposition row: run id, conversation id, reason.
+    fn texts(i: u32) -> (String, String, String) {
+        let reason = if i.is_multiple_of(5) {
+            String::new()
+        } else {
+            format!("reason \u{e9} {i}")
+        };
+        (format!("run-{i}"), format!("conv-{}", i / 3), reason)
+    }
+
+    fn disposition(i: u32, texts: &(String, String, String)) -> DispositionRow<'_> {
         use crate::model::vocab::Disposition;
         DispositionRow {
-            run_id: format!("run-{i}"),
-            conversation_id: format!("conv-{}", i / 3),
+            run_id: &texts.0,
+            conversation_id: &texts.1,
             turn: i % 7,
             source: if i.is_multiple_of(2) {
                 "tau2"
             } else {
                 "agentfootprint"
-            }
-            .to_string(),
-            check: ["repeated-call", "prior-turn-evidence", "schema-attempt"][i as usize % 3]
-                .to_string(),
-            disposition: Disposition::ALL[i as usize % 4],
-            reason: if i.is_multiple_of(5) {
-                String::new()
-            } else {
-                format!("reason \u{e9} {i}")
             },
+            check: ["repeated-call", "prior-turn-evidence", "schema-attempt"][i as usize % 3],
+            disposition: Disposition::ALL[i as usize % 4],
+            reason: &texts.2,
         }
+    }
+
+    fn dispositions(texts: &[(String, String, String)]) -> Vec<DispositionRow<'_>> {
+        (0..).zip(texts).map(|(i, t)| disposition(i, t)).collect()
     }
 
     #[test]
     fn dispositions_built_directly_are_the_serde_paths_batch() {
-        let rows: Vec<DispositionRow> = (0..5000).map(disposition).collect();
-        let refs: Vec<&DispositionRow> = rows.iter().collect();
+        let texts: Vec<_> = (0..5000).map(texts).collect();
+        let rows = dispositions(&texts);
         let expected = rows_batch(&dispositions_schema(), &rows).unwrap();
-        let got = dispositions_batch(&refs).unwrap();
+        let got = dispositions_batch(&rows).unwrap();
         assert_eq!(got.num_rows(), 5000);
         assert_eq!(got, expected);
         assert_eq!(dispositions_batch(&[]).unwrap().num_rows(), 0);
@@ -470,7 +478,8 @@ mod tests {
     #[test]
     fn rows_appended_in_pieces_make_batches_of_table_batch_rows() {
         // Handed in as callers hand them in: a few rows at a time, sometimes more than a batch.
-        let rows: Vec<DispositionRow> = (0..9000).map(disposition).collect();
+        let texts: Vec<_> = (0..9000).map(texts).collect();
+        let rows = dispositions(&texts);
         let mut pieces = BatchBuilder::new(dispositions_schema()).unwrap();
         for piece in [&rows[..5], &rows[5..4100], &rows[4100..8800], &rows[8800..]] {
             pieces.append(piece).unwrap();

@@ -84,15 +84,53 @@ pub struct CorpusManifest {
 /// corpus is written.
 #[derive(Default, Serialize, Deserialize)]
 pub(super) struct Contribution {
-    pub(super) runs: u64,
+    pub(super) conversation_id: String,
+    /// The conversation's runs, in its order.
+    pub(super) runs: Vec<RunKey>,
+    /// Per check, in the order the checks were run, each run's disposition and reason (the
+    /// dispositions table's rows, which repeat the run's and conversation's keys).
+    pub(super) dispositions: Vec<Vec<(Disposition, String)>>,
     pub(super) findings: Vec<Finding>,
-    pub(super) dispositions: Vec<DispositionRow>,
     pub(super) agreement: Vec<AgreementRow>,
     /// Rows of the checks' own tables: (table, row).
     pub(super) rows: Vec<(String, serde_json::Value)>,
 }
 
+/// What the corpus tables say of a run beside each of its rows.
+#[derive(Default, Serialize, Deserialize)]
+pub(super) struct RunKey {
+    pub(super) run_id: String,
+    pub(super) turn: u32,
+    /// The source family ([`source_family`]).
+    pub(super) source: String,
+}
+
 impl Contribution {
+    /// The dispositions table's rows, check by check (`checks`: the names of the checks run,
+    /// in order), each check's runs in order.
+    pub(super) fn disposition_rows<'a>(
+        &'a self,
+        checks: &'a [&'static str],
+    ) -> impl Iterator<Item = DispositionRow<'a>> + 'a {
+        self.dispositions
+            .iter()
+            .zip(checks)
+            .flat_map(move |(outcomes, check)| {
+                self.runs
+                    .iter()
+                    .zip(outcomes)
+                    .map(move |(run, (disposition, reason))| DispositionRow {
+                        run_id: &run.run_id,
+                        conversation_id: &self.conversation_id,
+                        turn: run.turn,
+                        source: &run.source,
+                        check,
+                        disposition: *disposition,
+                        reason,
+                    })
+            })
+    }
+
     /// Does it come back the same from JSON? Every field does, except a non-finite number,
     /// which JSON writes as `null`.
     fn survives_json(&self) -> bool {
@@ -116,7 +154,16 @@ fn try_audit_conversation(
     ctx: &PassContext,
 ) -> Option<Contribution> {
     let mut out = Contribution {
-        runs: conversation.runs.len() as u64,
+        conversation_id: conversation.id.clone(),
+        runs: conversation
+            .runs
+            .iter()
+            .map(|run| RunKey {
+                run_id: run.run_id.clone(),
+                turn: run.turn,
+                source: source_family(&run.format),
+            })
+            .collect(),
         ..Contribution::default()
     };
     for pass in passes {
@@ -126,20 +173,17 @@ fn try_audit_conversation(
             pass.check(conversation, ctx)
         };
         debug_assert_eq!(outcomes.len(), conversation.runs.len());
-        for (i, (run, outcome)) in conversation.runs.iter().zip(&outcomes).enumerate() {
-            let source = source_family(&run.format);
-            out.dispositions.push(DispositionRow {
-                run_id: run.run_id.clone(),
-                conversation_id: conversation.id.clone(),
-                turn: run.turn,
-                source: source.clone(),
-                check: pass.name().to_string(),
-                disposition: outcome.disposition,
-                reason: outcome.reason.clone(),
-            });
+        out.dispositions.push(
+            outcomes
+                .iter()
+                .map(|o| (o.disposition, o.reason.clone()))
+                .collect(),
+        );
+        for (i, (key, outcome)) in out.runs.iter().zip(&outcomes).enumerate() {
+            let source = &key.source;
             for draft in &outcome.findings {
                 out.findings.push(Finding {
-                    finding_id: finding_id(pass.name(), &run.run_id, draft),
+                    finding_id: finding_id(pass.name(), &key.run_id, draft),
                     check: pass.name().to_string(),
                     kind: draft.kind.clone(),
                     seam: draft.seam.clone(),
@@ -147,8 +191,8 @@ fn try_audit_conversation(
                     advisory: draft.advisory,
                     source: source.clone(),
                     conversation_id: conversation.id.clone(),
-                    run_id: run.run_id.clone(),
-                    turn: run.turn,
+                    run_id: key.run_id.clone(),
+                    turn: key.turn,
                     iteration: draft.iteration,
                     subjects: draft.subjects.clone(),
                     witnesses: draft.witnesses.clone(),
@@ -166,7 +210,7 @@ fn try_audit_conversation(
                 pass.name(),
                 conversation,
                 i,
-                &source,
+                source,
                 outcome,
             ));
         }
@@ -554,12 +598,14 @@ fn audit_parts(
     })
 }
 
-/// Add one conversation's rows to the counts per check.
+/// Add one conversation's rows to the counts per check (`counts` in the order the checks
+/// were run, as the contribution's dispositions are).
 pub(super) fn count(counts: &mut [CheckCounts], r: &Contribution) {
-    for c in counts.iter_mut() {
-        for d in r.dispositions.iter().filter(|d| d.check == c.check) {
+    debug_assert_eq!(counts.len(), r.dispositions.len());
+    for (c, outcomes) in counts.iter_mut().zip(&r.dispositions) {
+        for (disposition, _) in outcomes {
             c.runs += 1;
-            match d.disposition {
+            match disposition {
                 Disposition::CheckedPass => c.checked_pass += 1,
                 Disposition::CheckedFail => c.checked_fail += 1,
                 Disposition::NotApplicable => c.not_applicable += 1,

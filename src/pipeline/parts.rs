@@ -51,7 +51,7 @@ impl PartAudit {
 
     pub(super) fn add(&mut self, r: &Contribution) {
         self.conversations += 1;
-        self.runs += r.runs;
+        self.runs += r.runs.len() as u64;
         self.findings += r.findings.len() as u64;
         count(&mut self.counts, r);
     }

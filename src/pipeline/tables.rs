@@ -85,7 +85,11 @@ pub(super) fn tables_of(
         counted.add(r);
     }
     let findings: Vec<_> = results.iter().flat_map(|r| &r.findings).collect();
-    let dispositions: Vec<_> = results.iter().flat_map(|r| &r.dispositions).collect();
+    let checks: Vec<&'static str> = passes.iter().map(|p| p.name()).collect();
+    let dispositions: Vec<_> = results
+        .iter()
+        .flat_map(|r| r.disposition_rows(&checks))
+        .collect();
     let agreement: Vec<_> = results.iter().flat_map(|r| &r.agreement).collect();
     let mut tables = Vec::new();
     for (table, schema) in part_tables(passes) {
