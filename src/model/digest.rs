@@ -92,7 +92,12 @@ impl Digests {
     pub fn set(&mut self, name: &'static str, value: DigestValue) {
         match self.0.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = value,
-            None => self.0.push((name, value)),
+            None => {
+                // Most events carry one digest or none: a list grown by `push` would take room
+                // for four, on every one of a part's events.
+                self.0.reserve_exact(1);
+                self.0.push((name, value));
+            }
         }
     }
 
