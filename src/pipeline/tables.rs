@@ -124,3 +124,88 @@ pub(super) fn tables_of(
         counted,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::vocab::Disposition;
+    use crate::pipeline::audit::RunKey;
+    use arrow::array::AsArray;
+
+    /// Conversation `c` with `runs` runs, each disposed of by each of `checks` checks.
+    fn contribution(c: usize, runs: usize, checks: usize) -> Contribution {
+        Contribution {
+            conversation_id: format!("conv-{c}"),
+            runs: (0..runs)
+                .map(|r| RunKey {
+                    run_id: format!("run-{c}-{r}"),
+                    turn: r as u32,
+                    source: "tau2".into(),
+                })
+                .collect(),
+            dispositions: (0..checks)
+                .map(|k| {
+                    (0..runs)
+                        .map(|r| {
+                            let reason = if r % 2 == 0 {
+                                String::new()
+                            } else {
+                                format!("why {c}")
+                            };
+                            (Disposition::ALL[(c + r + k) % 4], reason)
+                        })
+                        .collect()
+                })
+                .collect(),
+            ..Contribution::default()
+        }
+    }
+
+    #[test]
+    fn a_parts_dispositions_come_in_full_batches_in_the_tables_order() {
+        let passes = crate::passes::registry();
+        let results: Vec<Contribution> = (0..1500)
+            .map(|c| contribution(c, 1 + c % 4, passes.len()))
+            .collect();
+        let runs: usize = results.iter().map(|r| r.runs.len()).sum();
+        let tables = tables_of(&results, &passes).unwrap();
+
+        let batches = tables.batches("dispositions");
+        let sizes: Vec<usize> = batches.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), runs * passes.len());
+        assert!(sizes.len() > 2, "{sizes:?}");
+        assert!(sizes[..sizes.len() - 1]
+            .iter()
+            .all(|&n| n == TABLE_BATCH_ROWS));
+        // Conversation by conversation, each check's rows for the conversation's runs in turn.
+        let all = arrow::compute::concat_batches(&dispositions_schema(), batches).unwrap();
+        let column = |name: &str| all.column_by_name(name).unwrap().as_string::<i32>().clone();
+        let (run_id, conversation, check, disposition, reason) = (
+            column("run_id"),
+            column("conversation_id"),
+            column("check"),
+            column("disposition"),
+            column("reason"),
+        );
+        let mut row = 0;
+        for r in &results {
+            for (pass, outcomes) in passes.iter().zip(&r.dispositions) {
+                for (key, (d, why)) in r.runs.iter().zip(outcomes) {
+                    assert_eq!(run_id.value(row), key.run_id);
+                    assert_eq!(conversation.value(row), r.conversation_id);
+                    assert_eq!(check.value(row), pass.name());
+                    assert_eq!(disposition.value(row), d.as_str());
+                    assert_eq!(reason.value(row), why);
+                    row += 1;
+                }
+            }
+        }
+
+        assert_eq!(tables.counted.conversations, 1500);
+        assert_eq!(tables.counted.runs, runs as u64);
+        let counted: u64 = tables.counted.counts.iter().map(|c| c.runs).sum();
+        assert_eq!(counted, (runs * passes.len()) as u64);
+        assert!(tables.batches("findings").is_empty());
+        assert!(tables.findings_jsonl.is_empty());
+    }
+}
