@@ -532,6 +532,89 @@ fn history_message(m: &Value) -> Option<HistoryRow> {
     Some((role, text, tool_name, call_id, calls))
 }
 
+/// Does the assembler read more of this type's payload than its iteration? (`short`: the
+/// type without its prefix; see [`Assembler::push`].)
+fn payload_is_read(short: &str) -> bool {
+    matches!(
+        short,
+        "agent.run_configured"
+            | "agent.turn_start"
+            | "agent.turn_end"
+            | "agent.iteration_end"
+            | "context.injected"
+            | "stream.llm_end"
+            | "stream.tool_start"
+            | "stream.tool_end"
+    ) || verdict_name(short).is_some()
+}
+
+/// The only fields the assembler reads of the payload of a type whose payload is not read
+/// ([`payload_is_read`]); the others are skipped as the line is parsed, not built.
+#[derive(serde::Deserialize)]
+struct Iterations {
+    iteration: Option<Value>,
+    #[serde(rename = "iterIndex")]
+    iter_index: Option<Value>,
+}
+
+/// A line's envelope as the assembler takes it, parsed in one pass: the payload of a type
+/// whose payload is not read beyond its iteration ([`payload_is_read`]) keeps those fields
+/// only. Most of an NDJSON file's bytes are such payloads (composed slots, tokens, evaluations,
+/// routes), so building them as values was most of the reader's time. Anything else, a line
+/// that is not an object, or one whose `type` comes again after a payload it decided, is an
+/// error, and the caller parses the line whole instead.
+struct Skimmed(Value);
+
+impl<'de> serde::Deserialize<'de> for Skimmed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Skimmed, D::Error> {
+        struct Envelope;
+        impl<'de> serde::de::Visitor<'de> for Envelope {
+            type Value = Skimmed;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an event envelope")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Skimmed, A::Error> {
+                let mut obj = serde_json::Map::new();
+                // The type seen so far leaves its payload unread.
+                let mut skim = false;
+                let mut skimmed = false;
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = match key.as_str() {
+                        "payload" if skim => {
+                            skimmed = true;
+                            let kept: Iterations = map.next_value()?;
+                            let mut payload = serde_json::Map::new();
+                            if let Some(v) = kept.iteration {
+                                payload.insert("iteration".into(), v);
+                            }
+                            if let Some(v) = kept.iter_index {
+                                payload.insert("iterIndex".into(), v);
+                            }
+                            Value::Object(payload)
+                        }
+                        "type" if skimmed => {
+                            return Err(serde::de::Error::custom("type after a skimmed payload"))
+                        }
+                        _ => map.next_value::<Value>()?,
+                    };
+                    if key == "type" {
+                        skim = value
+                            .as_str()
+                            .and_then(|k| k.strip_prefix(PREFIX))
+                            .is_some_and(|short| !payload_is_read(short));
+                    }
+                    obj.insert(key, value);
+                }
+                Ok(Skimmed(Value::Object(obj)))
+            }
+        }
+        d.deserialize_map(Envelope)
+    }
+}
+
 fn report_push(
     assembler: &mut Assembler,
     envelope: Value,
@@ -616,7 +699,11 @@ pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()
                 continue;
             }
         };
-        match js::parse_json(text) {
+        let parsed = match serde_json::from_str::<Skimmed>(text) {
+            Ok(Skimmed(envelope)) => Ok(envelope),
+            Err(_) => js::parse_json(text),
+        };
+        match parsed {
             Ok(envelope) => report_push(
                 &mut assembler,
                 envelope,
@@ -851,6 +938,60 @@ mod tests {
         assert_eq!(l[0].text.as_deref(), Some(r#"{"z":1,"a":[1,2]}"#));
         assert_eq!(l[0].duration_ms, Some(3.0));
         assert!(!l[0].has_flag(LandingFlags::UNANSWERED));
+    }
+
+    #[test]
+    fn payloads_read_for_their_iteration_only_are_skimmed_like_a_whole_parse() {
+        let token = r#"{"type":"agentfootprint.stream.token","payload":{"iteration":2,"text":"x","deep":[1,{"a":[2.50,"\u00e9"]}]},"meta":{"runId":"r1","sessionId":"s1","wallClockMs":5}}
+"#;
+        // The type given again after a payload the first would skim: the line is read whole,
+        // and the last type is the event's, with all of its payload.
+        let twice = r#"{"type":"agentfootprint.stream.token","payload":{"toolName":"lookup","toolCallId":"c9","args":{"q":1}},"type":"agentfootprint.stream.tool_start","meta":{"runId":"r1","sessionId":"s1"}}
+"#;
+        // A payload before its type is read whole.
+        let after = r#"{"payload":{"iterIndex":3,"other":{}},"type":"agentfootprint.agent.iteration_start","meta":{"runId":"r1","sessionId":"s1"}}
+"#;
+        // A payload that is not an object: the line is read whole, as before.
+        let odd = r#"{"type":"agentfootprint.context.evaluated","payload":[1,2],"meta":{"runId":"r1","sessionId":"s1"}}
+"#;
+        let sink = ndjson(&[token, twice, after, odd]);
+        assert_eq!(sink.records, 4);
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        let events = &sink.conversations[0].0.runs[0].events;
+        assert_eq!(events.len(), 4);
+        assert_eq!(
+            events[0].source_type.as_deref(),
+            Some("agentfootprint.stream.token")
+        );
+        assert_eq!(events[0].iteration, Some(2));
+        assert_eq!(events[0].timestamp_ms, Some(5));
+        assert_eq!(events[0].payload.as_deref(), Some(token.trim_end()));
+        assert_eq!(events[1].kind(), EventKind::Landing);
+        assert_eq!(events[1].tool_name.as_deref(), Some("lookup"));
+        assert_eq!(events[1].call_id.as_deref(), Some("c9"));
+        assert_eq!(events[1].arguments.as_deref(), Some(r#"{"q":1}"#));
+        assert_eq!(events[2].iteration, Some(3));
+        assert_eq!(
+            events[3].source_type.as_deref(),
+            Some("agentfootprint.context.evaluated")
+        );
+        assert_eq!(events[3].payload.as_deref(), Some(odd.trim_end()));
+        // What the skim keeps of a payload is what the assembler reads of it.
+        for (line, iteration) in [(token, Some(2)), (after, Some(3))] {
+            let Ok(Skimmed(skimmed)) = serde_json::from_str::<Skimmed>(line.trim_end()) else {
+                panic!("{line} is an envelope");
+            };
+            let whole = js::parse_json(line.trim_end()).unwrap();
+            assert_eq!(skimmed["type"], whole["type"]);
+            assert_eq!(skimmed["meta"], whole["meta"]);
+            let payload = &skimmed["payload"];
+            assert_eq!(
+                u32_field(payload, "iteration").or(u32_field(payload, "iterIndex")),
+                iteration
+            );
+        }
+        assert!(serde_json::from_str::<Skimmed>(twice.trim_end()).is_err());
+        assert!(serde_json::from_str::<Skimmed>("[1]").is_err());
     }
 
     #[test]
