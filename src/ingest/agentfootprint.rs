@@ -532,36 +532,95 @@ fn history_message(m: &Value) -> Option<HistoryRow> {
     Some((role, text, tool_name, call_id, calls))
 }
 
-/// Does the assembler read more of this type's payload than its iteration? (`short`: the
-/// type without its prefix; see [`Assembler::push`].)
-fn payload_is_read(short: &str) -> bool {
-    matches!(
-        short,
+/// The fields of an envelope's payload the assembler reads, by type (`short`: the type without
+/// its prefix; see [`Assembler::push`]); `None`: all of them may be.
+fn payload_fields(short: &str) -> Option<&'static [&'static str]> {
+    const ITERATION: &[&str] = &["iteration", "iterIndex"];
+    const INJECTED: &[&str] = &[
+        "iteration",
+        "iterIndex",
+        "sourceId",
+        "slot",
+        "rawContent",
+        "asRole",
+        "position",
+    ];
+    match short {
         "agent.run_configured"
-            | "agent.turn_start"
-            | "agent.turn_end"
-            | "agent.iteration_end"
-            | "context.injected"
-            | "stream.llm_end"
-            | "stream.tool_start"
-            | "stream.tool_end"
-    ) || verdict_name(short).is_some()
+        | "agent.turn_start"
+        | "agent.turn_end"
+        | "agent.iteration_end"
+        | "stream.llm_end"
+        | "stream.tool_start"
+        | "stream.tool_end" => None,
+        "context.injected" => Some(INJECTED),
+        _ if verdict_name(short).is_some() => None,
+        _ => Some(ITERATION),
+    }
 }
 
-/// The only fields the assembler reads of the payload of a type whose payload is not read
-/// ([`payload_is_read`]); the others are skipped as the line is parsed, not built.
-#[derive(serde::Deserialize)]
-struct Iterations {
-    iteration: Option<Value>,
-    #[serde(rename = "iterIndex")]
-    iter_index: Option<Value>,
+/// The fields of an envelope's `meta` the assembler reads.
+const META_FIELDS: &[&str] = &["runId", "sessionId", "wallClockMs"];
+
+/// A JSON object's fields named in `.0`, as values in their order; the others are skipped as
+/// the text is parsed, not built.
+#[derive(Clone, Copy)]
+struct Fields(&'static [&'static str]);
+
+/// An object key: its index in the names wanted, or `None`.
+struct Key(&'static [&'static str]);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Key {
+    type Value = Option<usize>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_str(self)
+    }
 }
 
-/// A line's envelope as the assembler takes it, parsed in one pass: the payload of a type
-/// whose payload is not read beyond its iteration ([`payload_is_read`]) keeps those fields
-/// only. Most of an NDJSON file's bytes are such payloads (composed slots, tokens, evaluations,
-/// routes), so building them as values was most of the reader's time. Anything else, a line
-/// that is not an object, or one whose `type` comes again after a payload it decided, is an
+impl serde::de::Visitor<'_> for Key {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.iter().position(|k| *k == key))
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Fields {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Fields {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut kept = serde_json::Map::new();
+        while let Some(index) = map.next_key_seed(Key(self.0))? {
+            match index {
+                Some(i) => {
+                    kept.insert(self.0[i].to_string(), map.next_value()?);
+                }
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Value::Object(kept))
+    }
+}
+
+/// A line's envelope as the assembler takes it, parsed in one pass: its `meta` keeps the
+/// fields read ([`META_FIELDS`]), and its payload too when its type says which
+/// ([`payload_fields`]). Most of an NDJSON file's bytes are fields no step reads (composed
+/// slots, tokens, evaluations, routes, the meta's stage ids and paths), so building them as
+/// values was most of the reader's time. Anything else, a line that is not an object, a
+/// `meta` or payload that is not one, or a `type` given again after a payload it decided, is an
 /// error, and the caller parses the line whole instead.
 struct Skimmed(Value);
 
@@ -578,33 +637,26 @@ impl<'de> serde::Deserialize<'de> for Skimmed {
                 mut map: A,
             ) -> Result<Skimmed, A::Error> {
                 let mut obj = serde_json::Map::new();
-                // The type seen so far leaves its payload unread.
-                let mut skim = false;
+                // The fields of the payload the type seen so far reads.
+                let mut fields: Option<&'static [&'static str]> = None;
                 let mut skimmed = false;
                 while let Some(key) = map.next_key::<String>()? {
-                    let value = match key.as_str() {
-                        "payload" if skim => {
+                    let value = match (key.as_str(), fields) {
+                        ("payload", Some(names)) => {
                             skimmed = true;
-                            let kept: Iterations = map.next_value()?;
-                            let mut payload = serde_json::Map::new();
-                            if let Some(v) = kept.iteration {
-                                payload.insert("iteration".into(), v);
-                            }
-                            if let Some(v) = kept.iter_index {
-                                payload.insert("iterIndex".into(), v);
-                            }
-                            Value::Object(payload)
+                            map.next_value_seed(Fields(names))?
                         }
-                        "type" if skimmed => {
+                        ("meta", _) => map.next_value_seed(Fields(META_FIELDS))?,
+                        ("type", _) if skimmed => {
                             return Err(serde::de::Error::custom("type after a skimmed payload"))
                         }
                         _ => map.next_value::<Value>()?,
                     };
                     if key == "type" {
-                        skim = value
+                        fields = value
                             .as_str()
                             .and_then(|k| k.strip_prefix(PREFIX))
-                            .is_some_and(|short| !payload_is_read(short));
+                            .and_then(payload_fields);
                     }
                     obj.insert(key, value);
                 }
@@ -976,20 +1028,44 @@ mod tests {
             Some("agentfootprint.context.evaluated")
         );
         assert_eq!(events[3].payload.as_deref(), Some(odd.trim_end()));
-        // What the skim keeps of a payload is what the assembler reads of it.
-        for (line, iteration) in [(token, Some(2)), (after, Some(3))] {
-            let Ok(Skimmed(skimmed)) = serde_json::from_str::<Skimmed>(line.trim_end()) else {
+        // What the skim keeps of a meta or a payload is the fields the assembler reads of it.
+        let injected = r#"{"type":"agentfootprint.context.injected","payload":{"contentSummary":"s","slot":"messages","rawContent":{"a":[1]},"asRole":"user","position":0,"reason":"r"},"meta":{"wallClockMs":7,"runtimeStageId":"x#1","subflowPath":["a"],"runId":"r1","sessionId":"s1"}}"#;
+        // (A payload before its type is kept whole.)
+        for (line, trimmed) in [
+            (token.trim_end(), true),
+            (after.trim_end(), false),
+            (injected, true),
+        ] {
+            let Ok(Skimmed(skimmed)) = serde_json::from_str::<Skimmed>(line) else {
                 panic!("{line} is an envelope");
             };
-            let whole = js::parse_json(line.trim_end()).unwrap();
+            let whole = js::parse_json(line).unwrap();
             assert_eq!(skimmed["type"], whole["type"]);
-            assert_eq!(skimmed["meta"], whole["meta"]);
-            let payload = &skimmed["payload"];
-            assert_eq!(
-                u32_field(payload, "iteration").or(u32_field(payload, "iterIndex")),
-                iteration
-            );
+            let short = whole["type"]
+                .as_str()
+                .unwrap()
+                .strip_prefix(PREFIX)
+                .unwrap();
+            let only = |v: &Value, names: &[&str]| -> Value {
+                let map = v.as_object().unwrap();
+                Value::Object(
+                    map.iter()
+                        .filter(|(k, _)| names.contains(&k.as_str()))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                )
+            };
+            assert_eq!(skimmed["meta"], only(&whole["meta"], META_FIELDS));
+            let names = payload_fields(short).unwrap();
+            let payload = if trimmed {
+                only(&whole["payload"], names)
+            } else {
+                whole["payload"].clone()
+            };
+            assert_eq!(skimmed["payload"], payload);
         }
+        assert_eq!(payload_fields("stream.tool_start"), None);
+        assert_eq!(payload_fields("integrity.disposition"), None);
         assert!(serde_json::from_str::<Skimmed>(twice.trim_end()).is_err());
         assert!(serde_json::from_str::<Skimmed>("[1]").is_err());
     }
