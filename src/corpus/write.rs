@@ -199,10 +199,9 @@ pub fn dispositions_batch(rows: &[DispositionRow<'_>]) -> io::Result<RecordBatch
         b
     };
     let mut turn = UInt32Builder::with_capacity(n);
-    turn.append_values(
-        &rows.iter().map(|r| r.turn).collect::<Vec<_>>(),
-        &vec![true; n],
-    );
+    for r in rows {
+        turn.append_value(r.turn);
+    }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(text(|r| r.run_id).finish()),
         Arc::new(text(|r| r.conversation_id).finish()),
