@@ -1064,6 +1064,21 @@ mod tests {
             };
             assert_eq!(skimmed["payload"], payload);
         }
+        // A field no step reads is skipped unbuilt, so a number beyond f64 or nesting deeper
+        // than serde_json builds is stored there (JavaScript's JSON.parse takes both); in a
+        // field that is read, the line is parsed whole and refused as before.
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let unread = [
+            r#"{"type":"agentfootprint.stream.token","payload":{"iteration":1,"big":1e400},"meta":{"runId":"r1","sessionId":"s1"}}"#.to_string(),
+            format!(r#"{{"type":"agentfootprint.stream.token","payload":{{"deep":{deep}}},"meta":{{"runId":"r1","sessionId":"s1"}}}}"#),
+            r#"{"type":"agentfootprint.stream.tool_start","payload":{"toolName":"t","toolCallId":"c","args":{"n":1e400}},"meta":{"runId":"r1","sessionId":"s1"}}"#.to_string(),
+        ];
+        let lines: Vec<String> = unread.iter().map(|l| format!("{l}\n")).collect();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let sink = ndjson(&refs);
+        assert_eq!(sink.conversations[0].0.runs[0].events.len(), 2);
+        assert_eq!(sink.quarantined.len(), 1, "{:?}", sink.quarantined);
+        assert!(sink.quarantined[0].reason.contains("number out of range"));
         assert_eq!(payload_fields("stream.tool_start"), None);
         assert_eq!(payload_fields("integrity.disposition"), None);
         assert!(serde_json::from_str::<Skimmed>(twice.trim_end()).is_err());
