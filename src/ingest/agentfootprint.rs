@@ -1085,6 +1085,68 @@ mod tests {
         assert!(serde_json::from_str::<Skimmed>("[1]").is_err());
     }
 
+    /// Every line of a real recording pushed as the reader skims it and as a whole parse gives
+    /// it: the same outcome for each line, and the same conversations. This is what holds
+    /// [`payload_fields`] and [`META_FIELDS`] to what the assembler reads.
+    #[test]
+    fn real_recordings_assemble_the_same_skimmed_and_parsed_whole() {
+        let how = Finishing {
+            format: "agentfootprint-ndjson",
+            snapshot_history: None,
+            injected_prompts: &[],
+        };
+        let outcome = |p: Pushed| match p {
+            Pushed::Stored => "stored".to_string(),
+            Pushed::OrphanResult => "orphan".to_string(),
+            Pushed::Dropped(reason) => reason,
+        };
+        let mut files: Vec<std::path::PathBuf> = Vec::new();
+        for dir in [
+            "testdata/agentfootprint/ndjson",
+            "../shared/data/agentfootprint/ndjson",
+        ] {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                files.extend(entries.map(|e| e.unwrap().path()));
+            }
+        }
+        assert!(files.len() >= 5, "{files:?}");
+        let mut skimmed_lines = 0;
+        for path in &files {
+            let text = std::fs::read_to_string(path).unwrap();
+            let input = Input::new(path, "t.ndjson");
+            let (mut skim, mut whole) = (Assembler::default(), Assembler::default());
+            for (i, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+                let at = At {
+                    record: i as u64,
+                    offset: 0,
+                };
+                let parsed = js::parse_json(line).unwrap();
+                let fast = match serde_json::from_str::<Skimmed>(line) {
+                    Ok(Skimmed(v)) => {
+                        skimmed_lines += usize::from(v != parsed);
+                        v
+                    }
+                    Err(_) => parsed.clone(),
+                };
+                assert_eq!(
+                    outcome(skim.push(fast, Some(line), at)),
+                    outcome(whole.push(parsed, Some(line), at)),
+                    "{} line {}",
+                    path.display(),
+                    i + 1
+                );
+            }
+            assert_eq!(
+                skim.finish(&how, &input),
+                whole.finish(&how, &input),
+                "{}",
+                path.display()
+            );
+        }
+        // The skim did trim most lines (every line carries meta fields no step reads).
+        assert!(skimmed_lines > 100, "{skimmed_lines}");
+    }
+
     #[test]
     fn an_injection_keeps_its_source_id_in_text() {
         let injected = |source: &str| {

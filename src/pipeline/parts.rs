@@ -226,8 +226,12 @@ pub fn audit_batches(
     let (_, ledger) = ledger.finish()?;
     let mut tables = part.tables;
     // The tables every audit writes, the ledger, then the checks' own.
+    let after_common = tables
+        .iter()
+        .position(|t| t.name == "agreement")
+        .map_or(tables.len(), |i| i + 1);
     tables.insert(
-        3,
+        after_common,
         CorpusTable {
             name: "ledger".to_string(),
             schema: ledger_schema(),
