@@ -272,6 +272,83 @@ fn write_stringify(out: &mut String, v: &Value) {
     }
 }
 
+/// A JSON object's fields named in `.0`, as values in their order; the others are skipped as
+/// the text is parsed, not built.
+#[derive(Clone, Copy)]
+pub struct Fields(pub &'static [&'static str]);
+
+/// An object key: its index in the names wanted, or `None`.
+struct Key(&'static [&'static str]);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Key {
+    type Value = Option<usize>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for Key {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.iter().position(|k| *k == key))
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Fields {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Fields {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut kept = Map::new();
+        while let Some(index) = map.next_key_seed(Key(self.0))? {
+            match index {
+                Some(i) => {
+                    kept.insert(self.0[i].to_string(), map.next_value()?);
+                }
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Value::Object(kept))
+    }
+}
+
+/// The members of the JSON object `text` named in `names`, as [`parse_json`] would read them
+/// (of a name given twice, the last): the other members are skipped as the text is parsed,
+/// not built. `None` when the text is not a JSON object. Text the one-pass parse refuses (a
+/// lone surrogate, say) is parsed whole instead; a member skipped unbuilt may hold what
+/// serde_json would not build (a number beyond f64, nesting deeper than 127), as
+/// JavaScript's `JSON.parse` takes it.
+pub fn parse_members(text: &str, names: &'static [&'static str]) -> Option<Map<String, Value>> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let skimmed = Fields(names)
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    match skimmed {
+        Ok(Value::Object(kept)) => Some(kept),
+        _ => match parse_json(text).ok()? {
+            Value::Object(mut all) => {
+                all.retain(|k, _| names.contains(&k.as_str()));
+                Some(all)
+            }
+            _ => None,
+        },
+    }
+}
+
 /// Parse JSON text as JavaScript's `JSON.parse` would, including unpaired surrogate escapes
 /// (mapped as the module docs say). Returns serde_json's error when the text is not JSON.
 pub fn parse_json(text: &str) -> Result<Value, serde_json::Error> {
@@ -346,6 +423,54 @@ mod tests {
 
     fn fp_args(v: &Value) -> String {
         fingerprint(&stable_string(v))
+    }
+
+    /// The members kept are what a whole parse holds under those names, whatever the text;
+    /// only a member skipped unbuilt may hold what a whole parse refuses.
+    #[test]
+    fn members_are_the_whole_parses() {
+        const NAMES: &[&str] = &["payload", "type"];
+        let texts = [
+            r#"{"type":"a.b","payload":{"chosen":"x","n":[1,2.5,{"k":null}]},"meta":{"p":["s",1]}}"#,
+            r#"{"payload":1,"payload":{"late":true},"type":"t","type":"u"}"#,
+            r#"{"meta":{"deep":[[[]]]}}"#,
+            r#"{}"#,
+            r#"{"payload":"\ud800 alone","other":"\udc00"}"#,
+            r#"{"other":"\udfff"}"#,
+            r#"[{"payload":1}]"#,
+            r#""payload""#,
+            r#"{"payload":1} trailing"#,
+            r#"{"payload":1,"#,
+            r#"{"payload": 1e400}"#,
+            "",
+        ];
+        for text in texts {
+            let whole = match parse_json(text) {
+                Ok(Value::Object(mut all)) => {
+                    all.retain(|k, _| NAMES.contains(&k.as_str()));
+                    Some(all)
+                }
+                _ => None,
+            };
+            assert_eq!(parse_members(text, NAMES), whole, "{text}");
+        }
+        let kept = parse_members(r#"{"payload":1,"payload":{"late":true}}"#, NAMES).unwrap();
+        assert_eq!(kept["payload"], json!({"late": true}));
+        let lone = parse_members(r#"{"payload":"\ud800"}"#, NAMES).unwrap();
+        assert_eq!(
+            utf16_units(lone["payload"].as_str().unwrap()).collect::<Vec<_>>(),
+            [0xD800]
+        );
+        // Beyond f64 or past serde_json's nesting limit in a member skipped: JSON.parse takes it.
+        let deep = format!(
+            r#"{{"meta":{}1{}, "payload":2}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for text in [r#"{"meta":1e400,"payload":2}"#, deep.as_str()] {
+            assert!(parse_json(text).is_err());
+            assert_eq!(parse_members(text, NAMES).unwrap()["payload"], json!(2));
+        }
     }
 
     #[test]

@@ -562,59 +562,6 @@ fn payload_fields(short: &str) -> Option<&'static [&'static str]> {
 /// The fields of an envelope's `meta` the assembler reads.
 const META_FIELDS: &[&str] = &["runId", "sessionId", "wallClockMs"];
 
-/// A JSON object's fields named in `.0`, as values in their order; the others are skipped as
-/// the text is parsed, not built.
-#[derive(Clone, Copy)]
-struct Fields(&'static [&'static str]);
-
-/// An object key: its index in the names wanted, or `None`.
-struct Key(&'static [&'static str]);
-
-impl<'de> serde::de::DeserializeSeed<'de> for Key {
-    type Value = Option<usize>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl serde::de::Visitor<'_> for Key {
-    type Value = Option<usize>;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a key")
-    }
-    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Option<usize>, E> {
-        Ok(self.0.iter().position(|k| *k == key))
-    }
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for Fields {
-    type Value = Value;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Fields {
-    type Value = Value;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an object")
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut kept = serde_json::Map::new();
-        while let Some(index) = map.next_key_seed(Key(self.0))? {
-            match index {
-                Some(i) => {
-                    kept.insert(self.0[i].to_string(), map.next_value()?);
-                }
-                None => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Value::Object(kept))
-    }
-}
-
 /// A line's envelope as the assembler takes it, parsed in one pass: its `meta` keeps the
 /// fields read ([`META_FIELDS`]), and its payload too when its type says which
 /// ([`payload_fields`]). Most of an NDJSON file's bytes are fields no step reads (composed
@@ -644,9 +591,9 @@ impl<'de> serde::Deserialize<'de> for Skimmed {
                     let value = match (key.as_str(), fields) {
                         ("payload", Some(names)) => {
                             skimmed = true;
-                            map.next_value_seed(Fields(names))?
+                            map.next_value_seed(js::Fields(names))?
                         }
-                        ("meta", _) => map.next_value_seed(Fields(META_FIELDS))?,
+                        ("meta", _) => map.next_value_seed(js::Fields(META_FIELDS))?,
                         ("type", _) if skimmed => {
                             return Err(serde::de::Error::custom("type after a skimmed payload"))
                         }

@@ -20,13 +20,10 @@ fn str_of(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-/// The `payload` member of a verdict row's recorded envelope.
+/// The `payload` member of a row's recorded envelope; the rest of the envelope (its `meta`,
+/// as long as the payload in verdict and route rows) is skipped unbuilt.
 fn envelope_payload(e: &Event) -> Option<Value> {
-    let v = js::parse_json(e.payload.as_deref()?).ok()?;
-    match v {
-        Value::Object(mut m) => m.remove("payload"),
-        _ => None,
-    }
+    js::parse_members(e.payload.as_deref()?, &["payload"])?.remove("payload")
 }
 
 /// A retry verdict: the framework asked again after a failed answer.
