@@ -13,7 +13,7 @@ use arrow::array::{
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use std::fs::File;
 use std::io;
 use std::path::Path;
@@ -60,7 +60,8 @@ fn properties(default_compression: Compression) -> WriterProperties {
     use parquet::basic::Encoding;
     use parquet::schema::types::ColumnPath;
     // Long, nearly unique text: a dictionary would only cost memory and time before Parquet
-    // gives up on it.
+    // gives up on it, and so would min/max statistics (each value compared with both; no
+    // reader prunes row groups by a text's range).
     for column in [
         "payload",
         "archived_payload",
@@ -73,6 +74,7 @@ fn properties(default_compression: Compression) -> WriterProperties {
     ] {
         builder = builder
             .set_column_dictionary_enabled(ColumnPath::from(column), false)
+            .set_column_statistics_enabled(ColumnPath::from(column), EnabledStatistics::None)
             .set_column_compression(ColumnPath::from(column), zstd_level_1());
     }
     // Every compressed column of every open part holds its own zstd contexts (about 190 KB a
@@ -101,6 +103,7 @@ fn properties(default_compression: Compression) -> WriterProperties {
     for column in ["evidence_forms", "answer_forms"] {
         builder = builder
             .set_column_dictionary_enabled(ColumnPath::from(column), false)
+            .set_column_statistics_enabled(ColumnPath::from(column), EnabledStatistics::None)
             .set_column_compression(ColumnPath::from(column), Compression::UNCOMPRESSED);
     }
     for column in [
