@@ -377,7 +377,7 @@ impl Store {
             })
             .map(|(i, _)| i);
         let projection = ProjectionMask::leaves(metadata.parquet_schema(), columns);
-        type Decoded = (HashMap<String, Vec<Event>>, Vec<Borrowed>);
+        type Decoded = Vec<(String, Pieces)>;
         // The part's runs are read while its events are decoded (both on the caller's pool).
         let read_runs = || -> io::Result<Vec<RunRow>> {
             runs_from(
@@ -404,8 +404,7 @@ impl Store {
             (0..groups)
                 .into_par_iter()
                 .map(|group| {
-                    let mut events = HashMap::new();
-                    let mut borrowed = Vec::new();
+                    let mut runs = HashMap::new();
                     // A handle of its own: a cloned handle would share the file position.
                     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
                         File::open(&path)?,
@@ -425,67 +424,83 @@ impl Store {
                     let reader = builder.build().map_err(to_io)?;
                     for batch in reader {
                         let batch = batch.map_err(to_io)?;
-                        append_events(&batch, self.digest_names, &mut events, &mut borrowed)?;
+                        append_events(&batch, self.digest_names, &mut runs)?;
                     }
-                    Ok((events, borrowed))
+                    Ok(runs.into_iter().collect())
                 })
                 .collect()
         };
         let (part_runs, decoded) = rayon::join(read_runs, decode);
         let part_runs = part_runs?;
-        let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
-        let mut borrowed_by_run: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-        for group in decoded {
-            let (events, borrowed) = group?;
-            for b in borrowed {
-                borrowed_by_run
-                    .entry(b.run_id)
-                    .or_default()
-                    .push((b.seq, b.from));
-            }
-            for (run_id, events) in events {
-                match events_by_run.get_mut(&run_id) {
-                    Some(list) => list.extend(events),
-                    None => {
-                        events_by_run.insert(run_id, events);
-                    }
-                }
-            }
-        }
-        Ok(gather(part_runs, &mut events_by_run, &mut borrowed_by_run))
+        let groups = decoded.into_iter().collect::<io::Result<Vec<_>>>()?;
+        Ok(gather(part_runs, groups))
     }
 }
 
-/// The conversations of one part from its runs and their decoded events, in the store's order
-/// (by origin, then id; runs by turn, start time, origin, id; events by `seq`), each with its
-/// origin (the earliest of its runs').
+/// The conversations of one part from its runs and their decoded events (`groups`: what each
+/// row group holds of each run, in row-group order; pieces of runs not among `part_runs` are
+/// dropped), in the store's order (by origin, then id; runs by turn, start time, origin, id;
+/// events by `seq`), each with its origin (the earliest of its runs').
+///
+/// The pieces are handed to their runs and each run's events put in order on the pool: on one
+/// thread this was a fifth of a part's read, with the other core idle.
 fn gather(
     part_runs: Vec<RunRow>,
-    events_by_run: &mut HashMap<String, Vec<Event>>,
-    borrowed_by_run: &mut HashMap<String, Vec<(u32, u32)>>,
+    groups: Vec<Vec<(String, Pieces)>>,
 ) -> Vec<(Origin, Conversation)> {
+    // Where each run's pieces go. Of two rows with one id (no store written here has them),
+    // the first takes the events, whatever the thread count.
+    let mut place: HashMap<&str, usize> = HashMap::with_capacity(part_runs.len());
+    for (i, row) in part_runs.iter().enumerate() {
+        place.entry(row.run.run_id.as_str()).or_insert(i);
+    }
+    let slots: Vec<std::sync::Mutex<Pieces>> =
+        part_runs.iter().map(|_| Default::default()).collect();
+    // Group by group, so a run split across row groups keeps its stored order.
+    for group in groups {
+        group.into_par_iter().for_each(|(run_id, pieces)| {
+            if let Some(&i) = place.get(run_id.as_str()) {
+                let mut slot = slots[i].lock().unwrap_or_else(|e| e.into_inner());
+                if slot.events.is_empty() {
+                    slot.events = pieces.events;
+                } else {
+                    slot.events.extend(pieces.events);
+                }
+                slot.borrowed.extend(pieces.borrowed);
+            }
+        });
+    }
+    drop(place);
+    let runs: Vec<(Origin, Run)> = part_runs
+        .into_par_iter()
+        .zip(slots)
+        .map(|(row, slot)| {
+            let pieces = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+            let mut run = row.run;
+            run.events = pieces.events;
+            run.events.sort_by_key(|e| e.seq);
+            if !pieces.borrowed.is_empty() {
+                lend_texts(&mut run.events, &pieces.borrowed);
+            }
+            (row.origin, run)
+        })
+        .collect();
     // The runs are moved into their conversations, not copied.
     type Gathered = (Origin, Vec<(Origin, Run)>);
     let mut conversations: HashMap<String, Gathered> = HashMap::new();
-    for row in part_runs {
-        let mut run = row.run;
-        run.events = events_by_run.remove(&run.run_id).unwrap_or_default();
-        run.events.sort_by_key(|e| e.seq);
-        if let Some(borrowed) = borrowed_by_run.remove(&run.run_id) {
-            lend_texts(&mut run.events, &borrowed);
-        }
+    for (origin, run) in runs {
         let entry = match conversations.get_mut(run.conversation_id.as_str()) {
             Some(entry) => entry,
             None => conversations
                 .entry(run.conversation_id.clone())
-                .or_insert((row.origin, Vec::new())),
+                .or_insert((origin, Vec::new())),
         };
-        entry.0 = entry.0.min(row.origin);
-        entry.1.push((row.origin, run));
+        entry.0 = entry.0.min(origin);
+        entry.1.push((origin, run));
     }
     let mut list: Vec<(String, Gathered)> = conversations.into_iter().collect();
     list.sort_by(|a, b| (a.1 .0, &a.0).cmp(&(b.1 .0, &b.0)));
-    list.into_iter()
+    list.into_par_iter()
         .map(|(id, (origin, mut runs))| {
             runs.sort_by(|(oa, a), (ob, b)| {
                 (a.turn, a.started_ms, oa, &a.run_id).cmp(&(b.turn, b.started_ms, ob, &b.run_id))
@@ -633,17 +648,9 @@ pub fn conversations_from_batches(
             row.run.conversation_id, row.run.run_id, row.events
         )));
     }
-    let mut events_by_run: HashMap<String, Vec<Event>> = HashMap::new();
-    let mut borrowed = Vec::new();
+    let mut pieces_by_run: HashMap<String, Pieces> = HashMap::new();
     for batch in &events {
-        append_events(batch, names, &mut events_by_run, &mut borrowed)?;
-    }
-    let mut borrowed_by_run: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-    for b in borrowed {
-        borrowed_by_run
-            .entry(b.run_id)
-            .or_default()
-            .push((b.seq, b.from));
+        append_events(batch, names, &mut pieces_by_run)?;
     }
     // A conversation of the store lies in one part; tables that say otherwise are not a store's.
     let mut part_of: HashMap<&str, u32> = HashMap::new();
@@ -672,8 +679,12 @@ pub fn conversations_from_batches(
     let mut out = Vec::new();
     for chunk in by_part {
         let part = chunk[0].part;
+        let pieces: Vec<(String, Pieces)> = chunk
+            .iter()
+            .filter_map(|row| pieces_by_run.remove_entry(row.run.run_id.as_str()))
+            .collect();
         out.extend(
-            gather(chunk, &mut events_by_run, &mut borrowed_by_run)
+            gather(chunk, vec![pieces])
                 .into_iter()
                 .map(|(origin, c)| (part, origin, c)),
         );
@@ -720,10 +731,12 @@ pub fn into_stored(mut conversation: Conversation, spec: &StoreSpec) -> Option<C
 
 /// A tool message stored without its text because a landing of its run holds the same
 /// (`result_text_of`): the event at `seq` of run `run_id` takes the text of the one at `from`.
-struct Borrowed {
-    run_id: String,
-    seq: u32,
-    from: u32,
+/// What a row group holds of one run: its events in stored order, and which of them borrow
+/// the text of another event of the run, as (seq, from).
+#[derive(Default)]
+struct Pieces {
+    events: Vec<Event>,
+    borrowed: Vec<(u32, u32)>,
 }
 
 /// Give each borrowing event (`(seq, from)`) the text of the event it names. The events are in
@@ -753,8 +766,7 @@ struct DigestNames {
 fn append_events(
     batch: &RecordBatch,
     names: DigestNames,
-    out: &mut HashMap<String, Vec<Event>>,
-    borrowed: &mut Vec<Borrowed>,
+    out: &mut HashMap<String, Pieces>,
 ) -> io::Result<()> {
     let run_id = col::<StringArray>(batch, "run_id")?;
     let seq = col::<UInt32Array>(batch, "seq")?;
@@ -795,13 +807,8 @@ fn append_events(
     // (`Store::read_part_where`), so it is never decoded.
     let payload = col::<LargeStringArray>(batch, "payload")?;
     for i in 0..batch.num_rows() {
-        if result_text.is_some() && !result_text_of.is_null(i) {
-            borrowed.push(Borrowed {
-                run_id: run_id.value(i).to_string(),
-                seq: seq.value(i),
-                from: result_text_of.value(i),
-            });
-        }
+        let lends = (result_text.is_some() && !result_text_of.is_null(i))
+            .then(|| (seq.value(i), result_text_of.value(i)));
         let event_kind = EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other);
         let mut e = Event {
             seq: seq.value(i),
@@ -843,12 +850,12 @@ fn append_events(
             };
             e.digests.set(name, DigestValue::Evidence(digest));
         }
-        match out.get_mut(run_id.value(i)) {
-            Some(list) => list.push(e),
-            None => {
-                out.insert(run_id.value(i).to_string(), vec![e]);
-            }
-        }
+        let pieces = match out.get_mut(run_id.value(i)) {
+            Some(pieces) => pieces,
+            None => out.entry(run_id.value(i).to_string()).or_default(),
+        };
+        pieces.events.push(e);
+        pieces.borrowed.extend(lends);
     }
     Ok(())
 }
