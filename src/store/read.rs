@@ -900,6 +900,106 @@ mod tests {
         .unwrap();
     }
 
+    /// Runs get their pieces from every row group, in row-group order, sorted by `seq` and lent
+    /// their texts; conversations and their runs come in the store's order; of two rows with
+    /// one id the first takes the events; pieces of runs not in the part are dropped. The same
+    /// whatever the pool's size.
+    #[test]
+    fn gather_hands_every_piece_to_its_run() {
+        let event = |seq: u32, text: Option<&str>| Event {
+            seq,
+            text: text.map(str::to_string),
+            ..Event::default()
+        };
+        let row = |run: &str, conversation: &str, turn: u32, record: u64| RunRow {
+            run: Run {
+                run_id: run.into(),
+                conversation_id: conversation.into(),
+                turn,
+                ..Run::default()
+            },
+            part: 0,
+            origin: Origin {
+                input_index: 0,
+                record_index: record,
+            },
+            landings: 0,
+            events: 0,
+        };
+        let pieces = |events: Vec<Event>, borrowed: Vec<(u32, u32)>| Pieces { events, borrowed };
+        let shape = |gathered: Vec<(Origin, Conversation)>| -> Vec<(u64, String, Vec<(String, Vec<(u32, Option<String>)>)>)> {
+            gathered
+                .into_iter()
+                .map(|(origin, c)| {
+                    let runs = c
+                        .runs
+                        .into_iter()
+                        .map(|r| (r.run_id, r.events.into_iter().map(|e| (e.seq, e.text)).collect()))
+                        .collect();
+                    (origin.record_index, c.id, runs)
+                })
+                .collect()
+        };
+        let once = || {
+            let rows = vec![
+                row("b2", "b", 1, 7),
+                row("a1", "a", 0, 3),
+                row("b1", "b", 0, 5),
+                row("a1", "a", 2, 9),
+            ];
+            let groups = vec![
+                vec![
+                    (
+                        "a1".to_string(),
+                        pieces(vec![event(2, None), event(0, Some("x"))], vec![(2, 0)]),
+                    ),
+                    ("b1".to_string(), pieces(vec![event(0, Some("q"))], vec![])),
+                    (
+                        "elsewhere".to_string(),
+                        pieces(vec![event(0, None)], vec![]),
+                    ),
+                ],
+                vec![
+                    ("a1".to_string(), pieces(vec![event(1, Some("y"))], vec![])),
+                    (
+                        "b2".to_string(),
+                        pieces(vec![event(1, None), event(0, Some("z"))], vec![(1, 0)]),
+                    ),
+                ],
+            ];
+            shape(gather(rows, groups))
+        };
+        let text = |t: &str| Some(t.to_string());
+        let expected = vec![
+            (
+                3,
+                "a".to_string(),
+                vec![
+                    (
+                        "a1".to_string(),
+                        vec![(0, text("x")), (1, text("y")), (2, text("x"))],
+                    ),
+                    ("a1".to_string(), vec![]),
+                ],
+            ),
+            (
+                5,
+                "b".to_string(),
+                vec![
+                    ("b1".to_string(), vec![(0, text("q"))]),
+                    ("b2".to_string(), vec![(0, text("z")), (1, text("z"))]),
+                ],
+            ),
+        ];
+        for threads in [1, 2, 4] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            assert_eq!(pool.install(once), expected, "{threads} threads");
+        }
+    }
+
     #[test]
     fn a_store_of_another_schema_version_is_refused() {
         let dir = tempfile::tempdir().unwrap();
