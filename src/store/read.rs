@@ -927,14 +927,21 @@ mod tests {
             events: 0,
         };
         let pieces = |events: Vec<Event>, borrowed: Vec<(u32, u32)>| Pieces { events, borrowed };
-        let shape = |gathered: Vec<(Origin, Conversation)>| -> Vec<(u64, String, Vec<(String, Vec<(u32, Option<String>)>)>)> {
+        // (origin's record, conversation id, [(run id, [(seq, text)])])
+        type Shape = Vec<(u64, String, Vec<(String, Vec<(u32, Option<String>)>)>)>;
+        let shape = |gathered: Vec<(Origin, Conversation)>| -> Shape {
             gathered
                 .into_iter()
                 .map(|(origin, c)| {
                     let runs = c
                         .runs
                         .into_iter()
-                        .map(|r| (r.run_id, r.events.into_iter().map(|e| (e.seq, e.text)).collect()))
+                        .map(|r| {
+                            (
+                                r.run_id,
+                                r.events.into_iter().map(|e| (e.seq, e.text)).collect(),
+                            )
+                        })
                         .collect();
                     (origin.record_index, c.id, runs)
                 })
