@@ -442,8 +442,8 @@ impl Store {
 /// dropped), in the store's order (by origin, then id; runs by turn, start time, origin, id;
 /// events by `seq`), each with its origin (the earliest of its runs').
 ///
-/// The pieces are handed to their runs and each run's events put in order on the pool: on one
-/// thread this was a fifth of a part's read, with the other core idle.
+/// The pieces are handed to their runs and each run's events put in order on the pool, so the
+/// other core does not wait while a part's runs are assembled.
 fn gather(
     part_runs: Vec<RunRow>,
     groups: Vec<Vec<(String, Pieces)>>,
@@ -731,8 +731,8 @@ pub fn into_stored(mut conversation: Conversation, spec: &StoreSpec) -> Option<C
 
 /// A tool message stored without its text because a landing of its run holds the same
 /// (`result_text_of`): the event at `seq` of run `run_id` takes the text of the one at `from`.
-/// What a row group holds of one run: its events in stored order, and which of them borrow
-/// the text of another event of the run, as (seq, from).
+/// What a row group (or a table held in memory) holds of one run: its events in stored order,
+/// and which of them borrow the text of another event of the run, as (seq, from).
 #[derive(Default)]
 struct Pieces {
     events: Vec<Event>,
