@@ -6,6 +6,15 @@
 //! looks complete; the next run for the same output removes it, and SIGINT or SIGTERM remove it
 //! at once (see [`remove_staging_on_signal`]).
 //!
+//! Replacing an existing output swaps the two directories in one step where the file system can
+//! (`renameat2` with `RENAME_EXCHANGE` on Linux), so the final name always names a complete
+//! output. Elsewhere it takes two renames, the old output moving aside to `NAME.old-<pid>` first;
+//! a run killed between them leaves the final name empty, and the next run for the same output
+//! repairs that before anything else, with the lock held: it moves the finished new copy into
+//! place (roll forward) or, when there is none, the old copy back (roll back). A previous output
+//! is deleted only once a complete one holds the final name; while it is being deleted it
+//! carries a `.traceaudit-discard` file, so a deletion cut short is finished by the next run.
+//!
 //! An existing directory at the target is replaced only when it is a traceaudit output of the
 //! same kind to its last entry: its manifest says so, and every file and folder in it is one the
 //! [`Layout`] names. Anything else (a web app with its own `manifest.json`, a corpus a user added
@@ -23,6 +32,9 @@ use std::sync::Mutex;
 
 /// The file that marks a staging directory as one of ours (removed before the commit).
 const STAGING_MARKER: &str = ".traceaudit-staging";
+
+/// The file that marks a replaced output as being deleted (it is removed last).
+const DISCARD_MARKER: &str = ".traceaudit-discard";
 
 /// Entries an ownership check looks at before it gives up and refuses: a traceaudit output
 /// holds a few dozen files, so a directory past this is somebody else's.
@@ -286,6 +298,7 @@ impl AtomicDir {
         std::fs::create_dir_all(&parent)
             .map_err(|e| with_path(e, "cannot create the folder", &parent))?;
         let lock = OutputLock::take(&parent, &name, target)?;
+        recover(&parent, &name, target, layout)?;
         match std::fs::symlink_metadata(target) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(with_path(e, "cannot read", target)),
@@ -303,7 +316,6 @@ impl AtomicDir {
                 }
             }
         }
-        remove_stale(&parent, &name, layout);
         let staging = parent.join(format!("{name}.tmp-{}", std::process::id()));
         if staging.exists() {
             if !staging.join(STAGING_MARKER).exists() {
@@ -339,31 +351,34 @@ impl AtomicDir {
         &self.staging
     }
 
-    /// Move the finished directory into place, replacing a previous output.
+    /// Move the finished directory into place, replacing a previous output, which is deleted
+    /// only once the new one holds the final name.
     pub fn commit(mut self) -> io::Result<PathBuf> {
         std::fs::remove_file(self.staging.join(STAGING_MARKER))
             .map_err(|e| with_path(e, "cannot finish", &self.staging))?;
-        if self.target.exists() {
-            let old = self.target.with_file_name(format!(
-                "{}.old-{}",
-                self.target
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                std::process::id()
-            ));
-            std::fs::rename(&self.target, &old)
-                .map_err(|e| with_path(e, "cannot move the previous output aside", &self.target))?;
-            std::fs::rename(&self.staging, &self.target)
-                .map_err(|e| with_path(e, "cannot move the output into place", &self.target))?;
-            std::fs::remove_dir_all(&old)
-                .map_err(|e| with_path(e, "cannot remove the previous output", &old))?;
+        if std::fs::symlink_metadata(&self.target).is_ok() {
+            let aside = aside_path(&self.target, std::process::id());
+            if exchange(&self.staging, &self.target)? {
+                // The staging name now holds the previous output.
+                std::fs::rename(&self.staging, &aside).map_err(|e| {
+                    with_path(e, "cannot move the previous output aside", &self.staging)
+                })?;
+            } else {
+                std::fs::rename(&self.target, &aside).map_err(|e| {
+                    with_path(e, "cannot move the previous output aside", &self.target)
+                })?;
+                std::fs::rename(&self.staging, &self.target)
+                    .map_err(|e| with_path(e, "cannot move the output into place", &self.target))?;
+            }
+            self.committed = true;
+            self.forget_staging();
+            discard(&aside)?;
         } else {
             std::fs::rename(&self.staging, &self.target)
                 .map_err(|e| with_path(e, "cannot move the output into place", &self.target))?;
+            self.committed = true;
+            self.forget_staging();
         }
-        self.committed = true;
-        self.forget_staging();
         Ok(self.target.clone())
     }
 
@@ -388,13 +403,97 @@ fn process_gone(pid: u32) -> bool {
     Path::new("/proc/self").exists() && !Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// Remove what killed runs for the same target left beside it: staging directories that carry
-/// our marker, and previous outputs moved aside during a commit, once their process is gone.
-/// Called with the target's lock held, so no live run is writing them.
-fn remove_stale(parent: &Path, name: &str, layout: &Layout) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
+/// Where a previous output waits while it is replaced by the run `pid`.
+fn aside_path(target: &Path, pid: u32) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    target.with_file_name(format!("{name}.old-{pid}"))
+}
+
+/// Swap `a` and `b` in one step. `Ok(false)` when the file system cannot, and nothing moved.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte"))
     };
+    let (ca, cb) = (c(a)?, c(b)?);
+    // SAFETY: both are NUL-terminated paths that live across the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        // The kernel or the file system does not offer the exchange.
+        Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => Ok(false),
+        _ => Err(with_path(e, "cannot move the output into place", b)),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> io::Result<bool> {
+    Ok(false)
+}
+
+/// Delete a replaced output: marked first, then its entries, the mark last, so a deletion that
+/// is cut short is recognised and finished by the next run.
+fn discard(dir: &Path) -> io::Result<()> {
+    let failed = |e| with_path(e, "cannot remove the previous output", dir);
+    std::fs::write(dir.join(DISCARD_MARKER), b"").map_err(failed)?;
+    for entry in std::fs::read_dir(dir).map_err(failed)? {
+        let entry = entry.map_err(failed)?;
+        if entry.file_name() == DISCARD_MARKER {
+            continue;
+        }
+        let path = entry.path();
+        if entry.file_type().map_err(failed)?.is_dir() {
+            std::fs::remove_dir_all(&path).map_err(failed)?;
+        } else {
+            std::fs::remove_file(&path).map_err(failed)?;
+        }
+    }
+    std::fs::remove_file(dir.join(DISCARD_MARKER)).map_err(failed)?;
+    std::fs::remove_dir(dir).map_err(failed)
+}
+
+/// What a run that is gone left beside `target`.
+struct Leftover {
+    path: PathBuf,
+    state: LeftoverState,
+}
+
+#[derive(PartialEq)]
+enum LeftoverState {
+    /// A staging directory still being written: never complete.
+    Unfinished,
+    /// A finished output that did not reach the final name (a commit cut short), or the previous
+    /// output that a swap left under the staging name.
+    Finished,
+    /// A previous output moved aside during a commit.
+    Aside,
+    /// A previous output whose deletion was cut short.
+    Discarding,
+}
+
+/// The leftovers of runs for `name` in `parent` whose process is gone, and that are ours.
+fn leftovers(parent: &Path, name: &str, layout: &Layout) -> Vec<Leftover> {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
     for entry in entries.flatten() {
         let file_name = entry.file_name();
         let file_name = file_name.to_string_lossy();
@@ -414,19 +513,75 @@ fn remove_stale(parent: &Path, name: &str, layout: &Layout) {
         if pid == std::process::id() || !process_gone(pid) {
             continue;
         }
-        let path = entry.path();
         if !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        let ours = if aside {
-            layout.owns(&path).is_ok()
+        let path = entry.path();
+        let state = if path.join(DISCARD_MARKER).exists() {
+            LeftoverState::Discarding
+        } else if !aside && path.join(STAGING_MARKER).exists() {
+            LeftoverState::Unfinished
+        } else if layout.owns(&path).is_err() {
+            // Not something traceaudit wrote whole: kept.
+            continue;
+        } else if aside {
+            LeftoverState::Aside
         } else {
-            path.join(STAGING_MARKER).exists()
+            LeftoverState::Finished
         };
-        if ours {
-            let _ = std::fs::remove_dir_all(&path);
+        found.push(Leftover { path, state });
+    }
+    // The newest first among equals, so a roll forward takes the last finished output.
+    found.sort_by_key(|l| {
+        std::cmp::Reverse(std::fs::metadata(&l.path).and_then(|m| m.modified()).ok())
+    });
+    found
+}
+
+/// Put right what killed runs for the same target left beside it, with the target's lock held
+/// (so no live run is writing them): an empty final name gets the finished new copy (roll
+/// forward) or else the copy moved aside (roll back); then everything else that run left is
+/// deleted, now that the final name holds a complete output (or none was ever there).
+fn recover(parent: &Path, name: &str, target: &Path, layout: &Layout) -> io::Result<()> {
+    let found = leftovers(parent, name, layout);
+    if found.is_empty() {
+        return Ok(());
+    }
+    if std::fs::symlink_metadata(target).is_err() {
+        let restore = found
+            .iter()
+            .find(|l| l.state == LeftoverState::Finished)
+            .or_else(|| found.iter().find(|l| l.state == LeftoverState::Aside));
+        if let Some(l) = restore {
+            std::fs::rename(&l.path, target).map_err(|e| {
+                with_path(
+                    e,
+                    &format!(
+                        "cannot restore the output a killed run left at {} to",
+                        l.path.display()
+                    ),
+                    target,
+                )
+            })?;
         }
     }
+    for l in &found {
+        if !l.path.exists() {
+            continue;
+        }
+        match l.state {
+            LeftoverState::Unfinished => {
+                let _ = std::fs::remove_dir_all(&l.path);
+            }
+            LeftoverState::Finished | LeftoverState::Aside | LeftoverState::Discarding => {
+                // Only once a complete output holds the final name.
+                if layout.owns(target).is_ok() || l.state == LeftoverState::Discarding {
+                    discard(&l.path)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Write a file inside an output directory via a temporary name and a rename.
@@ -660,6 +815,102 @@ mod tests {
         let _w = AtomicDir::create(&target, &layout).unwrap();
         assert!(!dead.exists());
         assert!(foreign.join("keep.txt").exists());
+    }
+
+    /// A complete output of `test_layout` at `dir`, its manifest saying `version`.
+    fn our_output(dir: &Path, version: u32) {
+        std::fs::create_dir_all(dir.join("events")).unwrap();
+        std::fs::write(
+            dir.join("manifest.json"),
+            format!(r#"{{"engine":"traceaudit","v":{version}}}"#),
+        )
+        .unwrap();
+        std::fs::write(dir.join("events/part-00000.parquet"), "x").unwrap();
+    }
+
+    fn version_at(dir: &Path) -> Option<u64> {
+        let text = std::fs::read_to_string(dir.join("manifest.json")).ok()?;
+        serde_json::from_str::<Value>(&text).ok()?["v"].as_u64()
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn replacing_an_output_leaves_nothing_aside() {
+        let layout = test_layout();
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        our_output(&target, 1);
+        let w = AtomicDir::create(&target, &layout).unwrap();
+        our_output(w.path(), 2);
+        w.commit().unwrap();
+        assert_eq!(version_at(&target), Some(2));
+        assert_eq!(names_in(dir.path()), ["out"]);
+    }
+
+    #[test]
+    fn a_commit_cut_between_its_renames_is_rolled_forward() {
+        // Killed after moving the old output aside and before moving the new one in: the final
+        // name is empty, the old copy waits aside, the finished new copy under its staging name.
+        let layout = test_layout();
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        our_output(&dir.path().join("out.old-4194304999"), 1);
+        our_output(&dir.path().join("out.tmp-4194304999"), 2);
+        // The next run fails before it writes anything (nothing readable, say).
+        let w = AtomicDir::create(&target, &layout).unwrap();
+        assert_eq!(version_at(&target), Some(2), "rolled forward at once");
+        drop(w);
+        assert_eq!(version_at(&target), Some(2));
+        assert_eq!(names_in(dir.path()), ["out"]);
+    }
+
+    #[test]
+    fn a_commit_cut_after_moving_aside_is_rolled_back() {
+        // No finished new copy (its run was killed while writing it): the old copy comes back,
+        // and stays when the next run fails.
+        let layout = test_layout();
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        our_output(&dir.path().join("out.old-4194304999"), 1);
+        let unfinished = dir.path().join("out.tmp-4194304999");
+        our_output(&unfinished, 2);
+        std::fs::write(unfinished.join(STAGING_MARKER), "").unwrap();
+        drop(AtomicDir::create(&target, &layout).unwrap());
+        assert_eq!(version_at(&target), Some(1));
+        assert_eq!(names_in(dir.path()), ["out"]);
+        // A copy aside that is not wholly ours is never moved or deleted.
+        std::fs::remove_dir_all(&target).unwrap();
+        let foreign = dir.path().join("out.old-4194304998");
+        our_output(&foreign, 1);
+        std::fs::write(foreign.join("notes.txt"), "canary").unwrap();
+        drop(AtomicDir::create(&target, &layout).unwrap());
+        assert!(foreign.join("notes.txt").exists());
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn a_previous_output_is_deleted_only_behind_a_complete_one() {
+        let layout = test_layout();
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        our_output(&target, 2);
+        // Left by a swap cut short: the previous output under the staging name, unmarked.
+        our_output(&dir.path().join("out.tmp-4194304999"), 1);
+        // A deletion cut short: the mark and what was left of the files.
+        let discarding = dir.path().join("out.old-4194304998");
+        std::fs::create_dir_all(discarding.join("events")).unwrap();
+        std::fs::write(discarding.join(DISCARD_MARKER), "").unwrap();
+        drop(AtomicDir::create(&target, &layout).unwrap());
+        assert_eq!(version_at(&target), Some(2));
+        assert_eq!(names_in(dir.path()), ["out"]);
     }
 
     #[test]
