@@ -141,13 +141,34 @@ pub enum RepeatedWhen {
     Arguments,
 }
 
+/// The most a configuration file or a schema file it names may hold. A real one is a few KiB;
+/// the bound keeps a path such as `/dev/zero` from reading until memory runs out.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 16 << 20;
+
+/// Read a text file of the configuration, refusing one past [`MAX_CONFIG_FILE_BYTES`].
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_CONFIG_FILE_BYTES {
+        return Err(format!(
+            "it holds more than {} MiB, more than a configuration or schema file does",
+            MAX_CONFIG_FILE_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())
+}
+
 impl Config {
     pub fn from_toml(text: &str) -> Result<Config, String> {
         toml::from_str(text).map_err(|e| e.to_string())
     }
 
     pub fn load(path: &Path) -> Result<(Config, String), String> {
-        let text = std::fs::read_to_string(path)
+        let text = read_bounded(path)
             .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
         let mut config =
             Config::from_toml(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
@@ -173,7 +194,7 @@ impl Config {
                 ));
             }
             let text = match (&entry.schema, &entry.schema_json) {
-                (Some(file), None) => std::fs::read_to_string(base.join(file))
+                (Some(file), None) => read_bounded(&base.join(file))
                     .map_err(|e| format!("{what}: cannot read schema {file}: {e}"))?,
                 (None, Some(inline)) => inline.clone(),
                 _ => {
@@ -224,6 +245,52 @@ pub fn compile_schema(schema: &serde_json::Value) -> Result<jsonschema::Validato
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_key_is_refused_in_every_table() {
+        for (text, key) in [
+            ("[evidence]\nexempt_pattern = [\"x\"]\n", "exempt_pattern"),
+            ("[evidence]\nmin_digit = 2\n", "min_digit"),
+            (
+                "[evidence]\nshapes = [{ name = \"t\", patern = \"t-[0-9]+\" }]\n",
+                "patern",
+            ),
+            ("[tools.x]\nrepeated = \"arguments\"\n", "repeated"),
+            (
+                "[[schemas]]\nsource = \"*\"\nschema_jsn = \"{}\"\n",
+                "schema_jsn",
+            ),
+            ("[evidense]\n", "evidense"),
+        ] {
+            let err = Config::from_toml(text).expect_err(text);
+            assert!(err.contains(key), "{text}: {err}");
+        }
+        // The keys that are there still read.
+        let c =
+            Config::from_toml("[evidence]\nmin_digits = 2\nexempt_patterns = [\"x\"]\n").unwrap();
+        assert_eq!(c.evidence.min_digits, 2);
+    }
+
+    #[test]
+    fn configuration_and_schema_files_are_read_within_a_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("traceaudit.toml");
+        std::fs::write(
+            &config,
+            "[[schemas]]\nsource = \"*\"\nschema = \"/dev/zero\"\n",
+        )
+        .unwrap();
+        let err = Config::load(&config).expect_err("refused");
+        assert!(
+            err.contains("schemas[0]") && err.contains("more than 16 MiB"),
+            "{err}"
+        );
+        let err = Config::load(Path::new("/dev/zero")).expect_err("refused");
+        assert!(
+            err.contains("/dev/zero") && err.contains("more than 16 MiB"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn parses_tool_declarations() {

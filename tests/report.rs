@@ -154,6 +154,10 @@ fn errors_exit_2() {
     assert_eq!(run(&["explain", path_str(&corpus), "no-such-run"]).0, 2);
     let c = path_str(&corpus);
     assert_eq!(run(&["diff", c, c, "--fail-on", "loops=3"]).0, 2);
+    // `--fail-on "$RULES"` with the variable unset: refused, not a gate turned off.
+    assert_eq!(run(&["diff", c, c, "--fail-on", ""]).0, 2);
+    assert_eq!(run(&["trend", c, "--fail-on", ""]).0, 2);
+    assert_eq!(run(&["diff", c, c, "--fail-on", "none"]).0, 0);
 }
 
 #[test]

@@ -51,6 +51,7 @@ use std::collections::HashSet;
 /// A value shape a deployment declares: tokens matching `pattern` as a whole are values of
 /// shape `name`, tested before the built-in rules.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ShapeDecl {
     pub name: String,
     pub pattern: String,
@@ -59,7 +60,7 @@ pub struct ShapeDecl {
 /// The `[evidence]` configuration table. Patterns use the `regex` crate's syntax and are
 /// matched against a whole normalised (lower-case) token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct EvidenceConfig {
     /// Digits a number needs before it counts as a value (at least 1).
     pub min_digits: usize,

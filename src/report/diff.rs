@@ -27,8 +27,16 @@ pub struct Rules {
 pub const DEFAULT_RULES: &str = "rate=2,new-keys=1";
 
 impl Rules {
-    /// Parse `rate=PP,new-keys=N`; `none` turns every rule off.
+    /// Parse `rate=PP,new-keys=N`; `none` turns every rule off. An empty text is refused: it is
+    /// what `--fail-on "$RULES"` becomes when the variable is unset, and taking it as "no
+    /// rules" would turn the gate off without anyone saying so.
     pub fn parse(text: &str) -> Result<Rules, String> {
+        if text.split(',').all(|p| p.trim().is_empty()) {
+            return Err(format!(
+                "{text:?} names no rule; give rules such as {DEFAULT_RULES}, or none to report \
+                 without gating"
+            ));
+        }
         let mut rules = Rules {
             rate_pp: None,
             new_keys: None,
@@ -632,5 +640,10 @@ mod tests {
         assert!(Rules::parse("rate=abc").is_err());
         assert!(Rules::parse("loops=3").is_err());
         assert_eq!(Rules::parse("new-keys=0").unwrap().new_keys, None);
+        // An unset variable is not "no rules": only `none` turns the gate off.
+        for empty in ["", " ", ",", " , "] {
+            let err = Rules::parse(empty).expect_err(empty);
+            assert!(err.contains("names no rule"), "{err}");
+        }
     }
 }
