@@ -226,6 +226,64 @@ fn runs_from(
     Ok(rows)
 }
 
+/// The parts the manifest lists, each checked to be there and to look like a whole Parquet file
+/// (its magic at both ends), so that a store missing a part, or holding a truncated one, is
+/// refused with the part's name instead of being audited in part. The manifest is the truth:
+/// part files it does not list are not read.
+fn listed_parts(dir: &Path, manifest: &StoreManifest) -> io::Result<u32> {
+    let refuse = |why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} is not a whole store: {why}; ingest its inputs again",
+                dir.display()
+            ),
+        )
+    };
+    if manifest.parts.is_empty() {
+        return Err(refuse("its manifest lists no part".into()));
+    }
+    for (i, listed) in manifest.parts.iter().enumerate() {
+        let expected = format!("events/{}", part_file_name(i as u32));
+        if *listed != expected {
+            return Err(refuse(format!(
+                "its manifest lists {listed:?} as part {i}, where {expected:?} belongs"
+            )));
+        }
+        looks_whole(&dir.join(listed)).map_err(|why| refuse(format!("{listed} {why}")))?;
+    }
+    looks_whole(&dir.join("runs.parquet")).map_err(|why| refuse(format!("runs.parquet {why}")))?;
+    u32::try_from(manifest.parts.len()).map_err(|_| refuse("it lists too many parts".into()))
+}
+
+/// Does the file at `path` begin and end with Parquet's magic? `Err` says what is wrong with it.
+fn looks_whole(path: &Path) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const MAGIC: &[u8; 4] = b"PAR1";
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => "is missing".to_string(),
+        _ => format!("cannot be read: {e}"),
+    })?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    let truncated =
+        || "is truncated or not a Parquet file (no Parquet footer at its end)".to_string();
+    if meta.len() < 12 {
+        return Err(truncated());
+    }
+    let mut file = File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let (mut head, mut tail) = ([0u8; 4], [0u8; 4]);
+    file.read_exact(&mut head)
+        .and_then(|()| file.seek(SeekFrom::End(-4)))
+        .and_then(|_| file.read_exact(&mut tail))
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if &head != MAGIC || &tail != MAGIC {
+        return Err(truncated());
+    }
+    Ok(())
+}
+
 /// An opened store. Runs and events are read a part at a time, so what is held in memory does
 /// not grow with the store.
 pub struct Store {
@@ -266,17 +324,65 @@ impl Store {
                 ),
             ));
         }
-        let mut parts = 0u32;
-        while dir.join("events").join(part_file_name(parts)).exists() {
-            parts += 1;
-        }
-        Ok(Store {
+        let parts = listed_parts(dir, &manifest)?;
+        let store = Store {
             dir: dir.to_path_buf(),
             parts,
             manifest,
             digest_names: DigestNames::default(),
             runs_metadata: std::sync::OnceLock::new(),
-        })
+        };
+        store.refuse_runs_past_the_parts()?;
+        Ok(store)
+    }
+
+    /// `runs.parquet`'s footer, read on first use.
+    fn runs_metadata(&self) -> io::Result<&ArrowReaderMetadata> {
+        if let Some(m) = self.runs_metadata.get() {
+            return Ok(m);
+        }
+        let path = self.dir.join("runs.parquet");
+        let m = load_metadata(&path).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is unreadable: {e}", path.display()),
+            )
+        })?;
+        Ok(self.runs_metadata.get_or_init(|| m))
+    }
+
+    /// Refuse a runs table whose rows point into a part the manifest does not list: those runs
+    /// would never be read. Told by the `part` column's statistics, which the writer keeps.
+    fn refuse_runs_past_the_parts(&self) -> io::Result<()> {
+        use parquet::file::statistics::Statistics;
+        let metadata = self.runs_metadata()?;
+        let highest = metadata
+            .metadata()
+            .row_groups()
+            .iter()
+            .filter_map(|g| {
+                let c = g
+                    .columns()
+                    .iter()
+                    .find(|c| c.column_path().string() == "part")?;
+                match c.statistics() {
+                    Some(Statistics::Int32(s)) => s.max_opt().map(|&m| m as u32),
+                    _ => None,
+                }
+            })
+            .max();
+        match highest {
+            Some(part) if part >= self.parts => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} is not a whole store: runs.parquet holds runs of part {part}, and the \
+                     manifest lists {} part(s); ingest its inputs again",
+                    self.dir.display(),
+                    self.parts
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Hand back on the events the values of these digests, those the store holds at their
@@ -346,13 +452,7 @@ impl Store {
     ) -> io::Result<Vec<(Origin, Conversation)>> {
         let path = self.dir.join("events").join(part_file_name(part));
         let runs_path = self.dir.join("runs.parquet");
-        let runs_metadata = match self.runs_metadata.get() {
-            Some(m) => m,
-            None => {
-                let m = load_metadata(&runs_path)?;
-                self.runs_metadata.get_or_init(|| m)
-            }
-        };
+        let runs_metadata = self.runs_metadata()?;
         let only_shared: Option<std::sync::Arc<HashSet<String>>> =
             only.map(|o| std::sync::Arc::new(o.clone()));
         // Row groups are decoded in parallel on the caller's rayon pool (the audit's), batch by
@@ -886,7 +986,11 @@ mod tests {
             engine: crate::store::ENGINE.into(),
             engine_version: crate::store::ENGINE_VERSION.into(),
             store_schema_version: version,
-            parts: Vec::new(),
+            // The parts written in `dir`, as the ingest lists them.
+            parts: (0..)
+                .map(|p| format!("events/{}", part_file_name(p)))
+                .take_while(|name| dir.join(name).exists())
+                .collect(),
             inputs: Vec::new(),
             counts: Default::default(),
             seconds: 0.0,
@@ -1010,6 +1114,10 @@ mod tests {
     #[test]
     fn a_store_of_another_schema_version_is_refused() {
         let dir = tempfile::tempdir().unwrap();
+        StoreWriter::create(dir.path(), 1, spec())
+            .unwrap()
+            .finish()
+            .unwrap();
         write_manifest(dir.path(), 1);
         let err = Store::open(dir.path()).err().expect("version 1 is refused");
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
@@ -1018,6 +1126,57 @@ mod tests {
         assert!(text.contains("ingest its inputs again"), "{text}");
         write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
         assert!(Store::open(dir.path()).is_ok());
+    }
+
+    #[test]
+    fn a_store_missing_or_truncating_a_part_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 3, spec()).unwrap();
+        for i in 0..12 {
+            let c = conversation(&format!("c{i}"), 1, 10);
+            let origin = Origin {
+                input_index: 0,
+                record_index: i,
+            };
+            writer.write(&c, origin).unwrap();
+        }
+        writer.finish().unwrap();
+        write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
+        assert_eq!(Store::open(dir.path()).unwrap().parts, 3);
+        let refused = |dir: &Path| Store::open(dir).err().expect("refused").to_string();
+        // Lose the middle part: before, the parts after it were skipped without a word.
+        let part1 = dir.path().join("events/part-00001.parquet");
+        let bytes = std::fs::read(&part1).unwrap();
+        std::fs::remove_file(&part1).unwrap();
+        let err = refused(dir.path());
+        assert!(
+            err.contains("events/part-00001.parquet is missing"),
+            "{err}"
+        );
+        // Truncated: refused by name too.
+        std::fs::write(&part1, &bytes[..bytes.len() / 2]).unwrap();
+        let err = refused(dir.path());
+        assert!(
+            err.contains("events/part-00001.parquet is truncated"),
+            "{err}"
+        );
+        std::fs::write(&part1, &bytes).unwrap();
+        // Lose the first part: before, the audit read nothing and exited 0.
+        let part0 = dir.path().join("events/part-00000.parquet");
+        std::fs::rename(&part0, dir.path().join("aside")).unwrap();
+        assert!(refused(dir.path()).contains("events/part-00000.parquet is missing"));
+        std::fs::rename(dir.path().join("aside"), &part0).unwrap();
+        // A manifest that lists fewer parts than the runs point into.
+        let path = dir.path().join("manifest.json");
+        let mut manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        manifest["parts"].as_array_mut().unwrap().truncate(2);
+        std::fs::write(&path, manifest.to_string()).unwrap();
+        let err = refused(dir.path());
+        assert!(
+            err.contains("runs of part 2") && err.contains("lists 2 part(s)"),
+            "{err}"
+        );
     }
 
     /// A conversation of `runs` runs, each with a user message, a landing and an answer whose
