@@ -161,6 +161,33 @@ fn errors_exit_2() {
 }
 
 #[test]
+fn corpus_paths_are_taken_literally() {
+    // A corpus whose name reads as a pattern: `night*` beside `night-2`, and `run[1]`.
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain");
+    let star = dir.path().join("night*");
+    let bracket = dir.path().join("run[1]");
+    for out in [&plain, &star, &bracket] {
+        audit(&["testdata/agentfootprint"], out);
+    }
+    audit(&["testdata/tau-bench"], &dir.path().join("night-2"));
+    let checks = |corpus: &Path| -> Value {
+        let v: Value =
+            serde_json::from_str(&ok(&["report", path_str(corpus), "--format", "json"])).unwrap();
+        v["checks"].clone()
+    };
+    let expected = checks(&plain);
+    assert_eq!(checks(&star), expected, "night* read its sibling's tables");
+    assert_eq!(checks(&bracket), expected);
+    for by in ["agent", "tool"] {
+        assert_eq!(
+            ok(&["report", path_str(&star), "--by", by]),
+            ok(&["report", path_str(&plain), "--by", by]).replace("plain", "night*"),
+        );
+    }
+}
+
+#[test]
 fn identical_corpora_are_no_regression() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("baseline");

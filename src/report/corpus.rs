@@ -18,6 +18,34 @@ pub fn pl(e: PolarsError) -> io::Error {
     io::Error::other(e.to_string())
 }
 
+/// How every report scans a file: its path taken literally (a folder named `nights*` or
+/// `run[1]` is a name, not a pattern) and no columns made from `key=value` folder names.
+pub fn literal_args() -> ScanArgsParquet {
+    ScanArgsParquet {
+        glob: false,
+        hive_options: HiveOptions {
+            enabled: Some(false),
+            ..HiveOptions::default()
+        },
+        ..ScanArgsParquet::default()
+    }
+}
+
+/// `path` as Polars takes it. Polars reads only UTF-8 paths, which is why `audit` and `ingest`
+/// refuse to write an output elsewhere; a path that is not is refused here by name.
+pub fn polars_path(path: &Path) -> io::Result<PlRefPath> {
+    if path.to_str().is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is not a UTF-8 path, which the reports cannot read; rename it",
+                path.display()
+            ),
+        ));
+    }
+    PlRefPath::try_from_path(path).map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
+}
+
 /// A lazy scan of one Parquet file.
 pub fn scan(path: &Path) -> io::Result<LazyFrame> {
     if !path.exists() {
@@ -26,8 +54,7 @@ pub fn scan(path: &Path) -> io::Result<LazyFrame> {
             format!("{} does not exist", path.display()),
         ));
     }
-    let p = PlRefPath::try_from_path(path).map_err(pl)?;
-    LazyFrame::scan_parquet(p, ScanArgsParquet::default()).map_err(pl)
+    LazyFrame::scan_parquet(polars_path(path)?, literal_args()).map_err(pl)
 }
 
 impl CorpusDir {
@@ -128,11 +155,9 @@ impl CorpusDir {
         }
         let paths = parts
             .iter()
-            .map(|p| PlRefPath::try_from_path(p))
-            .collect::<PolarsResult<Vec<_>>>()
-            .map_err(pl)?;
-        LazyFrame::scan_parquet_files(paths.into_iter().collect(), ScanArgsParquet::default())
-            .map_err(pl)
+            .map(|p| polars_path(p))
+            .collect::<io::Result<Vec<_>>>()?;
+        LazyFrame::scan_parquet_files(paths.into_iter().collect(), literal_args()).map_err(pl)
     }
 }
 

@@ -290,6 +290,20 @@ impl AtomicDir {
                     ),
                 )
             })?;
+        // The reports read outputs through Polars, which takes UTF-8 paths only: an output
+        // they could not read back is refused before it is written.
+        let absolute = std::path::absolute(target).unwrap_or_else(|_| target.to_path_buf());
+        if absolute.to_str().is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is not a UTF-8 path: `report`, `diff`, `trend` and `explain` could not \
+                     read a {} there; choose an --out whose path is UTF-8",
+                    absolute.display(),
+                    layout.what
+                ),
+            ));
+        }
         let parent = target
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -911,6 +925,19 @@ mod tests {
         drop(AtomicDir::create(&target, &layout).unwrap());
         assert_eq!(version_at(&target), Some(2));
         assert_eq!(names_in(dir.path()), ["out"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_output_the_reports_could_not_read_back_is_refused() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join(std::ffi::OsStr::from_bytes(b"night-\xff"));
+        let err = AtomicDir::create(&target, &test_layout())
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("not a UTF-8 path"), "{err}");
+        assert!(names_in(dir.path()).is_empty(), "nothing is written");
     }
 
     #[test]
