@@ -592,8 +592,24 @@ fn sample_messages(
         Some(Value::Array(pool)) => pool,
         _ => Vec::new(),
     };
+    // A solver that calls the model itself leaves `messages` holding the prompt alone; the
+    // replies are then only in the model events, and the conversation is rebuilt from them.
+    let mut prompt_only = None;
     match sample.messages.take() {
-        Some(Value::Array(list)) if !list.is_empty() => return Ok(list),
+        Some(Value::Array(list)) if !list.is_empty() => {
+            let replied = list
+                .iter()
+                .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
+            let model_replied = sample
+                .events
+                .last_model
+                .as_ref()
+                .is_some_and(|m| model_reply(m).is_some());
+            if replied || !model_replied {
+                return Ok(list);
+            }
+            prompt_only = Some(list);
+        }
         Some(Value::Array(_)) | Some(Value::Null) | None => {}
         Some(other) => {
             return Err(format!(
@@ -602,15 +618,18 @@ fn sample_messages(
             ))
         }
     }
-    if let Some(refs) = sample.message_refs.take().filter(|r| !r.is_null()) {
-        return expand_refs(&refs, &pool, limits)
-            .map_err(|e| format!("{label}: message_refs cannot be resolved: {e}"));
+    if prompt_only.is_none() {
+        if let Some(refs) = sample.message_refs.take().filter(|r| !r.is_null()) {
+            return expand_refs(&refs, &pool, limits)
+                .map_err(|e| format!("{label}: message_refs cannot be resolved: {e}"));
+        }
     }
     let Some(model) = sample.events.last_model.take() else {
         return Err(format!(
             "{label} has no messages and no model event to rebuild them from"
         ));
     };
+    let reply = model_reply(&model).cloned();
     let mut list = match (model.input, model.input_refs) {
         (Some(Value::Array(input)), _) if !input.is_empty() => input,
         (_, Some(refs)) if !refs.is_null() => expand_refs(&refs, &pool, limits).map_err(|e| {
@@ -618,14 +637,11 @@ fn sample_messages(
         })?,
         _ => Vec::new(),
     };
+    if list.is_empty() {
+        // The model was called without recorded input: the prompt comes from `messages`.
+        list = prompt_only.clone().unwrap_or_default();
+    }
     let inputs = list.len();
-    let reply = model
-        .output
-        .as_ref()
-        .and_then(|o| o.get("choices"))
-        .and_then(|c| c.get(0))
-        .and_then(|c| c.get("message"))
-        .cloned();
     let replied = reply.is_some();
     list.extend(reply);
     if list.is_empty() {
@@ -633,8 +649,13 @@ fn sample_messages(
             "{label} has no messages, and its last model event has neither input nor output"
         ));
     }
+    let why = if prompt_only.is_some() {
+        "messages hold no reply of the model"
+    } else {
+        "has no messages list"
+    };
     notes.push(format!(
-        "{label} has no messages list; rebuilt from its last model event ({inputs} input \
+        "{label} {why}; rebuilt from its last model event ({inputs} input \
          message(s){})",
         if replied {
             " and the output message"
@@ -643,6 +664,16 @@ fn sample_messages(
         }
     ));
     Ok(list)
+}
+
+/// The message a model event's output gives (its first choice).
+fn model_reply(model: &ModelCall) -> Option<&Value> {
+    model
+        .output
+        .as_ref()
+        .and_then(|o| o.get("choices"))
+        .and_then(|c| c.get(0))
+        .and_then(|c| c.get("message"))
 }
 
 /// Expand range references `[[start, end), ...]` against the message pool. Ranges can repeat
@@ -1483,6 +1514,53 @@ mod tests {
         assert!(landing.error);
         assert_eq!(landing.text.as_deref(), Some("timed out"));
         assert_eq!(landing.duration_ms, Some(1500.0));
+    }
+
+    #[test]
+    fn replies_only_in_model_events_rebuild_the_conversation() {
+        // A solver that calls the model itself: `messages` holds the prompt, the replies are in
+        // the model events only. Before, the run had no assistant message and no answer.
+        let sample = json!({
+            "id": "q1", "epoch": 1,
+            "messages": [
+                {"role": "system", "content": "Answer briefly."},
+                {"role": "user", "content": "What is 6 x 7?"}
+            ],
+            "events": [
+                {"event": "model",
+                 "input": [
+                    {"role": "system", "content": "Answer briefly."},
+                    {"role": "user", "content": "What is 6 x 7?"}
+                 ],
+                 "output": {"choices": [{"message": {"role": "assistant", "content": "42"}}]}}
+            ]
+        });
+        let sink = read_bytes("log.json", &log_with(&[sample]));
+        assert_eq!(sink.conversations.len(), 1);
+        let run = &sink.conversations[0].0.runs[0];
+        assert_eq!(run.answer.as_deref(), Some("42"));
+        assert_eq!(run.user_message.as_deref(), Some("What is 6 x 7?"));
+        let notes: Vec<&str> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("messages hold no reply of the model"),
+            "{notes:?}"
+        );
+        assert_eq!(sink.quarantined[0].severity, Severity::Partial);
+        // A model event without input takes the prompt from `messages`.
+        let sample = json!({
+            "id": "q2", "epoch": 1,
+            "messages": [{"role": "user", "content": "Name a prime."}],
+            "events": [{"event": "model", "input": [],
+                 "output": {"choices": [{"message": {"role": "assistant", "content": "7"}}]}}]
+        });
+        let sink = read_bytes("log.json", &log_with(&[sample]));
+        let run = &sink.conversations[0].0.runs[0];
+        assert_eq!(run.user_message.as_deref(), Some("Name a prime."));
+        assert_eq!(run.answer.as_deref(), Some("7"));
+        // A sample whose messages hold the replies is read as written, without a note.
+        let sink = read_bytes("log.json", &log_with(&[tool_sample(json!("s1"))]));
+        assert!(sink.quarantined.is_empty());
     }
 
     #[test]
