@@ -51,6 +51,39 @@ fn load_metadata(path: &Path) -> io::Result<ArrowReaderMetadata> {
     ArrowReaderMetadata::load(&File::open(path)?, Default::default()).map_err(to_io)
 }
 
+/// The footer of a store file, checked against the schema the store writes: a file that is not
+/// Parquet, or a column of another type (a part written back by pandas or pyarrow keeps its
+/// timestamps in nanoseconds), is refused with the file and the column, before any row is
+/// decoded.
+fn load_checked(
+    path: &Path,
+    expected: &arrow::datatypes::Schema,
+) -> io::Result<ArrowReaderMetadata> {
+    let bad = |why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} cannot be read as a store table: {why}", path.display()),
+        )
+    };
+    let metadata = load_metadata(path).map_err(|e| bad(format!("it is unreadable ({e})")))?;
+    let schema = metadata.schema();
+    for field in expected.fields() {
+        let Ok(found) = schema.field_with_name(field.name()) else {
+            return Err(bad(format!("it has no column `{}`", field.name())));
+        };
+        if found.data_type() != field.data_type() {
+            return Err(bad(format!(
+                "column `{}` is {}, where traceaudit writes {} (was it written back by another \
+                 tool, such as a pandas round trip?); ingest its inputs again",
+                field.name(),
+                found.data_type(),
+                field.data_type()
+            )));
+        }
+    }
+    Ok(metadata)
+}
+
 /// The record batches of the row groups of `path` that `keep` selects (by the row group's
 /// metadata), given the file's footer.
 /// The row groups `keep` picks, without the columns named in `leave_out`.
@@ -142,7 +175,12 @@ fn may_hold_part(group: &parquet::file::metadata::RowGroupMetaData, part: u32) -
 pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
     let path = store.join("runs.parquet");
     runs_from(
-        read_row_groups(&path, &load_metadata(&path)?, |_| true, &[])?,
+        read_row_groups(
+            &path,
+            &load_checked(&path, &crate::store::schema::runs_schema())?,
+            |_| true,
+            &[],
+        )?,
         None,
         None,
     )
@@ -342,12 +380,7 @@ impl Store {
             return Ok(m);
         }
         let path = self.dir.join("runs.parquet");
-        let m = load_metadata(&path).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is unreadable: {e}", path.display()),
-            )
-        })?;
+        let m = load_checked(&path, &crate::store::schema::runs_schema())?;
         Ok(self.runs_metadata.get_or_init(|| m))
     }
 
@@ -459,7 +492,7 @@ impl Store {
         // batch, and merged in row-group order, so a run's events keep their stored order.
         // Batches are small (128 rows): a tau2 result is up to 20 KB, so thousands of rows would
         // make text columns of tens of MB, grown by doubling into fresh pages.
-        let metadata = load_metadata(&path)?;
+        let metadata = load_checked(&path, &crate::store::schema::events_schema())?;
         let groups = metadata.metadata().num_row_groups();
         // Every column but the archived envelopes (see `StoreSpec::envelope_is_checked`), and,
         // when the text of tool results and other messages is not wanted, that text, and the
@@ -898,10 +931,7 @@ fn append_events(
     let error = col::<BooleanArray>(batch, "error")?;
     let flags = col::<UInt32Array>(batch, "flags")?;
     let iteration = col::<UInt32Array>(batch, "iteration")?;
-    let timestamp = batch
-        .column_by_name("timestamp")
-        .ok_or_else(|| io::Error::other("store column timestamp is missing"))?
-        .as_primitive::<arrow::datatypes::TimestampMillisecondType>();
+    let timestamp = col::<TimestampMillisecondArray>(batch, "timestamp")?;
     let duration = col::<Float64Array>(batch, "duration_ms")?;
     // Only the checked envelopes: `archived_payload` is left out of the projection
     // (`Store::read_part_where`), so it is never decoded.
@@ -1175,6 +1205,79 @@ mod tests {
         let err = refused(dir.path());
         assert!(
             err.contains("runs of part 2") && err.contains("lists 2 part(s)"),
+            "{err}"
+        );
+    }
+
+    /// Rewrite the Parquet file at `path` as another tool would: Snappy-compressed, each batch
+    /// passed through `edit`.
+    fn rewrite(path: &Path, edit: impl Fn(RecordBatch) -> RecordBatch) {
+        let file = File::open(path).unwrap();
+        let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(|b| edit(b.unwrap()))
+            .collect();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .build();
+        let out = File::create(path).unwrap();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(out, batches[0].schema(), Some(props)).unwrap();
+        for b in &batches {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+    }
+
+    #[test]
+    fn a_part_written_back_by_another_tool_is_read_or_refused_by_column() {
+        use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 1, spec()).unwrap();
+        writer
+            .write(
+                &conversation("c0", 2, 10),
+                Origin {
+                    input_index: 0,
+                    record_index: 0,
+                },
+            )
+            .unwrap();
+        writer.finish().unwrap();
+        write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
+        let before = Store::open(dir.path()).unwrap().read_part(0).unwrap();
+        // The same columns, Snappy-compressed (pyarrow's default): read as before.
+        let part = dir.path().join("events/part-00000.parquet");
+        rewrite(&part, |b| b);
+        rewrite(&dir.path().join("runs.parquet"), |b| b);
+        let after = Store::open(dir.path()).unwrap().read_part(0).unwrap();
+        assert_eq!(format!("{before:?}"), format!("{after:?}"));
+        // Timestamps in nanoseconds, as a pandas round trip leaves them: before, a worker
+        // panicked; now the part is refused, naming the column and both types.
+        rewrite(&part, |b| {
+            let i = b.schema().index_of("timestamp").unwrap();
+            let ns = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+            let mut fields: Vec<Field> = b
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            fields[i] = Field::new("timestamp", ns.clone(), true);
+            let mut columns = b.columns().to_vec();
+            columns[i] = arrow::compute::cast(&columns[i], &ns).unwrap();
+            RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns).unwrap()
+        });
+        let err = Store::open(dir.path())
+            .unwrap()
+            .read_part(0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("part-00000.parquet")
+                && err.contains("column `timestamp` is Timestamp(ns"),
             "{err}"
         );
     }
