@@ -187,6 +187,123 @@ fn corpus_paths_are_taken_literally() {
     }
 }
 
+/// Rewrite `table` of `corpus` as a notebook might, its `disposition` values passed through
+/// `edit` (`None` writes a null).
+fn rewrite_dispositions(corpus: &Path, edit: impl Fn(&str) -> Option<String>) {
+    use arrow::array::{Array, AsArray, StringArray};
+    use arrow::record_batch::RecordBatch;
+    let path = corpus.join("dispositions.parquet");
+    let file = std::fs::File::open(&path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<RecordBatch> = reader
+        .map(|b| {
+            let b = b.unwrap();
+            let i = b.schema().index_of("disposition").unwrap();
+            let old = b.column(i).as_string::<i32>();
+            let new: StringArray = (0..old.len()).map(|r| edit(old.value(r))).collect();
+            let mut fields: Vec<arrow::datatypes::Field> = b
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            fields[i] = fields[i].clone().with_nullable(true);
+            let mut columns = b.columns().to_vec();
+            columns[i] = std::sync::Arc::new(new);
+            RecordBatch::try_new(
+                std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
+                columns,
+            )
+            .unwrap()
+        })
+        .collect();
+    let out = std::fs::File::create(&path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(out, batches[0].schema(), None).unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+}
+
+#[test]
+fn dispositions_this_engine_does_not_write_stop_every_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base");
+    audit(&["testdata/agentfootprint"], &base);
+    let b = path_str(&base);
+    for (name, edit) in [
+        (
+            "newer",
+            (|d: &str| Some(d.replace("checked-fail", "checked-regressed")))
+                as fn(&str) -> Option<String>,
+        ),
+        ("nulls", |d: &str| {
+            (d != "checked-fail").then(|| d.to_string())
+        }),
+    ] {
+        let corpus = dir.path().join(name);
+        audit(&["testdata/agentfootprint"], &corpus);
+        rewrite_dispositions(&corpus, edit);
+        let c = path_str(&corpus);
+        // Before, the unknown values counted as zero of everything and the gate passed.
+        assert_eq!(run(&["diff", b, c]).0, 2, "{name}: diff");
+        assert_eq!(run(&["diff", c, b]).0, 2, "{name}: diff");
+        assert_eq!(run(&["report", c]).0, 2, "{name}: report");
+        assert_eq!(run(&["trend", b, c]).0, 2, "{name}: trend");
+    }
+    assert_eq!(run(&["diff", b, b]).0, 0);
+}
+
+#[test]
+fn a_corpus_takes_only_the_store_it_was_audited_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&[
+        "ingest",
+        "testdata/agentfootprint",
+        "--quiet",
+        "--out",
+        path_str(&store),
+    ]);
+    let corpus = dir.path().join("corpus");
+    ok(&[
+        "audit",
+        path_str(&store),
+        "--quiet",
+        "--out",
+        path_str(&corpus),
+    ]);
+    let c = path_str(&corpus);
+    let by_agent = ok(&["report", c, "--by", "agent"]);
+    // Another night's store now lies where this one was.
+    std::fs::rename(&store, dir.path().join("moved")).unwrap();
+    ok(&[
+        "ingest",
+        "testdata/tau-bench",
+        "--quiet",
+        "--out",
+        path_str(&store),
+    ]);
+    assert_eq!(
+        run(&["report", c, "--by", "agent"]).0,
+        2,
+        "another store's agents"
+    );
+    let page = ok(&["report", c, "--format", "html"]);
+    assert!(
+        page.contains("is not the one"),
+        "the page says why no run is told"
+    );
+    assert!(!page.contains("<section class=\"run\""));
+    // Its own store back: read as before.
+    std::fs::remove_dir_all(&store).unwrap();
+    std::fs::rename(dir.path().join("moved"), &store).unwrap();
+    assert_eq!(ok(&["report", c, "--by", "agent"]), by_agent);
+}
+
 #[test]
 fn identical_corpora_are_no_regression() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,6 +2,7 @@
 //! and lazy Polars scans over them. Every report reads the Parquet files through these scans,
 //! so a notebook and a report see the same data.
 
+use crate::model::vocab::Disposition;
 use polars::prelude::*;
 use serde_json::Value;
 use std::io;
@@ -77,10 +78,72 @@ impl CorpusDir {
                 dir.display()
             )));
         }
-        Ok(CorpusDir {
+        let corpus = CorpusDir {
             dir: dir.to_path_buf(),
             manifest,
-        })
+        };
+        corpus.refuse_unknown_dispositions()?;
+        Ok(corpus)
+    }
+
+    /// Refuse a dispositions table holding a check the manifest does not name, or a disposition
+    /// this engine does not write (a newer vocabulary, nulls left by a rewrite): every count
+    /// and gate is made of these values, and one that is not understood would count as zero of
+    /// everything. Reads the two columns, grouped.
+    fn refuse_unknown_dispositions(&self) -> io::Result<()> {
+        let path = self.dir.join("dispositions.parquet");
+        let df = self
+            .table("dispositions")?
+            .select([col("check"), col("disposition")])
+            .group_by([col("check"), col("disposition")])
+            .agg([len().alias("rows")])
+            .collect()
+            .map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is unreadable: {e}", path.display()),
+                )
+            })?;
+        let checks = self.checks();
+        let known: Vec<&str> = Disposition::ALL.iter().map(|d| d.as_str()).collect();
+        let rows = counts(&df, "rows")?;
+        for ((check, disposition), n) in strs(&df, "check")?
+            .into_iter()
+            .zip(strs(&df, "disposition")?)
+            .zip(rows)
+        {
+            let refuse = |what: String| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{} holds {what} in {n} row(s), which this engine does not write; \
+                         refusing to count it (was the table rewritten, or written by a newer \
+                         traceaudit?)",
+                        path.display()
+                    ),
+                )
+            };
+            match &check {
+                None => return Err(refuse("a null `check`".into())),
+                Some(c) if !checks.contains(c) => {
+                    return Err(refuse(format!(
+                        "`check` {c:?}, which the corpus manifest does not list"
+                    )))
+                }
+                Some(_) => {}
+            }
+            match &disposition {
+                None => return Err(refuse("a null `disposition`".into())),
+                Some(d) if !known.contains(&d.as_str()) => {
+                    return Err(refuse(format!(
+                        "`disposition` {d:?} (the vocabulary is {})",
+                        known.join(", ")
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
     }
 
     pub fn table(&self, name: &str) -> io::Result<LazyFrame> {
@@ -109,29 +172,110 @@ impl CorpusDir {
 
     /// The store the corpus was audited from: `store/` inside it, else the manifest's `store`
     /// path (relative paths are taken from the corpus's parent, then the working directory).
+    /// A store found there is used only when it is the one the corpus manifest recorded (the
+    /// same inputs, parts and counts): a corpus copied without its store must not take the
+    /// runs of whatever store lies beside it. Corpora written before the record are taken at
+    /// their word.
     pub fn store_dir(&self) -> io::Result<PathBuf> {
         let inside = self.dir.join("store");
-        if inside.join("runs.parquet").exists() {
-            return Ok(inside);
-        }
         let recorded = PathBuf::from(self.str_field("store"));
         let candidates = [
+            inside,
             recorded.clone(),
             self.dir.parent().unwrap_or(Path::new(".")).join(&recorded),
         ];
-        candidates
-            .into_iter()
-            .find(|p| p.join("runs.parquet").exists())
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!(
-                        "the store of {} is not at {} (manifest field `store`)",
-                        self.dir.display(),
-                        recorded.display()
-                    ),
-                )
+        let mut other = None;
+        for candidate in candidates {
+            if !candidate.join("runs.parquet").exists() {
+                continue;
+            }
+            match self.is_recorded_store(&candidate) {
+                Ok(()) => return Ok(candidate),
+                Err(why) => {
+                    other.get_or_insert((candidate, why));
+                }
+            }
+        }
+        Err(match other {
+            Some((found, why)) => io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the store at {} is not the one {} was audited from ({why}); its runs are \
+                     not used",
+                    found.display(),
+                    self.dir.display()
+                ),
+            ),
+            None => io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "the store of {} is not at {} (manifest field `store`)",
+                    self.dir.display(),
+                    recorded.display()
+                ),
+            ),
+        })
+    }
+
+    /// Is the store at `dir` the one the corpus manifest recorded? `Err` says how it differs.
+    fn is_recorded_store(&self, dir: &Path) -> Result<(), String> {
+        let Some(recorded) = self.manifest.get("store_manifest") else {
+            return Ok(());
+        };
+        let text = std::fs::read_to_string(dir.join("manifest.json"))
+            .map_err(|e| format!("its manifest.json cannot be read: {e}"))?;
+        let found: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("its manifest.json is not JSON: {e}"))?;
+        for field in ["store_schema_version", "parts", "counts", "inputs"] {
+            if found.get(field) != recorded.get(field) {
+                return Err(format!(
+                    "its manifest's `{field}` differs from the corpus's record"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The parts the store's manifest lists, each there (the manifest is the truth: other
+    /// files lying in `events/` are not read).
+    fn store_parts(&self, store: &Path) -> io::Result<Vec<PathBuf>> {
+        let manifest_path = store.join("manifest.json");
+        let text = std::fs::read_to_string(&manifest_path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", manifest_path.display())))?;
+        let manifest: Value = serde_json::from_str(&text)
+            .map_err(|e| io::Error::other(format!("{}: {e}", manifest_path.display())))?;
+        let listed = manifest["parts"].as_array().cloned().unwrap_or_default();
+        if listed.is_empty() {
+            return Err(io::Error::other(format!(
+                "{} lists no events parts",
+                manifest_path.display()
+            )));
+        }
+        listed
+            .iter()
+            .map(|p| {
+                let rel = p
+                    .as_str()
+                    .filter(|r| r.starts_with("events/") && !r.contains(".."));
+                let Some(rel) = rel else {
+                    return Err(io::Error::other(format!(
+                        "{} lists {p} as a part, which is not a part's name",
+                        manifest_path.display()
+                    )));
+                };
+                let path = store.join(rel);
+                if !path.is_file() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "{} is not a whole store: {rel}, which its manifest lists, is missing",
+                            store.display()
+                        ),
+                    ));
+                }
+                Ok(path)
             })
+            .collect()
     }
 
     /// `runs.parquet` of the store.
@@ -139,20 +283,9 @@ impl CorpusDir {
         scan(&self.store_dir()?.join("runs.parquet"))
     }
 
-    /// Every events part of the store, as one scan.
+    /// Every events part of the store's manifest, as one scan.
     pub fn events(&self) -> io::Result<LazyFrame> {
-        let dir = self.store_dir()?.join("events");
-        let mut parts: Vec<PathBuf> = std::fs::read_dir(&dir)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-            .collect();
-        parts.sort();
-        if parts.is_empty() {
-            return Err(io::Error::other(format!(
-                "{} has no events parts",
-                dir.display()
-            )));
-        }
+        let parts = self.store_parts(&self.store_dir()?)?;
         let paths = parts
             .iter()
             .map(|p| polars_path(p))
