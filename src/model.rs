@@ -240,7 +240,37 @@ pub struct HistoryMessage<'a> {
     pub call_id: Option<&'a str>,
 }
 
+/// The wall clocks a recording can plausibly hold, in milliseconds since 1970: from 1990 to
+/// 2200. A time outside it is a unit mistake (nanoseconds or microseconds written where
+/// milliseconds belong, seconds read as milliseconds) or noise, and no date can be shown for it.
+pub const PLAUSIBLE_WALL_CLOCK_MS: std::ops::RangeInclusive<i64> =
+    631_152_000_000..=7_258_118_400_000;
+
 impl Conversation {
+    /// Clear every time outside [`PLAUSIBLE_WALL_CLOCK_MS`] (runs' start and end, events'
+    /// timestamps): it is stored as absent. Gives how many were cleared and the first of them.
+    pub fn clear_impossible_times(&mut self) -> (u64, Option<i64>) {
+        let mut cleared = 0u64;
+        let mut first = None;
+        let mut check = |t: &mut Option<i64>| {
+            if let Some(v) = *t {
+                if !PLAUSIBLE_WALL_CLOCK_MS.contains(&v) {
+                    cleared += 1;
+                    first.get_or_insert(v);
+                    *t = None;
+                }
+            }
+        };
+        for run in &mut self.runs {
+            check(&mut run.started_ms);
+            check(&mut run.ended_ms);
+            for e in &mut run.events {
+                check(&mut e.timestamp_ms);
+            }
+        }
+        (cleared, first)
+    }
+
     /// The message list the model saw when it wrote run `index`'s answer: the run's explicit
     /// context rows when the source recorded them, otherwise every conversation message of the
     /// runs up to and including this one.

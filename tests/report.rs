@@ -305,6 +305,44 @@ fn a_corpus_takes_only_the_store_it_was_audited_from() {
 }
 
 #[test]
+fn an_impossible_recorded_time_is_stored_as_absent_and_reports_go_on() {
+    // Wall clocks in nanoseconds where agentfootprint writes milliseconds.
+    let dir = tempfile::tempdir().unwrap();
+    let recordings = dir.path().join("ns");
+    std::fs::create_dir(&recordings).unwrap();
+    let original =
+        std::fs::read_to_string("testdata/agentfootprint/ndjson/a_repeated_identical_call.ndjson")
+            .unwrap();
+    let mut shifted = String::new();
+    for line in original.lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        if let Some(ms) = v["meta"]["wallClockMs"].as_i64() {
+            v["meta"]["wallClockMs"] = Value::from(ms * 1_000_000);
+        }
+        shifted.push_str(&v.to_string());
+        shifted.push('\n');
+    }
+    std::fs::write(recordings.join("a.ndjson"), shifted).unwrap();
+    let corpus = dir.path().join("corpus");
+    audit(&[path_str(&recordings)], &corpus);
+    let notes = std::fs::read_to_string(corpus.join("store/quarantine.jsonl")).unwrap();
+    assert!(notes.contains("outside the years 1990 to 2200"), "{notes}");
+    assert!(notes.contains("\"partial\""), "{notes}");
+    let c = path_str(&corpus);
+    ok(&["report", c, "--format", "html"]);
+    let days = ok(&["report", c, "--by", "day"]);
+    assert!(days.contains("(unrecorded)"), "{days}");
+    let json: Value = serde_json::from_str(&ok(&["report", c, "--format", "json"])).unwrap();
+    assert_eq!(json["checks"][0]["runs"], 1);
+    let runs = traceaudit::Store::open(&corpus.join("store"))
+        .unwrap()
+        .runs()
+        .unwrap();
+    assert!(runs.iter().all(|r| r.run.started_ms.is_none()));
+    ok(&["explain", c, &runs[0].run.run_id]);
+}
+
+#[test]
 fn identical_corpora_are_no_regression() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("baseline");

@@ -671,6 +671,23 @@ impl Writer<'_> {
         mut conversation: Conversation,
         record: u64,
     ) -> io::Result<()> {
+        let mut result = Ok(());
+        if let (cleared @ 1.., Some(first)) = conversation.clear_impossible_times() {
+            self.counts.partial_notes += 1;
+            let q = Quarantined {
+                file: self.displays[i].clone(),
+                locator: Locator::Record(record),
+                severity: Severity::Partial,
+                reason: format!(
+                    "conversation {:?}: {cleared} recorded time(s) lie outside the years 1990 to \
+                     2200 (the first, {first}, read as milliseconds since 1970: a unit mistake?) \
+                     and are stored as absent",
+                    conversation.id
+                ),
+                format: None,
+            };
+            result = write_quarantine(&mut self.quarantine, &q);
+        }
         let mut skipped = Vec::new();
         conversation.runs.retain(|r| {
             let fresh = self.seen_runs.insert(r.run_id.clone());
@@ -679,7 +696,6 @@ impl Writer<'_> {
             }
             fresh
         });
-        let mut result = Ok(());
         let skipped_none = skipped.is_empty();
         for run_id in skipped {
             self.counts.duplicate_runs += 1;

@@ -3,6 +3,7 @@
 //! so a notebook and a report see the same data.
 
 use crate::model::vocab::Disposition;
+use crate::model::PLAUSIBLE_WALL_CLOCK_MS;
 use polars::prelude::*;
 use serde_json::Value;
 use std::io;
@@ -280,7 +281,10 @@ impl CorpusDir {
 
     /// `runs.parquet` of the store.
     pub fn runs(&self) -> io::Result<LazyFrame> {
-        scan(&self.store_dir()?.join("runs.parquet"))
+        Ok(only_plausible_times(
+            scan(&self.store_dir()?.join("runs.parquet"))?,
+            &["started_at", "ended_at"],
+        ))
     }
 
     /// Every events part of the store's manifest, as one scan.
@@ -290,8 +294,32 @@ impl CorpusDir {
             .iter()
             .map(|p| polars_path(p))
             .collect::<io::Result<Vec<_>>>()?;
-        LazyFrame::scan_parquet_files(paths.into_iter().collect(), literal_args()).map_err(pl)
+        let events = LazyFrame::scan_parquet_files(paths.into_iter().collect(), literal_args())
+            .map_err(pl)?;
+        Ok(only_plausible_times(events, &["timestamp"]))
     }
+}
+
+/// `lf` with the times of `columns` outside [`PLAUSIBLE_WALL_CLOCK_MS`] made null. The ingest
+/// stores such a time as absent, but a store written before that, or rewritten since, may hold
+/// one, and Polars cannot turn it into a date (it panics): no report may fail on a recorded time.
+pub fn only_plausible_times(lf: LazyFrame, columns: &[&str]) -> LazyFrame {
+    let (low, high) = (
+        *PLAUSIBLE_WALL_CLOCK_MS.start(),
+        *PLAUSIBLE_WALL_CLOCK_MS.end(),
+    );
+    lf.with_columns(
+        columns
+            .iter()
+            .map(|&name| {
+                let ms = col(name).cast(DataType::Int64);
+                when(ms.clone().gt_eq(lit(low)).and(ms.lt_eq(lit(high))))
+                    .then(col(name))
+                    .otherwise(lit(NULL))
+                    .alias(name)
+            })
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// `column` is one of `values` (an exact string match), for scans that read a few runs.
@@ -367,4 +395,34 @@ pub fn f64s(df: &DataFrame, name: &str) -> io::Result<Vec<Option<f64>>> {
         .cast(&DataType::Float64)
         .map_err(pl)?;
     Ok(c.f64().map_err(pl)?.iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_impossible_time_becomes_null_not_a_panic() {
+        // Nanoseconds where milliseconds belong, as a store written before the ingest cleared
+        // them may hold; Polars panics turning such a value into a date.
+        let ms = Series::new(
+            "started_at".into(),
+            [
+                Some(1_795_968_647_243i64),
+                Some(1_795_968_647_243_000_000),
+                None,
+            ],
+        )
+        .cast(&DataType::Datetime(TimeUnit::Milliseconds, None))
+        .unwrap();
+        let df = DataFrame::new(3, vec![ms.into()]).unwrap();
+        let days = only_plausible_times(df.lazy(), &["started_at"])
+            .select([col("started_at").dt().strftime("%Y-%m-%d").alias("day")])
+            .collect()
+            .unwrap();
+        assert_eq!(
+            strs(&days, "day").unwrap(),
+            [Some("2026-11-29".to_string()), None, None]
+        );
+    }
 }
