@@ -13,6 +13,8 @@ pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
 pub mod limits;
+#[cfg(test)]
+pub(crate) mod linear_cost;
 pub mod mini_swe_agent;
 #[cfg(fuzzing)]
 #[doc(hidden)]

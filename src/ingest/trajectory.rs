@@ -21,6 +21,8 @@
 //!   reported as a partial quarantine entry;
 //! - the answer is the last assistant text with no tool calls before the next user message.
 
+use std::collections::{HashMap, HashSet, VecDeque};
+
 use crate::ingest::{Locator, Quarantined, Sink};
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Role, Run};
 
@@ -95,6 +97,66 @@ struct Pending {
     id: Option<String>,
 }
 
+/// The calls still waiting for a result, oldest first. A result takes the first pending call
+/// with its id, else the first pending call. Indexed by call id, with answered entries skipped
+/// lazily, so that each result costs amortised constant time: a record may hold 100,000 calls
+/// in one message.
+#[derive(Default)]
+struct PendingCalls {
+    /// Every call since the last clear, in order; `None` once answered.
+    calls: Vec<Option<Pending>>,
+    /// The first entry of `calls` that may still be pending.
+    head: usize,
+    /// Per call id, the positions in `calls` of its calls, in order (answered ones included
+    /// until they reach the front).
+    by_id: HashMap<String, VecDeque<usize>>,
+}
+
+impl PendingCalls {
+    fn push(&mut self, pending: Pending) {
+        if let Some(id) = &pending.id {
+            self.by_id
+                .entry(id.clone())
+                .or_default()
+                .push_back(self.calls.len());
+        }
+        self.calls.push(Some(pending));
+    }
+
+    fn clear(&mut self) {
+        self.calls.clear();
+        self.head = 0;
+        self.by_id.clear();
+    }
+
+    /// The position of the first pending call with this id.
+    fn find_id(&mut self, id: &str) -> Option<usize> {
+        let queue = self.by_id.get_mut(id)?;
+        while let Some(&k) = queue.front() {
+            if self.calls[k].is_some() {
+                return Some(k);
+            }
+            queue.pop_front();
+        }
+        None
+    }
+
+    /// The position of the first pending call.
+    fn first(&mut self) -> Option<usize> {
+        while self.head < self.calls.len() {
+            if self.calls[self.head].is_some() {
+                return Some(self.head);
+            }
+            self.head += 1;
+        }
+        None
+    }
+
+    fn take(&mut self, k: usize) -> Pending {
+        self.calls[k].take().expect("a pending call")
+    }
+}
+
 /// Build the conversation's runs from its messages. Partial problems (orphan results) are
 /// reported to `sink` against `locator`.
 pub fn build(
@@ -117,9 +179,10 @@ pub fn build(
     };
     // Messages seen before the first run exists (system prompt): they join whichever run opens.
     let mut preamble: Vec<Event> = Vec::new();
-    let mut pending: Vec<Pending> = Vec::new();
+    let mut pending = PendingCalls::default();
     let mut turn = 0u32;
-    let mut device_call_ids: Vec<String> = Vec::new();
+    // A set: every tool message asks whether it answers one of them.
+    let mut device_call_ids: HashSet<String> = HashSet::new();
     // The agent called a tool since the last user turn and has not answered with text yet.
     let mut turn_open = false;
 
@@ -128,7 +191,7 @@ pub fn build(
         if msg.by_user_device || (msg.role == Role::User && !msg.tool_calls.is_empty()) {
             for call in &msg.tool_calls {
                 if let Some(id) = &call.id {
-                    device_call_ids.push(id.clone());
+                    device_call_ids.insert(id.clone());
                 }
             }
             continue;
@@ -204,20 +267,16 @@ pub fn build(
                 }
             }
             Role::Tool => {
-                let by_id = msg.call_id.as_ref().and_then(|id| {
-                    pending
-                        .iter()
-                        .position(|p| p.id.as_deref() == Some(id.as_str()))
-                });
+                let by_id = msg.call_id.as_ref().and_then(|id| pending.find_id(id));
                 let answers_device = answers_device_call(&msg, &device_call_ids);
                 let slot = match by_id {
                     Some(i) => Some(i),
                     None if answers_device => None,
-                    None => (!pending.is_empty()).then_some(0),
+                    None => pending.first(),
                 };
                 match slot {
                     Some(i) => {
-                        let p = pending.remove(i);
+                        let p = pending.take(i);
                         let landing = &mut runs[p.run].events[p.event];
                         landing.text = Some(msg.text.clone());
                         landing.error = msg.error;
@@ -274,10 +333,10 @@ pub fn build(
 }
 
 /// Does a tool message answer a call the simulated user made on its own device?
-fn answers_device_call(msg: &ChatMessage, device_call_ids: &[String]) -> bool {
+fn answers_device_call(msg: &ChatMessage, device_call_ids: &HashSet<String>) -> bool {
     msg.call_id
         .as_ref()
-        .is_some_and(|id| device_call_ids.iter().any(|d| d == id))
+        .is_some_and(|id| device_call_ids.contains(id))
 }
 
 /// An assistant message's tool calls as JSON text: `[{"id":..,"name":..,"arguments":..}]`.
@@ -543,6 +602,57 @@ mod tests {
         ]);
         assert_eq!(c.runs.len(), 2);
         assert_eq!(c.runs[1].user_message.as_deref(), Some("it says no signal"));
+    }
+
+    /// One message asking for `n` calls, answered by `n` tool messages: by id in reverse order,
+    /// without ids in order, and after `n` calls made on the simulated user's device.
+    #[test]
+    fn pairing_results_is_linear_in_the_calls() {
+        use crate::ingest::linear_cost::assert_linear;
+        let answer = |n: usize, with_ids: bool, reverse: bool, device: bool| {
+            let id = |k: usize| with_ids.then(|| format!("c{k}"));
+            let mut msgs = vec![ChatMessage::new(Role::User, "go")];
+            if device {
+                let mut own = ChatMessage::new(Role::User, "");
+                own.tool_calls = (0..n).map(|k| call(&format!("d{k}"), "toggle")).collect();
+                msgs.push(own);
+            }
+            let calls = (0..n)
+                .map(|k| ChatToolCall {
+                    id: id(k),
+                    name: "t".into(),
+                    arguments: "{}".into(),
+                })
+                .collect();
+            msgs.push(assistant_calls(calls));
+            let order: Vec<usize> = if reverse {
+                (0..n).rev().collect()
+            } else {
+                (0..n).collect()
+            };
+            msgs.extend(
+                order
+                    .into_iter()
+                    .map(|k| ChatMessage::tool(id(k), None, format!("r{k}"), false)),
+            );
+            let (conv, _) = build_simple(msgs);
+            let landings = conv.runs[0]
+                .events
+                .iter()
+                .filter(|e| e.kind == Some(EventKind::Landing))
+                .filter(|e| e.flags & LandingFlags::UNANSWERED == 0)
+                .count();
+            assert_eq!(landings, n);
+        };
+        assert_linear("results by id, newest call first", 2_000, |n| {
+            answer(n, true, true, false)
+        });
+        assert_linear("results without ids", 2_000, |n| {
+            answer(n, false, false, false)
+        });
+        assert_linear("results beside device calls", 2_000, |n| {
+            answer(n, true, false, true)
+        });
     }
 
     #[test]
