@@ -87,6 +87,39 @@ for i, piece in enumerate(pieces):
             b"aLet me check.", b"uAnd the total?", b"t" + pieces[(i + 1) % len(pieces)]]
     put("evidence", bytes([i % 32]) + answer + b"\x00" + b"\x00".join(msgs))
 
+# config: the bundled configuration and a few variants of it.
+for p in files("traceaudit.toml", "**/traceaudit.toml"):
+    text = p.read_bytes()
+    put("config", text)
+    put("config", text.replace(b'schema = "schemas/storage_report.json"', b'schema = "storage_report.json"'))
+put("config", b'[evidence]\nmin_digits = 2\nshapes = [{ name = "t", pattern = "tkt-[0-9]+" }]\n')
+put("config", b'[[schemas]]\nagent = "a"\nschema_json = \'{"type":"object","required":["x"]}\'\nretries = 1\n')
+
+# read_store: a selector byte (0 the events part, 1 runs.parquet, 2 manifest.json) and the file
+# of a store ingested from testdata by the traceaudit binary: TRACEAUDIT_CLI, or the debug build
+# in the main target directory. Without a binary these seeds are left out (the target then
+# starts from scratch).
+import os, shutil, subprocess, tempfile
+candidates = [os.environ.get("TRACEAUDIT_CLI", "")]
+for target_dir in [os.environ.get("MAIN_TARGET_DIR", ""), "../target",
+                   os.path.expanduser("~/.cache/traceaudit-target")]:
+    if target_dir:
+        candidates += [os.path.join(target_dir, "debug", "traceaudit"),
+                       os.path.join(target_dir, "release", "traceaudit")]
+cli = next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+if cli:
+    tmp = tempfile.mkdtemp()
+    try:
+        out = os.path.join(tmp, "store")
+        subprocess.run([cli, "ingest", str(root / "agentfootprint/ndjson"), "--quiet", "--out", out],
+                       check=True, stdout=subprocess.DEVNULL)
+        for sel, name in enumerate(["events/part-00000.parquet", "runs.parquet", "manifest.json"]):
+            put("read_store", bytes([sel]) + pathlib.Path(out, name).read_bytes())
+    finally:
+        shutil.rmtree(tmp)
+else:
+    print("read_store: no traceaudit binary found (set TRACEAUDIT_CLI); its seeds are left out")
+
 for t in sorted(added):
     print(f"seeded {added[t]:4d} new inputs into corpus/{t}")
 PY

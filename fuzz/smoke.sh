@@ -8,7 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${FUZZ_SMOKE_SECONDS:-5}"
-# The main crate's target directory does not hold instrumented builds.
+# The main crate's target directory does not hold instrumented builds; its traceaudit binary,
+# when built, makes the store seeds (seed.sh).
+export MAIN_TARGET_DIR="${CARGO_TARGET_DIR:-../target}"
 unset CARGO_TARGET_DIR
 target_dir=(--target-dir "${FUZZ_TARGET_DIR:-target}")
 ./seed.sh

@@ -105,3 +105,61 @@ pub fn read_and_check(format: Format, name: &str, data: &[u8]) {
     let sink = read_bytes(format, name, data);
     check_reconciles(format, &sink);
 }
+
+/// A store of traceaudit's own, ingested once per process from the bundled agentfootprint
+/// recordings: the files the store readers' targets replace one at a time.
+pub fn base_store() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let inputs = [Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/agentfootprint/ndjson")];
+        let out = scratch().join(format!("{}-base-store", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let opts = traceaudit::IngestOptions {
+            format: None,
+            threads: 1,
+            progress: false,
+            limits: traceaudit::Limits::default(),
+            part_bytes: 0,
+        };
+        traceaudit::ingest(&inputs, &out, &opts).expect("ingest the base store");
+        out
+    })
+}
+
+/// The files of a store the store targets replace, by the selector byte in front of an input.
+pub const STORE_FILES: [&str; 3] = ["events/part-00000.parquet", "runs.parquet", "manifest.json"];
+
+/// Copy the base store to a scratch directory of this process, with the file `selector` picks
+/// replaced by `data`, open it and read every part both ways. Errors are the expected outcome
+/// for most inputs; a panic, or a part read back with events of runs it does not list, is a
+/// finding.
+pub fn read_store_with(selector: u8, data: &[u8]) {
+    let base = base_store();
+    let dir = scratch().join(format!("{}-store", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("events")).expect("scratch store");
+    for name in ["manifest.json", "runs.parquet", "events/part-00000.parquet"] {
+        std::fs::copy(base.join(name), dir.join(name)).expect("copy the base store");
+    }
+    let target = STORE_FILES[selector as usize % STORE_FILES.len()];
+    std::fs::write(dir.join(target), data).expect("write the fuzz input");
+    if let Ok(store) = traceaudit::Store::open(&dir) {
+        for part in 0..store.parts.min(4) {
+            for conversations in [
+                store.read_part_ordered(part),
+                store.read_part_without_results(part),
+            ] {
+                let Ok(conversations) = conversations else {
+                    continue;
+                };
+                for (_, c) in &conversations {
+                    assert!(
+                        c.runs.iter().all(|r| r.conversation_id == c.id),
+                        "a run handed out under another conversation"
+                    );
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -157,6 +157,53 @@ fn temporary_beside(target: &Path) -> io::Result<(std::path::PathBuf, std::fs::F
     ))
 }
 
+fn json<T: serde::Serialize>(value: &T) -> io::Result<String> {
+    let mut s = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// Render a report in `format`; the HTML page also lists `findings` (the other formats have
+/// no room for them).
+pub fn render_report(
+    r: &summary::Report,
+    findings: Option<&findings::Findings>,
+    format: ReportFormat,
+) -> io::Result<String> {
+    Ok(match format {
+        ReportFormat::Table => summary::render_table(r),
+        ReportFormat::Markdown => summary::render_markdown(r),
+        ReportFormat::Json => json(r)?,
+        ReportFormat::Html => html::render_html(r, findings),
+    })
+}
+
+/// Render a diff in `format`.
+pub fn render_diff(d: &diff::Diff, format: DiffFormat) -> io::Result<String> {
+    Ok(match format {
+        DiffFormat::Markdown => diff::render_markdown(d),
+        DiffFormat::Json => json(d)?,
+        DiffFormat::Html => html::diff::render_html(d),
+    })
+}
+
+/// Render a trend in `format`.
+pub fn render_trend(t: &trend::Trend, format: TrendFormat) -> io::Result<String> {
+    Ok(match format {
+        TrendFormat::Table => trend::render_table(t),
+        TrendFormat::Json => json(t)?,
+        TrendFormat::Html => html::trend::render_html(t),
+    })
+}
+
+/// Render an explained run in `format`.
+pub fn render_explain(e: &explain::Explanation, format: ExplainFormat) -> io::Result<String> {
+    Ok(match format {
+        ExplainFormat::Text => explain::render_text(e),
+        ExplainFormat::Json => json(e)?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,51 +295,4 @@ mod tests {
             .file_type()
             .is_char_device());
     }
-}
-
-fn json<T: serde::Serialize>(value: &T) -> io::Result<String> {
-    let mut s = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
-    s.push('\n');
-    Ok(s)
-}
-
-/// Render a report in `format`; the HTML page also lists `findings` (the other formats have
-/// no room for them).
-pub fn render_report(
-    r: &summary::Report,
-    findings: Option<&findings::Findings>,
-    format: ReportFormat,
-) -> io::Result<String> {
-    Ok(match format {
-        ReportFormat::Table => summary::render_table(r),
-        ReportFormat::Markdown => summary::render_markdown(r),
-        ReportFormat::Json => json(r)?,
-        ReportFormat::Html => html::render_html(r, findings),
-    })
-}
-
-/// Render a diff in `format`.
-pub fn render_diff(d: &diff::Diff, format: DiffFormat) -> io::Result<String> {
-    Ok(match format {
-        DiffFormat::Markdown => diff::render_markdown(d),
-        DiffFormat::Json => json(d)?,
-        DiffFormat::Html => html::diff::render_html(d),
-    })
-}
-
-/// Render a trend in `format`.
-pub fn render_trend(t: &trend::Trend, format: TrendFormat) -> io::Result<String> {
-    Ok(match format {
-        TrendFormat::Table => trend::render_table(t),
-        TrendFormat::Json => json(t)?,
-        TrendFormat::Html => html::trend::render_html(t),
-    })
-}
-
-/// Render an explained run in `format`.
-pub fn render_explain(e: &explain::Explanation, format: ExplainFormat) -> io::Result<String> {
-    Ok(match format {
-        ExplainFormat::Text => explain::render_text(e),
-        ExplainFormat::Json => json(e)?,
-    })
 }
