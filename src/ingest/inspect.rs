@@ -785,6 +785,9 @@ fn resolve_attachments(
 /// left out with a note.
 fn chat_messages(messages: &[Value], label: &str, notes: &mut Vec<String>) -> Vec<ChatMessage> {
     let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    // The position in `out` of the last tool message answering each call id: a user message
+    // naming calls joins the latest of them, and a sample may hold 100,000 messages.
+    let mut last_tool: HashMap<String, usize> = HashMap::new();
     for (i, message) in messages.iter().enumerate() {
         let Value::Object(m) = message else {
             notes.push(format!(
@@ -834,14 +837,10 @@ fn chat_messages(messages: &[Value], label: &str, notes: &mut Vec<String>) -> Ve
                     _ => Vec::new(),
                 };
                 if let Some(first) = ids.first() {
-                    let owner = out.iter_mut().rev().find(|c| {
-                        c.role == Role::Tool
-                            && c.call_id
-                                .as_ref()
-                                .is_some_and(|id| ids.iter().any(|x| x == id))
-                    });
+                    let owner = ids.iter().filter_map(|id| last_tool.get(id)).max();
                     match owner {
-                        Some(tool) => {
+                        Some(&k) => {
+                            let tool = &mut out[k];
                             if !chat.text.is_empty() {
                                 if !tool.text.is_empty() {
                                     tool.text.push('\n');
@@ -852,6 +851,7 @@ fn chat_messages(messages: &[Value], label: &str, notes: &mut Vec<String>) -> Ve
                         None => {
                             chat.role = Role::Tool;
                             chat.call_id = Some(first.clone());
+                            last_tool.insert(first.clone(), out.len());
                             out.push(chat);
                         }
                     }
@@ -859,6 +859,9 @@ fn chat_messages(messages: &[Value], label: &str, notes: &mut Vec<String>) -> Ve
                 }
             }
             Role::System => {}
+        }
+        if let (Role::Tool, Some(id)) = (chat.role, &chat.call_id) {
+            last_tool.insert(id.clone(), out.len());
         }
         out.push(chat);
     }
@@ -2102,6 +2105,30 @@ mod tests {
             "{}",
             sink.quarantined[0].reason
         );
+    }
+
+    /// `n` tool messages, then `n` user messages naming calls: the oldest tool message's, or
+    /// calls no tool message answers.
+    #[test]
+    fn tool_payloads_join_their_tool_messages_in_linear_time() {
+        use crate::ingest::linear_cost::assert_linear;
+        let convert = |n: usize, unknown: bool| {
+            let mut messages: Vec<Value> = (0..n)
+                .map(|k| json!({"role": "tool", "content": "r", "tool_call_id": format!("t{k}")}))
+                .collect();
+            messages.extend((0..n).map(|k| {
+                let id = if unknown {
+                    format!("x{k}")
+                } else {
+                    "t0".to_string()
+                };
+                json!({"role": "user", "content": "p", "tool_call_id": [id]})
+            }));
+            let out = chat_messages(&messages, "sample", &mut Vec::new());
+            assert_eq!(out.len(), if unknown { 2 * n } else { n });
+        };
+        assert_linear("payloads for the oldest call", 2_000, |n| convert(n, false));
+        assert_linear("payloads for unknown calls", 2_000, |n| convert(n, true));
     }
 
     #[test]
