@@ -158,36 +158,49 @@ pub(super) fn assemble(
     for &i in &promoted {
         class[i] = Class::Agent;
     }
-    let parent_of = |i: usize| -> Option<usize> {
-        let s = &spans[i];
-        if s.remote_parent {
-            return None;
-        }
-        s.parent_id.as_deref().and_then(|p| index.get(p).copied())
-    };
-    let owner: Vec<Option<usize>> = (0..n)
-        .map(|i| {
-            let mut cur = Some(i);
-            let mut steps = 0;
-            while let Some(c) = cur {
-                if class[c] == Class::Agent {
-                    return Some(c);
-                }
-                steps += 1;
-                if steps > n {
-                    break;
-                }
-                cur = parent_of(c);
-            }
-            None
+    let promoted: HashSet<usize> = promoted.into_iter().collect();
+    let mut parent: Vec<Option<usize>> = spans
+        .iter()
+        .map(|s| match (s.remote_parent, s.parent_id.as_deref()) {
+            (false, Some(p)) => index.get(p).copied(),
+            _ => None,
         })
         .collect();
+    for span in cut_cycles(&mut parent) {
+        let s = &spans[span];
+        sink.quarantine(note(
+            s,
+            Severity::Partial,
+            format!(
+                "span {} names a parent that descends from it (a cycle of parent links): it \
+                 is read as a root of trace {trace_id}",
+                s.span_id
+            ),
+        ));
+    }
+    // Every walk up the span tree below is memoised, so a trace costs time linear in its spans
+    // however deep its chain of parents.
+    let owner = nearest_up(&parent, |c| (class[c] == Class::Agent).then_some(c));
     // Model-call and tool spans with no agent around them may sit beside one: a writer that
     // starts the agent span without making it current (the Microsoft Agent Framework's
     // streaming path) leaves them siblings of the agent span, under the caller's span. Such a
     // span belongs to the sibling agent whose time it overlaps most (nearest, if none); a
     // descendant of such a span belongs to the agent beside its nearest ancestor that has one.
     let agents: Vec<usize> = (0..n).filter(|&i| class[i] == Class::Agent).collect();
+    let mut agents_under: HashMap<Option<&str>, Vec<usize>> = HashMap::new();
+    for &a in &agents {
+        agents_under
+            .entry(spans[a].parent_id.as_deref())
+            .or_default()
+            .push(a);
+    }
+    // Only asked of spans with no agent above them, so the sibling agents found are never the
+    // span itself nor one of its ancestors.
+    let level = nearest_up(&parent, |c| {
+        agents_under
+            .contains_key(&spans[c].parent_id.as_deref())
+            .then_some(c)
+    });
     let beside = |i: usize| -> Option<usize> {
         let interval = |k: usize| {
             let s = &spans[k];
@@ -195,54 +208,35 @@ pub(super) fn assemble(
             (start, s.end_ns.unwrap_or(start))
         };
         let (start, end) = interval(i);
-        let mut cur = Some(i);
-        let mut steps = 0;
-        while let Some(c) = cur {
-            let siblings: Vec<usize> = agents
-                .iter()
-                .copied()
-                .filter(|&a| a != c && spans[a].parent_id == spans[c].parent_id)
-                .collect();
-            if !siblings.is_empty() {
-                return siblings.into_iter().max_by_key(|&a| {
-                    let (a_start, a_end) = interval(a);
-                    let overlap = end.min(a_end).saturating_sub(start.max(a_start)).max(0);
-                    let gap = start
-                        .saturating_sub(a_end)
-                        .max(a_start.saturating_sub(end))
-                        .max(0);
-                    (overlap, std::cmp::Reverse(gap), std::cmp::Reverse(a_start))
-                });
-            }
-            steps += 1;
-            if steps > n {
-                break;
-            }
-            cur = parent_of(c);
-        }
-        None
+        let c = level[i]?;
+        let siblings = &agents_under[&spans[c].parent_id.as_deref()];
+        siblings.iter().copied().max_by_key(|&a| {
+            let (a_start, a_end) = interval(a);
+            let overlap = end.min(a_end).saturating_sub(start.max(a_start)).max(0);
+            let gap = start
+                .saturating_sub(a_end)
+                .max(a_start.saturating_sub(end))
+                .max(0);
+            (overlap, std::cmp::Reverse(gap), std::cmp::Reverse(a_start))
+        })
     };
-    let agent_by_call: HashMap<&str, usize> = (0..n)
-        .filter(|&i| class[i] == Class::Agent)
-        .filter_map(|i| call_id_of(&spans[i]).map(|c| (c, i)))
+    let agent_by_call: HashMap<&str, usize> = agents
+        .iter()
+        .filter_map(|&i| call_id_of(&spans[i]).map(|c| (c, i)))
         .collect();
-
-    // Is `outer` an ancestor of `inner`?
-    let wraps = |outer: usize, inner: usize| -> bool {
-        let mut cur = parent_of(inner);
-        let mut steps = 0;
+    // Which spans are an ancestor of some agent span. Marking stops at a span already marked,
+    // whose ancestors are then marked too.
+    let mut wraps_an_agent = vec![false; n];
+    for &b in &agents {
+        let mut cur = parent[b];
         while let Some(c) = cur {
-            if c == outer {
-                return true;
-            }
-            steps += 1;
-            if steps > n {
+            if wraps_an_agent[c] {
                 break;
             }
-            cur = parent_of(c);
+            wraps_an_agent[c] = true;
+            cur = parent[c];
         }
-        false
-    };
+    }
 
     #[derive(PartialEq, Eq, Hash, Clone)]
     enum Key {
@@ -300,7 +294,7 @@ pub(super) fn assemble(
                 if chats.is_empty()
                     && tools.is_empty()
                     && !has_own_content(root)
-                    && agents.iter().any(|&b| b != *a && wraps(*a, b))
+                    && wraps_an_agent[*a]
                 {
                     continue;
                 }
@@ -352,6 +346,69 @@ pub(super) fn assemble(
     for (run, record) in runs {
         built.add(run, record);
     }
+}
+
+/// Cuts every cycle of `parent` links (a span whose parent chain comes back to it): the span a
+/// walk comes back to becomes a root, walks starting from the earliest span. Returns those
+/// spans; linear in the spans.
+fn cut_cycles(parent: &mut [Option<usize>]) -> Vec<usize> {
+    const UNSEEN: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![UNSEEN; parent.len()];
+    let mut cut = Vec::new();
+    let mut path = Vec::new();
+    for start in 0..parent.len() {
+        let mut cur = Some(start);
+        while let Some(c) = cur {
+            match state[c] {
+                UNSEEN => {
+                    state[c] = ON_PATH;
+                    path.push(c);
+                    cur = parent[c];
+                }
+                ON_PATH => {
+                    parent[c] = None;
+                    cut.push(c);
+                    break;
+                }
+                _ => break,
+            }
+        }
+        for c in path.drain(..) {
+            state[c] = DONE;
+        }
+    }
+    cut
+}
+
+/// For each span, `own` of the nearest span among itself and its ancestors for which `own` is
+/// some value, in time linear in the spans: each span's answer is kept and shared by every
+/// walk that reaches it. `parent` must hold no cycle.
+fn nearest_up<T: Copy>(
+    parent: &[Option<usize>],
+    own: impl Fn(usize) -> Option<T>,
+) -> Vec<Option<T>> {
+    let mut known: Vec<Option<Option<T>>> = vec![None; parent.len()];
+    let mut path = Vec::new();
+    for start in 0..parent.len() {
+        let mut cur = Some(start);
+        let found = loop {
+            let Some(c) = cur else { break None };
+            if let Some(answer) = known[c] {
+                break answer;
+            }
+            path.push(c);
+            if let Some(value) = own(c) {
+                break Some(value);
+            }
+            cur = parent[c];
+        };
+        for c in path.drain(..) {
+            known[c] = Some(found);
+        }
+    }
+    known.into_iter().map(Option::flatten).collect()
 }
 
 /// Model-call and tool spans with no agent around them: one run per user turn, the turn of a

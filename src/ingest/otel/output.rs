@@ -28,7 +28,7 @@ use crate::js;
 use crate::model::vocab;
 use crate::model::{Event, EventKind, Role};
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The text pydantic-ai ends a text retry prompt with.
 const RETRY_SUFFIX: &str = "Fix the errors and try again.";
@@ -172,6 +172,8 @@ pub(super) fn add_rows(
     // The would-be-final answers, one per model call at most.
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut calls: BTreeMap<u32, usize> = BTreeMap::new();
+    // The model calls that have an attempt already: a run may hold 100,000 landings.
+    let mut answered: HashSet<usize> = HashSet::new();
     for (i, e) in events.iter().enumerate() {
         match e.kind() {
             EventKind::ModelCall => {
@@ -187,7 +189,7 @@ pub(super) fn add_rows(
                 let Some(&call) = e.iteration.and_then(|it| calls.get(&it)) else {
                     continue;
                 };
-                if is_output && !attempts.iter().any(|a| a.call == call) {
+                if is_output && answered.insert(call) {
                     attempts.push(Attempt {
                         call,
                         at: i,
@@ -207,7 +209,7 @@ pub(super) fn add_rows(
                     continue;
                 };
                 let empty = e.text.as_deref().is_some_and(|t| t.trim().is_empty());
-                if !empty && !attempts.iter().any(|a| a.call == call) {
+                if !empty && answered.insert(call) {
                     attempts.push(Attempt {
                         call,
                         at: i,
@@ -222,6 +224,13 @@ pub(super) fn add_rows(
         }
     }
 
+    // The tool messages answering each call id, in event order.
+    let mut replies: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (j, m) in events.iter().enumerate() {
+        if let (EventKind::Message, Some(Role::Tool), Some(id)) = (m.kind(), m.role, &m.call_id) {
+            replies.entry(id.as_str()).or_default().push(j);
+        }
+    }
     // The message that rejected each answer, if any: (event index, text).
     let rejections: Vec<Option<(usize, Option<String>)>> = attempts
         .iter()
@@ -241,12 +250,8 @@ pub(super) fn add_rows(
             }
             let landing = &events[a.at];
             let reply = a.call_id.as_ref().and_then(|id| {
-                (a.at + 1..events.len()).find(|&j| {
-                    let m = &events[j];
-                    m.kind() == EventKind::Message
-                        && m.role == Some(Role::Tool)
-                        && m.call_id.as_ref() == Some(id)
-                })
+                let later = replies.get(id.as_str())?;
+                later.get(later.partition_point(|&j| j <= a.at)).copied()
             });
             match reply {
                 Some(j) => Some((j, events[j].text.clone().or(landing.text.clone()))),

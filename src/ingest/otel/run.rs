@@ -1,7 +1,7 @@
 //! The spans of one run into a [`Run`]: its header, its messages, model calls and landings in
 //! time order, and the answer, output and context rows.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -31,8 +31,85 @@ struct Builder<'a> {
     events: Vec<(i64, Event)>,
     /// The tool span merged into each event, if any.
     spans: Vec<Option<&'a Span>>,
-    /// Landings waiting for their result: indexes into `events`.
-    open: Vec<usize>,
+    /// Landings waiting for their result: indexes into `events`, with those of each call id.
+    open: BTreeSet<usize>,
+    open_by_id: HashMap<String, BTreeSet<usize>>,
+    /// Landings no tool span is merged into yet, indexed for the lookups a tool span makes: a run
+    /// may hold 100,000 of each, so no lookup scans the run.
+    unmerged: Unmerged,
+}
+
+/// The landings no tool span has been merged into, by call id, and by whether they carry a
+/// call id and tool name (and then arguments too); each set in event order.
+#[derive(Default)]
+struct Unmerged {
+    by_id: HashMap<String, BTreeSet<usize>>,
+    by_name: HashMap<NameKey, BTreeSet<usize>>,
+    by_arguments: HashMap<ArgumentsKey, BTreeSet<usize>>,
+}
+
+/// Whether the landing has a call id, and its tool name.
+type NameKey = (bool, String);
+/// Whether the landing has a call id, its tool name and its arguments as [`canonical`] text.
+type ArgumentsKey = (bool, String, String);
+
+impl Unmerged {
+    fn keys(e: &Event) -> (Option<String>, Option<NameKey>, Option<ArgumentsKey>) {
+        let has_id = e.call_id.is_some();
+        let name = e.tool_name.clone().map(|n| (has_id, n));
+        let arguments = match (&name, &e.arguments) {
+            (Some((_, n)), Some(a)) => Some((has_id, n.clone(), canonical(&same_json(a)))),
+            _ => None,
+        };
+        (e.call_id.clone(), name, arguments)
+    }
+
+    fn insert(&mut self, i: usize, e: &Event) {
+        let (id, name, arguments) = Self::keys(e);
+        if let Some(id) = id {
+            self.by_id.entry(id).or_default().insert(i);
+        }
+        if let Some(name) = name {
+            self.by_name.entry(name).or_default().insert(i);
+        }
+        if let Some(arguments) = arguments {
+            self.by_arguments.entry(arguments).or_default().insert(i);
+        }
+    }
+
+    fn remove(&mut self, i: usize, e: &Event) {
+        let (id, name, arguments) = Self::keys(e);
+        if let Some(set) = id.and_then(|k| self.by_id.get_mut(&k)) {
+            set.remove(&i);
+        }
+        if let Some(set) = name.and_then(|k| self.by_name.get_mut(&k)) {
+            set.remove(&i);
+        }
+        if let Some(set) = arguments.and_then(|k| self.by_arguments.get_mut(&k)) {
+            set.remove(&i);
+        }
+    }
+}
+
+/// A JSON value as text with every object's keys sorted, so that two values equal as JSON
+/// (key order aside) give the same text.
+fn canonical(v: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(v).to_string()
 }
 
 fn ms(key: i64) -> Option<i64> {
@@ -68,9 +145,34 @@ fn message_event(m: &Msg, kind: EventKind) -> Event {
 
 impl<'a> Builder<'a> {
     fn push(&mut self, key: i64, event: Event) -> usize {
+        let i = self.events.len();
+        if event.kind() == EventKind::Landing {
+            self.unmerged.insert(i, &event);
+        }
         self.events.push((key, event));
         self.spans.push(None);
-        self.events.len() - 1
+        i
+    }
+
+    /// A landing waits for its result.
+    fn open_landing(&mut self, i: usize) {
+        self.open.insert(i);
+        if let Some(id) = &self.events[i].1.call_id {
+            self.open_by_id.entry(id.clone()).or_default().insert(i);
+        }
+    }
+
+    /// A landing has its result (or its span).
+    fn close_landing(&mut self, i: usize) {
+        self.open.remove(&i);
+        if let Some(set) = self.events[i]
+            .1
+            .call_id
+            .as_ref()
+            .and_then(|id| self.open_by_id.get_mut(id))
+        {
+            set.remove(&i);
+        }
     }
 
     /// A message of the run; assistant tool calls open landings, tool results close them.
@@ -92,19 +194,16 @@ impl<'a> Builder<'a> {
                     l.iteration = iteration;
                     l.timestamp_ms = ms(key);
                     let i = self.push(key, l);
-                    self.open.push(i);
+                    self.open_landing(i);
                 }
             }
             Role::Tool => {
                 let slot = match &m.call_id {
-                    Some(id) => self
-                        .open
-                        .iter()
-                        .position(|&i| self.events[i].1.call_id.as_deref() == Some(id.as_str())),
-                    None => (!self.open.is_empty()).then_some(0),
+                    Some(id) => self.open_by_id.get(id).and_then(|set| set.first().copied()),
+                    None => self.open.first().copied(),
                 };
-                if let Some(p) = slot {
-                    let i = self.open.remove(p);
+                if let Some(i) = slot {
+                    self.close_landing(i);
                     let l = &mut self.events[i].1;
                     l.flags &= !LandingFlags::UNANSWERED;
                     match &m.text {
@@ -129,23 +228,27 @@ impl<'a> Builder<'a> {
     /// no call id are candidates for a span that has one, so two distinct calls never merge.
     fn landing_by_name(&self, t: &Span, id: Option<&str>) -> Option<usize> {
         let name = tool_name(t)?;
-        let candidates: Vec<usize> = (0..self.events.len())
-            .filter(|&i| {
-                let e = &self.events[i].1;
-                e.kind() == EventKind::Landing
-                    && self.spans[i].is_none()
-                    && e.tool_name.as_deref() == Some(name.as_str())
-                    && (id.is_none() || e.call_id.is_none())
-            })
-            .collect();
-        let args = tool_arguments(t).map(|a| same_json(&a));
-        candidates
-            .iter()
-            .copied()
-            .find(|&i| {
-                args.is_some() && self.events[i].1.arguments.as_deref().map(same_json) == args
-            })
-            .or_else(|| candidates.first().copied())
+        let with_id: &[bool] = if id.is_some() {
+            &[false]
+        } else {
+            &[false, true]
+        };
+        let u = &self.unmerged;
+        let same_arguments = tool_arguments(t).and_then(|a| {
+            let a = canonical(&same_json(&a));
+            with_id
+                .iter()
+                .filter_map(|&k| u.by_arguments.get(&(k, name.clone(), a.clone()))?.first())
+                .min()
+                .copied()
+        });
+        same_arguments.or_else(|| {
+            with_id
+                .iter()
+                .filter_map(|&k| u.by_name.get(&(k, name.clone()))?.first())
+                .min()
+                .copied()
+        })
     }
 
     /// Merge a tool span into the landing that requested it, or add it as a landing of its own.
@@ -154,14 +257,7 @@ impl<'a> Builder<'a> {
     fn tool_span(&mut self, t: &'a Span, iteration: Option<u32>) {
         let id = tool_call_id(t);
         let found = id
-            .and_then(|id| {
-                (0..self.events.len()).find(|&i| {
-                    let e = &self.events[i].1;
-                    e.kind() == EventKind::Landing
-                        && self.spans[i].is_none()
-                        && e.call_id.as_deref() == Some(id)
-                })
-            })
+            .and_then(|id| self.unmerged.by_id.get(id)?.first().copied())
             .or_else(|| self.landing_by_name(t, id));
         let i = match found {
             Some(i) => i,
@@ -175,7 +271,8 @@ impl<'a> Builder<'a> {
             }
         };
         self.spans[i] = Some(t);
-        self.open.retain(|&o| o != i);
+        self.unmerged.remove(i, &self.events[i].1);
+        self.close_landing(i);
         let l = &mut self.events[i].1;
         if l.call_id.is_none() {
             l.call_id = id.map(str::to_string);
@@ -276,7 +373,9 @@ pub(super) fn build_run(trace_id: &str, rs: &RunSpans<'_>) -> Run {
     let mut b = Builder {
         events: Vec::new(),
         spans: Vec::new(),
-        open: Vec::new(),
+        open: BTreeSet::new(),
+        open_by_id: HashMap::new(),
+        unmerged: Unmerged::default(),
     };
     let begin = rs
         .chats
@@ -569,15 +668,10 @@ impl<'a> Builder<'a> {
 
     /// Every tool span, in the iteration of the model calls that ended before it started.
     fn tool_spans(&mut self, rs: &RunSpans<'a>) {
+        let mut ends: Vec<i64> = rs.chats.iter().filter_map(|c| c.end_ns).collect();
+        ends.sort_unstable();
         for &t in &rs.tools {
-            let done_before = rs
-                .chats
-                .iter()
-                .filter(|c| match (c.end_ns, t.start_ns) {
-                    (Some(e), Some(s)) => e <= s,
-                    _ => false,
-                })
-                .count() as u32;
+            let done_before = t.start_ns.map_or(0, |s| ends.partition_point(|&e| e <= s)) as u32;
             self.tool_span(t, (done_before > 0).then_some(done_before));
         }
     }

@@ -1071,3 +1071,211 @@ fn sibling_spans_join_the_agent_they_overlap() {
         ]
     );
 }
+
+/// A span id of 16 hex digits for the `k`th made-up span.
+fn nth_id(prefix: u64, k: usize) -> String {
+    format!("{:016x}", (prefix << 40) + k as u64 + 1)
+}
+
+/// Every walk up the span tree is memoised: deep chains of spans (under an agent, under
+/// nothing with an agent beside the chain's top, and of agents each wrapping the next) cost
+/// time linear in their depth.
+#[test]
+fn deep_chains_of_spans_are_read_in_linear_time() {
+    use crate::ingest::linear_cost::assert_linear;
+    let op = |name: &str| kv("gen_ai.operation.name", s(name));
+    let chat = |id: &str, parent: &str| {
+        span(
+            id,
+            Some(parent),
+            "chat m",
+            5,
+            vec![
+                op("chat"),
+                kv(
+                    "gen_ai.output.messages",
+                    s(r#"[{"role":"assistant","parts":[{"type":"text","content":"ok"}]}]"#),
+                ),
+            ],
+        )
+    };
+    // `agents`: whether every link of the chain is an agent span.
+    let chain = |n: usize, top_agent: bool, agents: bool| -> String {
+        let mut spans = vec![span(
+            &nth_id(1, 0),
+            None,
+            if top_agent { "invoke_agent a" } else { "outer" },
+            0,
+            if top_agent {
+                vec![op("invoke_agent")]
+            } else {
+                vec![]
+            },
+        )];
+        if !top_agent {
+            spans.push(span(
+                &nth_id(9, 0),
+                None,
+                "invoke_agent beside",
+                0,
+                vec![op("invoke_agent")],
+            ));
+        }
+        for k in 1..n {
+            let attrs = if agents {
+                vec![op("invoke_agent")]
+            } else {
+                vec![]
+            };
+            spans.push(span(
+                &nth_id(1, k),
+                Some(&nth_id(1, k - 1)),
+                "step",
+                1,
+                attrs,
+            ));
+        }
+        spans.push(chat(&nth_id(2, 0), &nth_id(1, n - 1)));
+        request(&spans)
+    };
+    let read = |text: &str| {
+        let c = read_text(text);
+        assert!(!c.conversations.is_empty());
+    };
+    for (what, top_agent, agents) in [
+        ("a chain under an agent", true, false),
+        ("a chain beside an agent", false, false),
+        ("a chain of agents", true, true),
+    ] {
+        let texts: Vec<(usize, String)> = [500, 8_000]
+            .iter()
+            .map(|&n| (n, chain(n, top_agent, agents)))
+            .collect();
+        assert_linear(what, 500, |n| {
+            read(&texts.iter().find(|(m, _)| *m == n).expect("made above").1)
+        });
+    }
+    // The chain's spans beside the agent are one run of that agent.
+    let c = read_text(&chain(50, false, false));
+    let runs: Vec<&Run> = c.conversations.iter().flat_map(|(c, _)| &c.runs).collect();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].answer.as_deref(), Some("ok"));
+}
+
+/// Tool spans find their landing through indexes: `n` calls in one model call's output, their
+/// spans in reverse order, by call id or (without one) by name and arguments.
+#[test]
+fn many_tool_spans_pair_with_their_calls_in_linear_time() {
+    use crate::ingest::linear_cost::assert_linear;
+    let op = |name: &str| kv("gen_ai.operation.name", s(name));
+    let trace = |n: usize, with_ids: bool| -> String {
+        let calls: Vec<Value> = (0..n)
+            .map(|k| json!({ "type": "tool_call", "id": format!("c{k}"), "name": "lookup", "arguments": { "id": k } }))
+            .collect();
+        let output = json!([{ "role": "assistant", "parts": calls }]);
+        let mut spans = vec![
+            span(
+                AGENT,
+                None,
+                "invoke_agent helper",
+                0,
+                vec![op("invoke_agent")],
+            ),
+            span(
+                CHAT1,
+                Some(AGENT),
+                "chat",
+                1,
+                vec![
+                    op("chat"),
+                    kv("gen_ai.output.messages", s(&output.to_string())),
+                ],
+            ),
+        ];
+        for k in (0..n).rev() {
+            let mut attrs = vec![
+                op("execute_tool"),
+                kv("gen_ai.tool.name", s("lookup")),
+                kv(
+                    "gen_ai.tool.call.arguments",
+                    s(&format!(r#"{{"id": {k}}}"#)),
+                ),
+                kv("gen_ai.tool.call.result", s(&format!("r{k}"))),
+            ];
+            if with_ids {
+                attrs.push(kv("gen_ai.tool.call.id", s(&format!("c{k}"))));
+            }
+            spans.push(span(
+                &nth_id(3, k),
+                Some(AGENT),
+                "lookup",
+                2 + (n - k) as u64,
+                attrs,
+            ));
+        }
+        request(&spans)
+    };
+    for with_ids in [true, false] {
+        let texts: Vec<(usize, String)> = [300, 4_800]
+            .iter()
+            .map(|&n| (n, trace(n, with_ids)))
+            .collect();
+        assert_linear(
+            if with_ids {
+                "tool spans by call id"
+            } else {
+                "tool spans by arguments"
+            },
+            300,
+            |n| {
+                let c = read_text(&texts.iter().find(|(m, _)| *m == n).expect("made above").1);
+                let run = only_run(&c);
+                assert_eq!(run.landings().count(), n);
+            },
+        );
+        let c = read_text(&trace(3, with_ids));
+        let got: Vec<(Option<&str>, Option<&str>)> = only_run(&c)
+            .landings()
+            .map(|l| (l.call_id.as_deref(), l.text.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("c0"), Some("r0")),
+                (Some("c1"), Some("r1")),
+                (Some("c2"), Some("r2"))
+            ]
+        );
+    }
+}
+
+/// Parent links that loop (no valid writer makes them) are cut, with a note naming the span,
+/// and the trace is read.
+#[test]
+fn a_cycle_of_parent_links_is_cut_with_a_note() {
+    let op = |name: &str| kv("gen_ai.operation.name", s(name));
+    let a = nth_id(4, 0);
+    let b = nth_id(4, 1);
+    let c = read_text(&request(&[
+        span(&a, Some(&b), "invoke_agent x", 0, vec![op("invoke_agent")]),
+        span(
+            &b,
+            Some(&a),
+            "chat",
+            1,
+            vec![
+                op("chat"),
+                kv(
+                    "gen_ai.output.messages",
+                    s(r#"[{"role":"assistant","parts":[{"type":"text","content":"done"}]}]"#),
+                ),
+            ],
+        ),
+    ]));
+    let run = only_run(&c);
+    assert_eq!(run.answer.as_deref(), Some("done"));
+    let notes: Vec<&str> = c.quarantined.iter().map(|q| q.reason.as_str()).collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("a cycle of parent links"), "{notes:?}");
+    assert_eq!(c.quarantined[0].severity, Severity::Partial);
+}
