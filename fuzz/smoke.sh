@@ -16,10 +16,7 @@ target_dir=(--target-dir "${FUZZ_TARGET_DIR:-target}")
 ./seed.sh
 cargo +nightly fuzz build "${target_dir[@]}"
 failed=()
-# read_store is left out of the smoke run until the store reader survives a known crash: the
-# parquet crate panics on a corrupt page ("attempt to shift left with overflow" in bit_util.rs),
-# found by read_store within 20 s; run it alone with fuzz/run.sh read_store.
-for target in $(cargo +nightly fuzz list | grep -vx read_store); do
+for target in $(cargo +nightly fuzz list); do
   # A fixed seed: the same mutations every run, so a smoke failure reproduces.
   if ! cargo +nightly fuzz run "${target_dir[@]}" "$target" -- -seed=1 -max_total_time="$seconds" \
       -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"run-$target.log" 2>&1; then
