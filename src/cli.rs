@@ -64,12 +64,19 @@ pub struct ReadArgs {
     #[arg(long, value_name = "MIB", default_value_t = crate::ingest::Limits::DEFAULT_RECORD_BYTES >> 20,
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_record_mib: u64,
+    /// The most rows (runs plus their events) one conversation may store; the runs past it are
+    /// left out with a note in quarantine.jsonl. The audit holds a conversation whole, at about
+    /// 1.2 KB a row.
+    #[arg(long, value_name = "ROWS", default_value_t = crate::ingest::Limits::DEFAULT_CONVERSATION_ROWS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_conversation_rows: u64,
 }
 
 impl ReadArgs {
     fn limits(&self) -> crate::ingest::Limits {
         crate::ingest::Limits {
             record_bytes: self.max_record_mib << 20,
+            conversation_rows: self.max_conversation_rows,
         }
     }
 }

@@ -389,6 +389,7 @@ impl<R: Read + Seek> Scanner<R> {
             self.pos = span.end;
             let limit = Limits {
                 record_bytes: self.limit as u64,
+                ..Limits::default()
             };
             return Err(ScanError::Skipped(format!(
                 "is {}",

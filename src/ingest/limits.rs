@@ -26,6 +26,10 @@ pub struct Limits {
     /// The largest record held in memory at once, in bytes (see the module documentation for
     /// what a record is in each format). A string inside a record is bounded by it too.
     pub record_bytes: u64,
+    /// The most rows (runs plus their events) one conversation may hand to the store: the
+    /// audit holds a conversation whole, at about 1.2 KB a row, so this bounds its memory
+    /// whatever the rows' sizes. Runs past it are left out with a note naming the limit.
+    pub conversation_rows: u64,
 }
 
 impl Limits {
@@ -33,6 +37,10 @@ impl Limits {
     /// agentfootprint line and 346 MB as a tau2 simulation (30 MiB each, against a 512 MB
     /// budget); the largest record in the shared real data is 3.9 MiB.
     pub const DEFAULT_RECORD_BYTES: u64 = 32 << 20;
+
+    /// 250,000 rows: about 300 MB held by the audit for one conversation at that size; the
+    /// largest conversation in the shared real data has 312 rows.
+    pub const DEFAULT_CONVERSATION_ROWS: u64 = 250_000;
 
     /// The record limit as a `usize` (saturating on 32-bit targets).
     pub fn record_len(&self) -> usize {
@@ -59,6 +67,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             record_bytes: Self::DEFAULT_RECORD_BYTES,
+            conversation_rows: Self::DEFAULT_CONVERSATION_ROWS,
         }
     }
 }

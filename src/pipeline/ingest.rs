@@ -13,7 +13,7 @@ use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Si
 use crate::model::Conversation;
 use crate::store::atomic::{self, write_file, AtomicDir};
 use crate::store::{Counts, InputEntry, Origin, StoreManifest, StoreWriter};
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -327,7 +327,9 @@ pub(super) fn ingest_found(
         },
         entries: Vec::with_capacity(files.len()),
         seen_runs: HashSet::new(),
-        seen_conversations: HashSet::new(),
+        seen_conversations: HashMap::new(),
+        conversation_row_limit: opts.limits.conversation_rows,
+        full_conversations: HashSet::new(),
         fatal: None,
         first_reasons: Vec::new(),
         unrecognised: Vec::new(),
@@ -524,7 +526,11 @@ struct Writer<'a> {
     counts: Counts,
     entries: Vec<InputEntry>,
     seen_runs: HashSet<String>,
-    seen_conversations: HashSet<String>,
+    /// Rows (runs plus events) stored of each conversation so far.
+    seen_conversations: HashMap<String, u64>,
+    /// [`crate::ingest::Limits::conversation_rows`], and the conversations that reached it.
+    conversation_row_limit: u64,
+    full_conversations: HashSet<String>,
     /// The first error; messages after it are received (readers must not block) but not used.
     fatal: Option<io::Error>,
     /// The first reasons records were dropped for, for the message when nothing could be read.
@@ -696,7 +702,12 @@ impl Writer<'_> {
             }
             fresh
         });
-        let skipped_none = skipped.is_empty();
+        let mut skipped_none = skipped.is_empty();
+        if let Some(q) = self.cut_to_the_row_limit(i, &mut conversation, record) {
+            self.counts.partial_notes += 1;
+            skipped_none = false;
+            result = result.and(write_quarantine(&mut self.quarantine, &q));
+        }
         for run_id in skipped {
             self.counts.duplicate_runs += 1;
             let q = Quarantined {
@@ -724,7 +735,16 @@ impl Writer<'_> {
             }
             return result;
         }
-        let first = self.seen_conversations.insert(conversation.id.clone());
+        let first = !self.seen_conversations.contains_key(&conversation.id);
+        let rows: u64 = conversation
+            .runs
+            .iter()
+            .map(|r| 1 + r.events.len() as u64)
+            .sum();
+        *self
+            .seen_conversations
+            .entry(conversation.id.clone())
+            .or_default() += rows;
         self.counts.user_turn_runs +=
             conversation.runs.iter().filter(|r| r.turn >= 1).count() as u64;
         let result = result.and(self.store.write(&conversation, origin));
@@ -738,6 +758,60 @@ impl Writer<'_> {
             }
         }
         result
+    }
+
+    /// Leave out the runs that would take the conversation past the rows-per-conversation limit,
+    /// counting what earlier pieces of it stored; the note says what was left out. Runs are
+    /// kept in the order read, up to the first that does not fit, and once one is left out so
+    /// are all later pieces of the conversation.
+    fn cut_to_the_row_limit(
+        &mut self,
+        i: usize,
+        conversation: &mut Conversation,
+        record: u64,
+    ) -> Option<Quarantined> {
+        let limit = self.conversation_row_limit;
+        let stored = self
+            .seen_conversations
+            .get(&conversation.id)
+            .copied()
+            .unwrap_or(0);
+        let fit = if self.full_conversations.contains(&conversation.id) {
+            0
+        } else {
+            let mut rows = stored;
+            conversation
+                .runs
+                .iter()
+                .take_while(|r| {
+                    rows += 1 + r.events.len() as u64;
+                    rows <= limit
+                })
+                .count()
+        };
+        if fit == conversation.runs.len() {
+            return None;
+        }
+        let cut = conversation.runs.split_off(fit);
+        self.full_conversations.insert(conversation.id.clone());
+        let rows = |runs: &[crate::model::Run]| -> u64 {
+            runs.iter().map(|r| 1 + r.events.len() as u64).sum()
+        };
+        Some(Quarantined {
+            file: self.displays[i].clone(),
+            locator: Locator::Record(record),
+            severity: Severity::Partial,
+            reason: format!(
+                "conversation {:?}: {} run(s) ({} rows with their events) are not stored: \
+                 they would take it past the {limit} rows-per-conversation limit, with {} \
+                 rows of it stored (the audit holds a conversation whole)",
+                conversation.id,
+                cut.len(),
+                rows(&cut),
+                stored + rows(&conversation.runs),
+            ),
+            format: None,
+        })
     }
 
     /// Close the store's files and make its manifest; refuse a store with nothing in it.
@@ -865,5 +939,85 @@ mod tests {
             .map(|f| std::fs::read_to_string(f).unwrap().lines().count())
             .sum();
         assert_eq!(kept as u64 + 1, summary.manifest.counts.conversations);
+    }
+
+    /// A conversation past the rows-per-conversation limit keeps the runs that fit, in the
+    /// order read; the rest are named in a partial note, and nothing else changes.
+    #[test]
+    fn runs_past_the_conversation_row_limit_are_left_out_with_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let input =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/agentfootprint/ndjson");
+        let ingest_with = |limit: u64, name: &str| {
+            let mut opts = IngestOptions::default();
+            opts.limits.conversation_rows = limit;
+            let out = dir.path().join(name);
+            let summary = ingest(std::slice::from_ref(&input), &out, &opts).unwrap();
+            let runs = crate::store::read::read_runs(&out).unwrap();
+            let notes: Vec<String> = std::fs::read_to_string(out.join("quarantine.jsonl"))
+                .unwrap()
+                .lines()
+                .filter(|l| l.contains("rows-per-conversation limit"))
+                .map(str::to_string)
+                .collect();
+            (summary.manifest.counts, runs, notes)
+        };
+        let (whole, all_runs, none) =
+            ingest_with(crate::ingest::Limits::DEFAULT_CONVERSATION_ROWS, "whole");
+        assert!(none.is_empty());
+        let mut rows: HashMap<&str, u64> = HashMap::new();
+        for r in &all_runs {
+            *rows.entry(r.run.conversation_id.as_str()).or_default() += 1 + r.events as u64;
+        }
+        let largest = *rows.values().max().unwrap();
+        let limit = largest / 2;
+        let (cut, kept_runs, notes) = ingest_with(limit, "cut");
+        let mut kept_rows: HashMap<&str, u64> = HashMap::new();
+        for r in &kept_runs {
+            *kept_rows.entry(r.run.conversation_id.as_str()).or_default() += 1 + r.events as u64;
+        }
+        assert!(kept_rows.values().all(|&n| n <= limit), "{kept_rows:?}");
+        let over = rows.values().filter(|&&n| n > limit).count();
+        assert_eq!(notes.len(), over, "{notes:?}");
+        // Every run is stored or counted in a note.
+        let left_out: u64 = notes
+            .iter()
+            .map(|n| {
+                let at = n.find(" run(s) (").unwrap();
+                let digits: String = n[..at]
+                    .chars()
+                    .rev()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits
+                    .chars()
+                    .rev()
+                    .collect::<String>()
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum();
+        assert!(left_out > 0);
+        assert_eq!(cut.runs + left_out, whole.runs);
+        assert_eq!(cut.records_read, whole.records_read);
+        assert_eq!(
+            cut.records_stored + cut.records_quarantined,
+            cut.records_read
+        );
+        assert_eq!(cut.partial_notes, whole.partial_notes + over as u64);
+        // The runs kept are the first ones read of each conversation.
+        let by_origin = |runs: &[crate::store::read::RunRow], id: &str| -> Vec<String> {
+            let mut of: Vec<&crate::store::read::RunRow> = runs
+                .iter()
+                .filter(|r| r.run.conversation_id == id)
+                .collect();
+            of.sort_by_key(|r| (r.origin, r.run.run_id.clone()));
+            of.iter().map(|r| r.run.run_id.clone()).collect()
+        };
+        for (id, _) in rows.iter().filter(|(_, &n)| n > limit) {
+            let kept = by_origin(&kept_runs, id);
+            let all = by_origin(&all_runs, id);
+            assert!(all.starts_with(&kept), "{id}: {kept:?} of {all:?}");
+        }
     }
 }

@@ -457,7 +457,10 @@ fn binary_bodies_decode_by_their_coding_within_the_limit() {
         body_of(&side(b64(&gz), "br"), true, &limits),
         Body::Unreadable("body is br-encoded, a coding this reader does not decode".into())
     );
-    let tiny = Limits { record_bytes: 4 };
+    let tiny = Limits {
+        record_bytes: 4,
+        ..Limits::default()
+    };
     match body_of(&side(b64(&gz), "gzip"), true, &tiny) {
         Body::Unreadable(why) => assert!(why.contains("decodes past the"), "{why}"),
         other => panic!("{other:?}"),
