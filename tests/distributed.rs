@@ -436,3 +436,121 @@ fn an_ingest_in_shards_equals_the_whole_ingest() {
         );
     }
 }
+
+/// Each part's conversation ids, from the runs table (its `part` column) and from the events
+/// part files, which must agree.
+fn conversations_by_part(store: &Path) -> Vec<Vec<String>> {
+    use arrow::array::AsArray;
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(store.join("manifest.json")).unwrap())
+            .unwrap();
+    let parts = manifest["parts"].as_array().unwrap().len();
+    let mut from_runs = vec![std::collections::BTreeSet::new(); parts];
+    for b in read(&store.join("runs.parquet")) {
+        let ids = b
+            .column_by_name("conversation_id")
+            .unwrap()
+            .as_string::<i32>();
+        let part = b
+            .column_by_name("part")
+            .unwrap()
+            .as_primitive::<arrow::datatypes::UInt32Type>();
+        for i in 0..b.num_rows() {
+            from_runs[part.value(i) as usize].insert(ids.value(i).to_string());
+        }
+    }
+    for (p, name) in manifest["parts"].as_array().unwrap().iter().enumerate() {
+        let mut from_events = std::collections::BTreeSet::new();
+        for b in read(&store.join(name.as_str().unwrap())) {
+            let ids = b
+                .column_by_name("conversation_id")
+                .unwrap()
+                .as_string::<i32>();
+            from_events.extend((0..b.num_rows()).map(|i| ids.value(i).to_string()));
+        }
+        assert_eq!(from_events, from_runs[p], "part {p} of {}", store.display());
+    }
+    from_runs
+        .into_iter()
+        .map(|s| s.into_iter().collect())
+        .collect()
+}
+
+/// Parts over the row limit are split by conversation, alike whether the store was ingested
+/// whole or merged from shards, and the audit finds the same rows as in the store not split.
+#[test]
+fn parts_over_the_row_limit_are_split_alike_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = [
+        testdata("tau-bench"),
+        testdata("tau2"),
+        testdata("agentfootprint"),
+    ];
+    let with_rows = |part_rows: u64| IngestOptions {
+        threads: 2,
+        part_bytes: 1 << 30,
+        part_rows,
+        ..IngestOptions::default()
+    };
+    let plain = ingest(&inputs, &dir.path().join("plain"), &with_rows(0)).unwrap();
+    assert_eq!(plain.manifest.parts.len(), 1);
+    let split = ingest(&inputs, &dir.path().join("split"), &with_rows(300)).unwrap();
+    let parts = conversations_by_part(&split.store);
+    assert!(parts.len() >= 4, "{} parts", parts.len());
+    assert_eq!(split.manifest.counts, plain.manifest.counts);
+    let mut all: Vec<String> = parts.iter().flatten().cloned().collect();
+    let listed = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), listed, "a conversation in two parts");
+    assert_eq!(all, conversations_by_part(&plain.store)[0]);
+    // Rows per part: at most the limit, unless the part is one conversation.
+    let store = traceaudit::Store::open(&split.store).unwrap();
+    for p in 0..parts.len() as u32 {
+        let conversations = store.read_part(p).unwrap();
+        let rows: usize = conversations
+            .iter()
+            .flat_map(|c| &c.runs)
+            .map(|r| 1 + r.events.len())
+            .sum();
+        assert!(
+            rows <= 300 || conversations.len() == 1,
+            "part {p}: {rows} rows"
+        );
+    }
+
+    // The audit reads the same rows, in parts of their own.
+    let audited = |store: &Path, name: &str| {
+        let corpus = dir.path().join(name);
+        audit(&[store.to_path_buf()], &corpus, &options()).unwrap();
+        TABLES.map(|t| {
+            let mut r = rows(&read(&corpus.join(format!("{t}.parquet"))));
+            r.sort();
+            r
+        })
+    };
+    assert_eq!(
+        audited(&split.store, "split-corpus"),
+        audited(&plain.store, "plain-corpus")
+    );
+
+    // Shards merged split their parts as the whole ingest did.
+    let plan = plan_ingest(&inputs, 1 << 30).unwrap();
+    let mut shards = Vec::new();
+    for (i, _) in plan.inputs.iter().enumerate() {
+        let out = dir.path().join(format!("shard-{i}"));
+        ingest_shard(&plan, &[i as u32], &out, &with_rows(300)).unwrap();
+        shards.push((out, vec![i as u32]));
+    }
+    let merged = merge_shards(
+        &plan,
+        &shards,
+        &dir.path().join("merged"),
+        &with_rows(300),
+        0.0,
+        None,
+    )
+    .unwrap();
+    assert_eq!(merged.manifest.counts, split.manifest.counts);
+    assert_eq!(conversations_by_part(&merged.store), parts);
+}

@@ -119,7 +119,7 @@ pub fn base_store() -> &'static Path {
             threads: 1,
             progress: false,
             limits: traceaudit::Limits::default(),
-            part_bytes: 0,
+            ..traceaudit::IngestOptions::default()
         };
         traceaudit::ingest(&inputs, &out, &opts).expect("ingest the base store");
         out

@@ -51,6 +51,9 @@ pub struct IngestOptions {
     /// Input bytes per store part; 0 for the default (128 MB). Smaller parts are smaller units
     /// for an engine that distributes the parts of a store.
     pub part_bytes: u64,
+    /// The most rows (runs plus events) a part holds before it is split; 0 for the default
+    /// ([`crate::store::split::PART_ROWS`]).
+    pub part_rows: u64,
 }
 
 /// What an ingest did.
@@ -329,7 +332,8 @@ pub(super) fn ingest_found(
         seen_runs: HashSet::new(),
         seen_conversations: HashMap::new(),
         conversation_row_limit: opts.limits.conversation_rows,
-        full_conversations: HashSet::new(),
+        left_out: HashMap::new(),
+        part_rows: part_rows(opts.part_rows),
         fatal: None,
         first_reasons: Vec::new(),
         unrecognised: Vec::new(),
@@ -348,7 +352,7 @@ pub(super) fn ingest_found(
     if let Some(e) = writer.fatal.take() {
         return Err(e);
     }
-    let manifest = writer.finish(found.skipped.len() as u64, started)?;
+    let (manifest, split) = writer.finish(found.skipped.len() as u64, started)?;
     if spool_dir.exists() {
         std::fs::remove_dir_all(&spool_dir)
             .map_err(|e| atomic::with_path(e, "cannot remove", &spool_dir))?;
@@ -356,8 +360,29 @@ pub(super) fn ingest_found(
     let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
     write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
     let store = staging.commit()?;
-    let tapped = tap_files.map(TapFiles::finish).transpose()?;
+    let tapped = match tap_files {
+        Some(files) => Some(files.finish()?.refile(&split)?),
+        None => None,
+    };
     Ok((IngestSummary { store, manifest }, tapped))
+}
+
+/// The runs of a conversation left out at the rows-per-conversation limit: where the first
+/// was read, and how many runs and rows.
+struct LeftOut {
+    input: usize,
+    record: u64,
+    runs: u64,
+    rows: u64,
+}
+
+/// The most rows a part holds before it is split (`0`: the default).
+pub(super) fn part_rows(part_rows: u64) -> u64 {
+    if part_rows == 0 {
+        crate::store::split::PART_ROWS
+    } else {
+        part_rows
+    }
 }
 
 /// The parts of a store of inputs of `total_bytes`, `part_bytes` each (0: the default).
@@ -528,9 +553,12 @@ struct Writer<'a> {
     seen_runs: HashSet<String>,
     /// Rows (runs plus events) stored of each conversation so far.
     seen_conversations: HashMap<String, u64>,
-    /// [`crate::ingest::Limits::conversation_rows`], and the conversations that reached it.
+    /// [`crate::ingest::Limits::conversation_rows`], and what was left out of the
+    /// conversations that reached it.
     conversation_row_limit: u64,
-    full_conversations: HashSet<String>,
+    left_out: HashMap<String, LeftOut>,
+    /// The most rows a part holds before it is split.
+    part_rows: u64,
     /// The first error; messages after it are received (readers must not block) but not used.
     fatal: Option<io::Error>,
     /// The first reasons records were dropped for, for the message when nothing could be read.
@@ -703,10 +731,8 @@ impl Writer<'_> {
             fresh
         });
         let mut skipped_none = skipped.is_empty();
-        if let Some(q) = self.cut_to_the_row_limit(i, &mut conversation, record) {
-            self.counts.partial_notes += 1;
+        if self.cut_to_the_row_limit(i, &mut conversation, record) {
             skipped_none = false;
-            result = result.and(write_quarantine(&mut self.quarantine, &q));
         }
         for run_id in skipped {
             self.counts.duplicate_runs += 1;
@@ -761,25 +787,25 @@ impl Writer<'_> {
     }
 
     /// Leave out the runs that would take the conversation past the rows-per-conversation limit,
-    /// counting what earlier pieces of it stored; the note says what was left out. Runs are
-    /// kept in the order read, up to the first that does not fit, and once one is left out so
-    /// are all later pieces of the conversation.
+    /// counting what earlier pieces of it stored, and note what was left out
+    /// ([`Writer::note_left_out`]). Runs are kept in the order read, up to the first that does
+    /// not fit, and once one is left out so are all later pieces of the conversation. Returns
+    /// whether runs were left out.
     fn cut_to_the_row_limit(
         &mut self,
         i: usize,
         conversation: &mut Conversation,
         record: u64,
-    ) -> Option<Quarantined> {
+    ) -> bool {
         let limit = self.conversation_row_limit;
-        let stored = self
-            .seen_conversations
-            .get(&conversation.id)
-            .copied()
-            .unwrap_or(0);
-        let fit = if self.full_conversations.contains(&conversation.id) {
+        let fit = if self.left_out.contains_key(&conversation.id) {
             0
         } else {
-            let mut rows = stored;
+            let mut rows = self
+                .seen_conversations
+                .get(&conversation.id)
+                .copied()
+                .unwrap_or(0);
             conversation
                 .runs
                 .iter()
@@ -790,32 +816,58 @@ impl Writer<'_> {
                 .count()
         };
         if fit == conversation.runs.len() {
-            return None;
+            return false;
         }
         let cut = conversation.runs.split_off(fit);
-        self.full_conversations.insert(conversation.id.clone());
-        let rows = |runs: &[crate::model::Run]| -> u64 {
-            runs.iter().map(|r| 1 + r.events.len() as u64).sum()
+        let first = LeftOut {
+            input: i,
+            record,
+            runs: 0,
+            rows: 0,
         };
-        Some(Quarantined {
-            file: self.displays[i].clone(),
-            locator: Locator::Record(record),
-            severity: Severity::Partial,
-            reason: format!(
-                "conversation {:?}: {} run(s) ({} rows with their events) are not stored: \
-                 they would take it past the {limit} rows-per-conversation limit, with {} \
-                 rows of it stored (the audit holds a conversation whole)",
-                conversation.id,
-                cut.len(),
-                rows(&cut),
-                stored + rows(&conversation.runs),
-            ),
-            format: None,
-        })
+        let left = self
+            .left_out
+            .entry(conversation.id.clone())
+            .or_insert(first);
+        left.runs += cut.len() as u64;
+        left.rows += cut.iter().map(|r| 1 + r.events.len() as u64).sum::<u64>();
+        true
     }
 
-    /// Close the store's files and make its manifest; refuse a store with nothing in it.
-    fn finish(mut self, skipped_inputs: u64, started: Instant) -> io::Result<StoreManifest> {
+    /// One partial note per conversation that reached the rows-per-conversation limit, at the
+    /// record where it did, in input order.
+    fn note_left_out(&mut self) -> io::Result<()> {
+        let limit = self.conversation_row_limit;
+        let mut list: Vec<(&String, &LeftOut)> = self.left_out.iter().collect();
+        list.sort_by_key(|(id, l)| (l.input, l.record, id.as_str()));
+        for (id, l) in list {
+            let stored = self.seen_conversations.get(id).copied().unwrap_or(0);
+            let q = Quarantined {
+                file: self.displays[l.input].clone(),
+                locator: Locator::Record(l.record),
+                severity: Severity::Partial,
+                reason: format!(
+                    "conversation {id:?}: {} run(s) from here on ({} rows with their events) are \
+                     not stored: they would take it past the {limit} rows-per-conversation \
+                     limit (runs plus their events; the audit holds a conversation whole); \
+                     {stored} rows of it are stored",
+                    l.runs, l.rows,
+                ),
+                format: None,
+            };
+            self.counts.partial_notes += 1;
+            write_quarantine(&mut self.quarantine, &q)?;
+        }
+        Ok(())
+    }
+
+    /// Returns the manifest, and how the store's parts were split by rows.
+    fn finish(
+        mut self,
+        skipped_inputs: u64,
+        started: Instant,
+    ) -> io::Result<(StoreManifest, crate::store::split::Split)> {
+        self.note_left_out()?;
         self.quarantine.flush()?;
         drop(self.quarantine);
         let mut counts = self.counts;
@@ -854,8 +906,13 @@ impl Writer<'_> {
                 format!("nothing could be read: {why}"),
             ));
         }
-        let part_names = self.store.finish()?;
-        Ok(StoreManifest {
+        let (part_names, split) = if self.may_be_empty {
+            // A shard: split once merged, as the whole store would be.
+            (self.store.finish()?, crate::store::split::Split::default())
+        } else {
+            self.store.finish_split(self.part_rows)?
+        };
+        let manifest = StoreManifest {
             engine: crate::store::ENGINE.into(),
             engine_version: crate::store::ENGINE_VERSION.into(),
             store_schema_version: crate::store::schema::STORE_SCHEMA_VERSION,
@@ -871,7 +928,8 @@ impl Writer<'_> {
                     .map(|t| t.to_string())
                     .collect(),
             ),
-        })
+        };
+        Ok((manifest, split))
     }
 }
 
@@ -983,7 +1041,7 @@ mod tests {
         let left_out: u64 = notes
             .iter()
             .map(|n| {
-                let at = n.find(" run(s) (").unwrap();
+                let at = n.find(" run(s) from here on").unwrap();
                 let digits: String = n[..at]
                     .chars()
                     .rev()
@@ -1018,6 +1076,59 @@ mod tests {
             let kept = by_origin(&kept_runs, id);
             let all = by_origin(&all_runs, id);
             assert!(all.starts_with(&kept), "{id}: {kept:?} of {all:?}");
+        }
+    }
+
+    /// Keeps each conversation's id.
+    struct Ids;
+
+    impl Tap for Ids {
+        fn conversation(&self, conversation: Conversation) -> Option<Vec<u8>> {
+            serde_json::to_vec(&conversation.id).ok()
+        }
+    }
+
+    /// Parts split by rows take the tap's values with them: each part's file holds the values
+    /// of that part's conversations.
+    #[test]
+    fn a_tap_s_values_follow_their_conversations_into_split_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata");
+        let inputs = ["tau-bench", "tau2", "agentfootprint"].map(|d| data.join(d));
+        let opts = IngestOptions {
+            threads: 2,
+            part_rows: 300,
+            ..IngestOptions::default()
+        };
+        let store = dir.path().join("store");
+        let (summary, tapped) = ingest_tapped(
+            &inputs,
+            &store,
+            &opts,
+            Some((&Ids, &dir.path().join("tap"))),
+        )
+        .unwrap();
+        let tapped = tapped.unwrap();
+        let parts = summary.manifest.parts.len();
+        assert!(parts >= 3, "{parts} parts");
+        assert_eq!(tapped.files.len(), parts);
+        assert_eq!(tapped.stale.len(), parts);
+        let mut of_part: Vec<HashSet<String>> = vec![HashSet::new(); parts];
+        for r in crate::store::read::read_runs(&store).unwrap() {
+            of_part[r.part as usize].insert(r.run.conversation_id);
+        }
+        for (p, file) in tapped.files.iter().enumerate() {
+            let ids: HashSet<String> = std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    let (_, _, id, _): (u32, u64, String, String) =
+                        serde_json::from_str(l).unwrap();
+                    id
+                })
+                .chain(tapped.stale[p].iter().cloned())
+                .collect();
+            assert_eq!(ids, of_part[p], "part {p}");
         }
     }
 }

@@ -459,6 +459,12 @@ pub fn merge_shards(
         writer.flush().map_err(to_io)?;
     }
     writer.close().map_err(to_io)?;
+    // Parts over the row limit are split as the command line's ingest splits them.
+    let split = crate::store::split::split_large_parts(
+        staging.path(),
+        plan.parts,
+        super::ingest::part_rows(opts.part_rows),
+    )?;
 
     // Quarantine: what was passed over, every shard's records, then the duplicates.
     let mut quarantine = io::BufWriter::new(File::create(staging.path().join("quarantine.jsonl"))?);
@@ -499,6 +505,10 @@ pub fn merge_shards(
         &kept,
         started_seconds_ago + started.elapsed().as_secs_f64(),
     )?;
+    let manifest = StoreManifest {
+        parts: crate::store::write::part_names(split.parts),
+        ..manifest
+    };
     let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
     write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
     let store = staging.commit()?;

@@ -3,6 +3,7 @@
 //! filed by store part.
 
 use crate::model::Conversation;
+use crate::store::split::Split;
 use crate::store::Origin;
 use std::collections::HashSet;
 use std::io::{self, Write};
@@ -26,6 +27,50 @@ pub struct Tapped {
     /// piece (fragments, or a conversation id met again in a later input), stored without some
     /// of its runs (duplicates of runs read before), or not kept at all.
     pub stale: Vec<HashSet<String>>,
+}
+
+impl Tapped {
+    /// The values filed again by store part once parts were split by rows
+    /// ([`crate::store::split`]): a split part's file is shared out among its pieces' files.
+    pub(crate) fn refile(mut self, split: &Split) -> io::Result<Tapped> {
+        if split.is_empty() {
+            return Ok(self);
+        }
+        let dir = match self.files.first().and_then(|f| f.parent()) {
+            Some(dir) => dir.to_path_buf(),
+            None => return Ok(self),
+        };
+        let file = |p: u32| dir.join(format!("part-{p:05}.jsonl"));
+        self.files = (0..split.parts).map(file).collect();
+        self.stale.resize(split.parts as usize, HashSet::new());
+        for (&part, pieces) in &split.pieces {
+            let stale: Vec<String> = self.stale[part as usize].drain().collect();
+            for id in stale {
+                self.stale[split.part_of(&id, part) as usize].insert(id);
+            }
+            let text = std::fs::read_to_string(file(part))?;
+            let tmp = |p: u32| dir.join(format!(".part-{p:05}.jsonl.split"));
+            let mut out = pieces
+                .iter()
+                .map(|&p| Ok((p, io::BufWriter::new(std::fs::File::create(tmp(p))?))))
+                .collect::<io::Result<std::collections::HashMap<u32, _>>>()?;
+            for line in text.lines().filter(|l| !l.is_empty()) {
+                let (_, _, id, _): (u32, u64, String, serde::de::IgnoredAny) =
+                    serde_json::from_str(line).map_err(io::Error::other)?;
+                let w = out
+                    .get_mut(&split.part_of(&id, part))
+                    .expect("a piece of the part");
+                w.write_all(line.as_bytes())?;
+                w.write_all(b"\n")?;
+            }
+            for (p, mut w) in out {
+                w.flush()?;
+                drop(w);
+                std::fs::rename(tmp(p), file(p))?;
+            }
+        }
+        Ok(self)
+    }
 }
 
 /// Where a tap's values are written during an ingest, a file per store part.

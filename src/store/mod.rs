@@ -11,6 +11,7 @@ pub mod atomic;
 pub mod digest;
 pub mod read;
 pub mod schema;
+pub mod split;
 pub mod write;
 
 pub use read::Store;

@@ -585,6 +585,7 @@ pub fn part_of(conversation_id: &str, parts: u32) -> u32 {
 /// `runs.parquet` is written in row groups of one part each (the reader picks a part's row
 /// groups by the `part` column's statistics), so neither side holds every run.
 pub struct StoreWriter {
+    dir: std::path::PathBuf,
     parts: Vec<Part>,
     runs_writer: ArrowWriter<File>,
     /// Bytes buffered across parts since the last flush of them all.
@@ -596,6 +597,13 @@ pub struct StoreWriter {
 
 pub fn part_file_name(part: u32) -> String {
     format!("part-{part:05}.parquet")
+}
+
+/// The manifest's names of a store's `parts` parts.
+pub fn part_names(parts: u32) -> Vec<String> {
+    (0..parts)
+        .map(|p| format!("events/{}", part_file_name(p)))
+        .collect()
 }
 
 impl StoreWriter {
@@ -620,6 +628,7 @@ impl StoreWriter {
             ArrowWriter::try_new(runs_file, runs_schema(), Some(store_writer_properties()))
                 .map_err(to_io)?;
         Ok(StoreWriter {
+            dir: dir.to_path_buf(),
             parts: list,
             runs_writer,
             buffered: 0,
@@ -694,6 +703,17 @@ impl StoreWriter {
             self.buffered = total;
         }
         Ok(())
+    }
+
+    /// [`StoreWriter::finish`], then the parts over `max_rows` rows split
+    /// ([`super::split`]): for a whole store, not for a shard of one, which is split once
+    /// merged. Returns the part file names and the split.
+    pub fn finish_split(self, max_rows: u64) -> io::Result<(Vec<String>, super::split::Split)> {
+        let dir = self.dir.clone();
+        let buckets = self.part_count();
+        self.finish()?;
+        let split = super::split::split_large_parts(&dir, buckets, max_rows)?;
+        Ok((part_names(split.parts), split))
     }
 
     /// Flush everything and close the files. Returns the part file names.
