@@ -910,7 +910,11 @@ impl Writer<'_> {
             // A shard: split once merged, as the whole store would be.
             (self.store.finish()?, crate::store::split::Split::default())
         } else {
-            self.store.finish_split(self.part_rows)?
+            let dir = self.store.dir().to_path_buf();
+            let parts = self.store.part_count();
+            self.store.finish()?;
+            let split = crate::store::split::split_large_parts(&dir, parts, self.part_rows)?;
+            (crate::store::write::part_names(split.parts), split)
         };
         let manifest = StoreManifest {
             engine: crate::store::ENGINE.into(),

@@ -705,15 +705,9 @@ impl StoreWriter {
         Ok(())
     }
 
-    /// [`StoreWriter::finish`], then the parts over `max_rows` rows split
-    /// ([`super::split`]): for a whole store, not for a shard of one, which is split once
-    /// merged. Returns the part file names and the split.
-    pub fn finish_split(self, max_rows: u64) -> io::Result<(Vec<String>, super::split::Split)> {
-        let dir = self.dir.clone();
-        let buckets = self.part_count();
-        self.finish()?;
-        let split = super::split::split_large_parts(&dir, buckets, max_rows)?;
-        Ok((part_names(split.parts), split))
+    /// The store directory being written.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Flush everything and close the files. Returns the part file names.
