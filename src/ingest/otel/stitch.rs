@@ -80,9 +80,20 @@ impl Stitcher {
             };
             let piece = self.pending.get_mut(&key).expect("pending trace");
             for s in spans {
-                // A span read twice inside one trace: the first copy is kept.
+                // A span read twice inside one trace: the first copy is kept, and the second is
+                // a record not stored, so it is said to be dropped (the counts reconcile).
                 if piece.ids.insert(s.span_id.clone()) {
                     piece.spans.push(s);
+                } else {
+                    sink.quarantine(note(
+                        &s,
+                        Severity::Dropped,
+                        format!(
+                            "span {} ({:?}) of trace {trace_id} was read before in this ingest; \
+                             the first copy is kept and this one is not merged",
+                            s.span_id, s.name
+                        ),
+                    ));
                 }
             }
             if piece.is_complete() {

@@ -308,6 +308,53 @@ fn a_trace_split_over_two_files() {
 }
 
 #[test]
+fn a_span_read_twice_before_its_trace_is_built_is_dropped_with_a_note() {
+    // Every span is a record: the second copy of one is not stored, so it must be said to be
+    // dropped, or the records read would not reconcile with those stored and dropped.
+    let spans = small_trace(false, full_tool(false));
+    let mut changed = spans[1].clone();
+    changed["name"] = json!("chat changed");
+    let mut stitcher = Stitcher::default();
+    let mut out = Collect::default();
+    // One file holding a span twice (the copy differs), then one more copy in the next file
+    // before the root arrives; the first copy read is the one kept.
+    let mut first: Vec<Value> = spans[..3].to_vec();
+    first.push(changed);
+    let batch = parse(request(&first).as_bytes(), "a.json", &mut out);
+    stitcher.add(batch, &mut out);
+    let mut second = vec![spans[1].clone()];
+    second.extend_from_slice(&spans[3..]);
+    let batch = parse(request(&second).as_bytes(), "b.json", &mut out);
+    stitcher.add(batch, &mut out);
+    stitcher.finish(&mut out);
+    assert_eq!(out.records, 6);
+    let dropped: Vec<_> = out
+        .quarantined
+        .iter()
+        .filter(|q| q.severity == Severity::Dropped)
+        .collect();
+    assert_eq!(dropped.len(), 2, "{:?}", out.quarantined);
+    assert_eq!(dropped[0].file, "a.json");
+    assert_eq!(dropped[1].file, "b.json");
+    for q in &dropped {
+        assert!(q.reason.contains("was read before"), "{}", q.reason);
+    }
+    assert_eq!(out.quarantined.len(), 2);
+    // The run is the one the spans give without the copies.
+    let whole = read_text(&request(&spans));
+    assert_eq!(
+        Run {
+            source: String::new(),
+            ..only_run(&out).clone()
+        },
+        Run {
+            source: String::new(),
+            ..only_run(&whole).clone()
+        }
+    );
+}
+
+#[test]
 fn a_trace_never_completed_is_built_at_the_end_with_a_note() {
     let spans = small_trace(false, full_tool(false));
     let mut stitcher = Stitcher::default();
