@@ -901,6 +901,15 @@ fn python_token(token: &[u8]) -> Option<usize> {
         .map(|n| n.len())
 }
 
+/// The length of the Python number that starts at `text[i]` (outside a string), when one does:
+/// a token of its own, with a delimiter (or nothing) on either side, as it stands alone.
+fn python_number_at(text: &[u8], i: usize) -> Option<usize> {
+    if i > 0 && !is_delimiter(text[i - 1]) {
+        return None;
+    }
+    python_token(&text[i..])
+}
+
 /// A value's bytes with each of Python's special numbers outside its strings replaced by `null`.
 struct Patched {
     bytes: Vec<u8>,
@@ -928,21 +937,11 @@ impl Patched {
                 }
             } else if byte == b'"' {
                 in_string = true;
-            } else if byte == b'N' || byte == b'I' {
-                let number = PYTHON_NUMBERS[..2]
-                    .iter()
-                    .find(|n| text[i..].starts_with(n));
-                if let Some(number) = number {
-                    let mut from = i;
-                    if byte == b'I' && i > 0 && text[i - 1] == b'-' {
-                        bytes.pop();
-                        from -= 1;
-                    }
-                    replaced.push((from, i + number.len(), bytes.len()));
-                    bytes.extend_from_slice(b"null");
-                    i += number.len();
-                    continue;
-                }
+            } else if let Some(len) = python_number_at(text, i) {
+                replaced.push((i, i + len, bytes.len()));
+                bytes.extend_from_slice(b"null");
+                i += len;
+                continue;
             }
             bytes.push(byte);
             i += 1;
@@ -962,7 +961,9 @@ impl Patched {
                 break;
             }
             if index < at + 4 {
-                return from;
+                // Inside the `null`: as far into the number (serde_json places some errors
+                // after the byte it stopped on).
+                return from + (index - at).min(to - from);
             }
             shift = to as isize - (at + 4) as isize;
         }
@@ -1179,6 +1180,83 @@ pub(crate) mod oracle {
         }
     }
 
+    /// The document with each of Python's numbers that the scanner reads as `null` replaced by a
+    /// JSON number of the same length (`0.0`, `1.000000`, `-1.000000`), so that serde_json
+    /// places every error where it stands in the original; `None` when it holds none.
+    pub(crate) fn python_stand_ins(text: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(text.len());
+        let (mut in_string, mut escaped, mut any) = (false, false, false);
+        let mut i = 0;
+        while i < text.len() {
+            let byte = text[i];
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if byte == b'\\' {
+                    escaped = true;
+                } else if byte == b'"' {
+                    in_string = false;
+                }
+            } else if byte == b'"' {
+                in_string = true;
+            } else if let Some(len) = python_number_at(text, i) {
+                let stand_in: &[u8] = match len {
+                    3 => b"0.0",
+                    8 => b"1.000000",
+                    _ => b"-1.000000",
+                };
+                out.extend_from_slice(stand_in);
+                i += len;
+                any = true;
+                continue;
+            }
+            out.push(byte);
+            i += 1;
+        }
+        any.then_some(out)
+    }
+
+    /// A value with `null` and the stand-ins' numbers (0 and ±1) made one, for comparing a walk
+    /// of a document holding Python's numbers with the walk of its stand-in.
+    pub(crate) fn blur(v: &Value) -> Value {
+        match v {
+            Value::Number(n) if matches!(n.as_f64(), Some(x) if x == 0.0 || x.abs() == 1.0) => {
+                Value::Null
+            }
+            Value::Array(items) => Value::Array(items.iter().map(blur).collect()),
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), blur(v))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// Panic unless the scanner's walk of `text` at several chunk sizes and size-check
+    /// thresholds is serde_json's streaming walk: the same values, the same error at the same
+    /// place. Documents that open as no list or object are left out (there is nothing to walk).
+    pub(crate) fn check_as_streamed(text: &[u8]) {
+        let opens = Scanner::start(Cursor::new(text.to_vec()), 1, 1).map(|s| s.is_ok());
+        if !matches!(opens, Ok(true)) {
+            return;
+        }
+        // The scanner reads Python's special numbers as `null`; serde_json refuses them. A
+        // document holding some is held to serde_json's walk of the same document with a plain
+        // number of the same length in each one's place: the same errors at the same places,
+        // the same values but for those numbers.
+        let stand_in = python_stand_ins(text);
+        let blur = |(values, error): Reading| -> Reading {
+            match stand_in {
+                Some(_) => (values.iter().map(blur).collect(), error),
+                None => (values, error),
+            }
+        };
+        let want = blur(reference(stand_in.as_deref().unwrap_or(text)));
+        for (chunk, first_check) in [(1, 1), (3, 1 << 20), (5, 6), (1 << 20, 1 << 20)] {
+            let got = blur(walk(text, chunk, first_check));
+            assert_eq!(got, want, "chunk {chunk}, check {first_check}");
+        }
+    }
+
     /// The same walk with serde_json's streaming reader: what the adapters did before the
     /// scanner, and what it must match.
     pub(crate) fn reference(text: &[u8]) -> Reading {
@@ -1295,15 +1373,7 @@ pub(crate) mod oracle {
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub fn fuzz_scan_as_streamed(text: &[u8]) {
-    let opens = Scanner::start(std::io::Cursor::new(text.to_vec()), 1, 1).map(|s| s.is_ok());
-    if !matches!(opens, Ok(true)) {
-        return;
-    }
-    let want = oracle::reference(text);
-    for (chunk, first_check) in [(1, 1), (3, 1 << 20), (5, 6), (1 << 20, 1 << 20)] {
-        let got = oracle::walk(text, chunk, first_check);
-        assert_eq!(got, want, "chunk {chunk}, check {first_check}");
-    }
+    oracle::check_as_streamed(text);
 }
 
 #[cfg(test)]
@@ -1324,6 +1394,44 @@ mod tests {
     const TRICKY: &str = "[ \"a]\" ,\n\t\"b\\\"]}\", \"a\\\\\", \"a\\\\\\\\\" ,{\"k\": \"}]\\\"{[\", \
                           \"n\": [1, [2, [3, []]]]}, [[\"]\"], {}], \"日本語 é ü\", \"\\u00e9\\n\",\r\n \
                           -1.5e3, 0, 12, true, false, null, {}, [] ]";
+
+    #[test]
+    fn the_fuzz_runs_findings_read_as_serde_json_reads_them() {
+        // Inputs the 30-minute fuzz run of this check found: Python's numbers where a key is due,
+        // or in a value passed over.
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/fuzz-findings/json_scan"
+        );
+        let mut read = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            super::oracle::check_as_streamed(&std::fs::read(entry.unwrap().path()).unwrap());
+            read += 1;
+        }
+        assert_eq!(read, 3);
+    }
+
+    #[test]
+    fn errors_on_python_numbers_out_of_place_are_where_serde_json_puts_them() {
+        for doc in [
+            // Where a key is due: serde_json stops after the number's first byte.
+            "{\"pick\": {\n Infinity: 1}}",
+            "[{NaN: 1}]",
+            "{\"x\": {-Infinity: 2}}",
+            // In a value passed over, followed by what cannot follow a value.
+            "{\"version\":\nNaN  2, \"pick\": 1}",
+            "{\"a\": [1, Infinity 3], \"pick\": 2}",
+            // Not a token of its own: not one of Python's numbers.
+            "[1NaN]",
+            "[NaNa]",
+            "{\"pick\": [-Infinityx]}",
+        ] {
+            super::oracle::check_as_streamed(doc.as_bytes());
+            let stand_in = super::oracle::python_stand_ins(doc.as_bytes());
+            let want = reference(stand_in.as_deref().unwrap_or(doc.as_bytes()));
+            assert!(want.1.is_some(), "{doc} is an error");
+        }
+    }
 
     #[test]
     fn elements_at_every_chunk_size() {
