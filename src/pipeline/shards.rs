@@ -20,6 +20,7 @@ use super::inputs::{find_inputs, FoundInputs, InputFile};
 use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Sink};
 use crate::model::Conversation;
 use crate::store::atomic::{self, write_file, AtomicDir};
+use crate::store::parquet_file::ParquetFile;
 use crate::store::write::{part_file_name, store_writer_properties, to_io};
 use crate::store::{Counts, InputEntry, StoreManifest};
 use arrow::array::{Array, AsArray, BooleanArray};
@@ -180,7 +181,7 @@ struct RunCopy {
 
 /// Every run row of a store's `runs.parquet`, as raw batches.
 fn read_batches(path: &Path) -> io::Result<Vec<RecordBatch>> {
-    ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)
+    ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(path)?)
         .map_err(to_io)?
         .build()
         .map_err(to_io)?

@@ -9,6 +9,7 @@
 
 pub mod atomic;
 pub mod digest;
+pub mod parquet_file;
 pub mod read;
 pub mod schema;
 pub mod split;

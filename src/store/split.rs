@@ -14,6 +14,7 @@
 //! last part, in the order of the parts split. `runs.parquet` is rewritten with the new part
 //! numbers, each row group still holding the runs of one part.
 
+use super::parquet_file::ParquetFile;
 use super::write::{part_file_name, store_writer_properties, to_io};
 use arrow::array::{Array, AsArray, BooleanArray, UInt32Array};
 use arrow::datatypes::UInt32Type;
@@ -99,7 +100,8 @@ fn runs_columns(
     runs: &Path,
     names: &[&str],
 ) -> io::Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(runs)?).map_err(to_io)?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(runs)?).map_err(to_io)?;
     let wanted = builder
         .parquet_schema()
         .columns()
@@ -207,7 +209,8 @@ fn split_events(dir: &Path, split: &Split, part: u32, pieces: &[u32]) -> io::Res
     let events = dir.join("events");
     let source = events.join(part_file_name(part));
     let tmp = |p: u32| events.join(format!(".{}.split", part_file_name(p)));
-    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&source)?).map_err(to_io)?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(&source)?).map_err(to_io)?;
     let schema = builder.schema().clone();
     let reader = builder.with_batch_size(8192).build().map_err(to_io)?;
     let mut writers = pieces
@@ -252,7 +255,8 @@ fn split_events(dir: &Path, split: &Split, part: u32, pieces: &[u32]) -> io::Res
 /// runs of a split part's row group go into one row group per piece.
 fn renumber_runs(runs: &Path, split: &Split) -> io::Result<()> {
     let tmp = runs.with_file_name(".runs.parquet.split");
-    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(runs)?).map_err(to_io)?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(runs)?).map_err(to_io)?;
     let schema = builder.schema().clone();
     let groups = builder.metadata().num_row_groups();
     let mut writer = ArrowWriter::try_new(
@@ -263,7 +267,7 @@ fn renumber_runs(runs: &Path, split: &Split) -> io::Result<()> {
     .map_err(to_io)?;
     let part_at = schema.index_of("part").map_err(to_io)?;
     for group in 0..groups {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(runs)?)
+        let reader = ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(runs)?)
             .map_err(to_io)?
             .with_row_groups(vec![group])
             .build()
