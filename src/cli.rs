@@ -284,7 +284,34 @@ pub fn fail(context: &str, e: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// A report reads Parquet through Polars, which panics on some corrupt pages; the report
+/// catches the panic and names the file (see `report::corpus::guarded`). The panic's own
+/// message, raised inside Polars or the parquet crates, is not printed; any other panic is.
+#[cfg(feature = "reports")]
+fn quiet_reader_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_reader = info.location().is_some_and(|at| {
+                let file = at.file().replace('\\', "/");
+                file.contains("/registry/src/")
+                    && ["/polars", "/parquet-", "/arrow-"]
+                        .iter()
+                        .any(|name| file.contains(name))
+            });
+            if !in_reader {
+                previous(info);
+            }
+        }));
+    });
+}
+
 pub fn run(cli: Cli) -> ExitCode {
+    #[cfg(feature = "reports")]
+    if !matches!(cli.command, Command::Ingest(_) | Command::Audit(_)) {
+        quiet_reader_panics();
+    }
     match cli.command {
         Command::Ingest(args) => run_ingest(args),
         Command::Audit(args) => run_audit(args),
@@ -424,24 +451,34 @@ pub fn ingest_summary_text(m: &crate::store::StoreManifest) -> String {
 
 #[cfg(feature = "reports")]
 fn run_report(args: ReportArgs) -> ExitCode {
-    use crate::report::{corpus::CorpusDir, emit, findings, render_report, summary};
+    use crate::report::corpus::{self, CorpusDir};
+    use crate::report::{emit, findings, render_report, summary};
     let run = || -> std::io::Result<()> {
         let corpus = CorpusDir::open(&args.corpus)?;
-        let report = summary::build(
-            &corpus,
-            summary::ReportOptions {
-                by: args.by,
-                top: args.top,
-            },
-        )?;
-        let listed = match args.format {
-            crate::report::ReportFormat::Html => Some(findings::build(
+        let named = |e| corpus::name_the_unreadable(&[&corpus], e);
+        let report = corpus::guarded(|| {
+            summary::build(
                 &corpus,
-                findings::FindingsOptions {
-                    per_kind: args.findings,
-                    ..Default::default()
+                summary::ReportOptions {
+                    by: args.by,
+                    top: args.top,
                 },
-            )?),
+            )
+        })
+        .map_err(named)?;
+        let listed = match args.format {
+            crate::report::ReportFormat::Html => Some(
+                corpus::guarded(|| {
+                    findings::build(
+                        &corpus,
+                        findings::FindingsOptions {
+                            per_kind: args.findings,
+                            ..Default::default()
+                        },
+                    )
+                })
+                .map_err(named)?,
+            ),
             _ => None,
         };
         emit(
@@ -457,7 +494,8 @@ fn run_report(args: ReportArgs) -> ExitCode {
 
 #[cfg(feature = "reports")]
 fn run_diff(args: DiffArgs) -> ExitCode {
-    use crate::report::{corpus::CorpusDir, diff, emit, render_diff};
+    use crate::report::corpus::{self, CorpusDir};
+    use crate::report::{diff, emit, render_diff};
     let rules = match args.gate.rules() {
         Ok(r) => r,
         Err(e) => return fail("diff", e),
@@ -465,15 +503,18 @@ fn run_diff(args: DiffArgs) -> ExitCode {
     let run = || -> std::io::Result<diff::Diff> {
         let base = CorpusDir::open(&args.baseline)?;
         let cand = CorpusDir::open(&args.candidate)?;
-        let d = diff::build(
-            &base,
-            &cand,
-            &diff::DiffOptions {
-                by: args.by,
-                rules: rules.clone(),
-                top: args.top,
-            },
-        )?;
+        let d = corpus::guarded(|| {
+            diff::build(
+                &base,
+                &cand,
+                &diff::DiffOptions {
+                    by: args.by,
+                    rules: rules.clone(),
+                    top: args.top,
+                },
+            )
+        })
+        .map_err(|e| corpus::name_the_unreadable(&[&base, &cand], e))?;
         emit(&render_diff(&d, args.format)?, args.out.as_deref())?;
         Ok(d)
     };
@@ -492,17 +533,21 @@ fn run_diff(args: DiffArgs) -> ExitCode {
 
 #[cfg(feature = "reports")]
 fn run_explain(args: ExplainArgs) -> ExitCode {
-    use crate::report::{corpus::CorpusDir, emit, explain, render_explain};
+    use crate::report::corpus::{self, CorpusDir};
+    use crate::report::{emit, explain, render_explain};
     let run = || -> std::io::Result<()> {
         let corpus = CorpusDir::open(&args.corpus)?;
-        let e = explain::build(
-            &corpus,
-            &args.run_id,
-            explain::ExplainOptions {
-                preview: args.preview,
-                max_steps: args.max_steps.max(2),
-            },
-        )?;
+        let e = corpus::guarded(|| {
+            explain::build(
+                &corpus,
+                &args.run_id,
+                explain::ExplainOptions {
+                    preview: args.preview,
+                    max_steps: args.max_steps.max(2),
+                },
+            )
+        })
+        .map_err(|e| corpus::name_the_unreadable(&[&corpus], e))?;
         emit(&render_explain(&e, args.format)?, args.out.as_deref())
     };
     match run() {

@@ -503,3 +503,84 @@ fn the_record_limit_is_set_on_the_command_line() {
     let o = run(&["ingest", s(&file), "--max-record-mib", "0", "--out", "x"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A corpus of the bundled sample, audited into `dir/name`.
+fn sample_corpus(dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
+    let o = run(&[
+        "audit",
+        "testdata",
+        "--config",
+        "testdata/traceaudit.toml",
+        "--quiet",
+        "--out",
+        s(&out),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out
+}
+
+#[test]
+fn a_damaged_corpus_table_is_named_by_every_report() {
+    // Polars' own words ("The file must end with PAR1") name no file; every report must say
+    // which of the corpus's files it could not read, and exit 2.
+    let dir = tempfile::tempdir().unwrap();
+    let good = sample_corpus(dir.path(), "good");
+    let corpus = sample_corpus(dir.path(), "cut");
+    let findings = corpus.join("findings.parquet");
+    let bytes = std::fs::read(&findings).unwrap();
+    std::fs::write(&findings, &bytes[..bytes.len() / 2]).unwrap();
+    let nights = dir.path().join("nights");
+    std::fs::create_dir(&nights).unwrap();
+    let night = |name: &str, from: &Path| {
+        let to = nights.join(name);
+        let o = Command::new("cp")
+            .arg("-r")
+            .arg(from)
+            .arg(&to)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+    };
+    night("2026-12-01", &good);
+    night("2026-12-02", &corpus);
+    let out = dir.path().join("out");
+    for args in [
+        vec!["report", s(&corpus), "--format", "html"],
+        vec!["report", s(&corpus), "--by", "tool"],
+        vec!["diff", s(&good), s(&corpus)],
+        vec!["trend", s(&nights)],
+    ] {
+        let mut args = args.clone();
+        args.extend(["--out", s(&out)]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("findings.parquet is unreadable"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_page_that_panics_the_reports_parquet_reader_is_refused_by_name() {
+    // A store's runs.parquet with 46 bytes of one page zeroed (from a mutation run over our
+    // outputs): Polars' reader asserts on it in a worker task and panics where the task is
+    // awaited. The report refuses the file by name, exit 2, and prints no panic.
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = sample_corpus(dir.path(), "corpus");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/corpus/runs-zeroed-page.parquet");
+    std::fs::copy(fixture, corpus.join("store/runs.parquet")).unwrap();
+    let out = dir.path().join("report.html");
+    let o = run(&["report", s(&corpus), "--format", "html", "--out", s(&out)]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("store/runs.parquet is unreadable: the Parquet reader gave up"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.exists());
+}

@@ -15,9 +15,47 @@ pub struct CorpusDir {
     pub manifest: Value,
 }
 
-/// Polars errors as I/O errors, the crate's error currency.
+/// Polars errors as I/O errors, the crate's error currency, marked as Polars' (see
+/// [`CorpusDir::name_the_unreadable`]).
 pub fn pl(e: PolarsError) -> io::Error {
-    io::Error::other(e.to_string())
+    io::Error::other(PolarsFailure(e.to_string()))
+}
+
+/// A failure inside Polars. Its messages do not say which file it was reading ("The file must
+/// end with PAR1"), so the error is kept recognisable until a reader that knows the corpus
+/// names the file.
+#[derive(Debug)]
+pub struct PolarsFailure(String);
+
+impl std::fmt::Display for PolarsFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PolarsFailure {}
+
+/// Run `f` with a panic inside it turned into a Polars failure: Polars panics on some corrupt
+/// Parquet pages (an assertion in a reader task, raised again where the task is awaited), and a
+/// damaged file must be refused by name, not end the process.
+pub fn guarded<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no reason given".into());
+        // The first line only: a task's panic carries its whole report.
+        let why = why.lines().next().unwrap_or_default().to_string();
+        Err(io::Error::other(PolarsFailure(format!(
+            "the Parquet reader gave up ({why})"
+        ))))
+    })
+}
+
+fn is_polars_failure(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<PolarsFailure>().is_some())
 }
 
 /// How every report scans a file: its path taken literally (a folder named `nights*` or
@@ -83,7 +121,8 @@ impl CorpusDir {
             dir: dir.to_path_buf(),
             manifest,
         };
-        corpus.refuse_unknown_dispositions()?;
+        guarded(|| corpus.refuse_unknown_dispositions())
+            .map_err(|e| name_the_unreadable(&[&corpus], e))?;
         Ok(corpus)
     }
 
@@ -279,6 +318,33 @@ impl CorpusDir {
             .collect()
     }
 
+    /// The first Parquet file this corpus reads that cannot be read whole (its tables, then its
+    /// store's runs and listed parts), named with its own error. See [`name_the_unreadable`].
+    fn find_unreadable(&self) -> Option<io::Error> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "parquet"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        if let Ok(store) = self.store_dir() {
+            files.push(store.join("runs.parquet"));
+            files.extend(self.store_parts(&store).unwrap_or_default());
+        }
+        files.into_iter().find_map(|file| {
+            let read = guarded(|| scan(&file)?.collect().map_err(pl));
+            read.err().map(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is unreadable: {e}", file.display()),
+                )
+            })
+        })
+    }
+
     /// `runs.parquet` of the store.
     pub fn runs(&self) -> io::Result<LazyFrame> {
         Ok(only_plausible_times(
@@ -298,6 +364,23 @@ impl CorpusDir {
             .map_err(pl)?;
         Ok(only_plausible_times(events, &["timestamp"]))
     }
+}
+
+/// `err` with the file it came from named, when Polars raised it: each Parquet file of
+/// `corpora` is read whole until one fails, and that one is named with its own error (the cost
+/// is paid only once reading has failed). Other errors are returned as they are.
+pub fn name_the_unreadable(corpora: &[&CorpusDir], err: io::Error) -> io::Error {
+    if !is_polars_failure(&err) {
+        return err;
+    }
+    if let Some(named) = corpora.iter().find_map(|c| c.find_unreadable()) {
+        return named;
+    }
+    let dirs: Vec<String> = corpora
+        .iter()
+        .map(|c| c.dir.display().to_string())
+        .collect();
+    io::Error::new(err.kind(), format!("reading {}: {err}", dirs.join(" and ")))
 }
 
 /// `lf` with the times of `columns` outside [`PLAUSIBLE_WALL_CLOCK_MS`] made null. The ingest

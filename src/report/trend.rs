@@ -3,7 +3,7 @@
 //! `traceaudit diff` of the night before against it is a regression under the same `--fail-on`
 //! rules: the trend runs that diff, so the two can never disagree.
 
-use crate::report::corpus::CorpusDir;
+use crate::report::corpus::{guarded, name_the_unreadable, CorpusDir};
 use crate::report::diff::{self, DiffOptions, Rules};
 use crate::report::groups::{group_counts, ALL};
 use crate::report::stats::{rate, wilson};
@@ -123,8 +123,13 @@ pub fn build(corpora: &[PathBuf], rules: &Rules) -> io::Result<Trend> {
     for p in corpora {
         opened.push(CorpusDir::open(p)?);
     }
+    let all: Vec<&CorpusDir> = opened.iter().collect();
+    guarded(|| build_over(&opened, corpora, rules)).map_err(|e| name_the_unreadable(&all, e))
+}
+
+fn build_over(opened: &[CorpusDir], corpora: &[PathBuf], rules: &Rules) -> io::Result<Trend> {
     let mut checks: Vec<String> = Vec::new();
-    for c in &opened {
+    for c in opened {
         for name in c.checks() {
             if !checks.contains(&name) {
                 checks.push(name);
