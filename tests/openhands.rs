@@ -53,9 +53,7 @@ fn expected(events: &[Value]) -> Expected {
             Some(id) => events
                 .iter()
                 .find(|o| o.get("observation").is_some() && o.get("cause") == Some(id)),
-            None => events
-                .get(i + 1)
-                .filter(|o| o.get("observation").is_some()),
+            None => events.get(i + 1).filter(|o| o.get("observation").is_some()),
         };
         results.push(answer.map(|o| o["content"].as_str().unwrap().to_string()));
     }
