@@ -139,6 +139,22 @@ fn event_stream_excerpt() {
 }
 
 #[test]
+fn three_user_messages_are_three_turns() {
+    let path = fixture("basic_interactions.json");
+    let counts = check(&path, Format::OpenHandsEvents, event_stream(&path));
+    assert_eq!(counts, vec![0]);
+    let sink = read_path(&path, None).unwrap();
+    let runs = &sink.conversations[0].0.runs;
+    let turns: Vec<_> = runs.iter().map(|r| r.turn).collect();
+    assert_eq!(turns, vec![1, 2, 3]);
+    let answers: Vec<_> = runs.iter().map(|r| r.answer.as_deref().unwrap()).collect();
+    assert_eq!(answers[0], "1 + 1 equals 2.");
+    assert!(answers[1].starts_with("Goldbach's conjecture is"));
+    assert_eq!(answers[2], "All done! What's next on the agenda?");
+    assert_eq!(runs[2].user_message.as_deref(), Some("Finish please"));
+}
+
+#[test]
 fn resolver_output_excerpt() {
     let path = fixture("resolver_output.jsonl");
     let counts = check(&path, Format::OpenHandsOutput, output_lines(&path));

@@ -26,8 +26,8 @@
 //!   is the `tool_call_id`, else `event-<id>`. The `thought` is the assistant text before it;
 //! - the observation naming the action as its `cause` (else its `tool_call_id`; in a flat
 //!   history, the next observation) is the result, its `content` the text; an `error`
-//!   observation marks the landing failed. An observation whose cause is not in the file is
-//!   left out with a note;
+//!   observation marks the landing failed. An observation whose cause is not in the file, or
+//!   is an action that ran no tool, is left out with a note;
 //! - `finish` is the answer (the event's `message`, else `final_thought`, else `thought`);
 //!   `reject` is assistant text;
 //! - tool actions by the user (commands typed in the terminal) are not the agent's: neither
@@ -342,6 +342,8 @@ struct Mapper {
     /// Action ids whose observations are left out with them (the user's own commands,
     /// bookkeeping actions).
     unanswerable: HashSet<String>,
+    /// Ids of every action read.
+    actions: HashSet<String>,
     /// A landing has been made (a flat error observation may answer it).
     called: bool,
 }
@@ -382,6 +384,9 @@ impl Mapper {
         let args = arguments(e);
         let source = e.get("source").and_then(Value::as_str);
         let event_id = e.get("id").and_then(scalar_text);
+        if let Some(id) = &event_id {
+            self.actions.insert(id.clone());
+        }
         let metadata = e.get("tool_call_metadata").filter(|m| m.is_object());
         if let Some(model) = metadata.and_then(|m| non_empty(m.pointer("/model_response/model"))) {
             self.model.get_or_insert(model);
@@ -494,10 +499,15 @@ impl Mapper {
         let result = match (&cause, call_id) {
             (_, Some(call_id)) => ChatMessage::tool(Some(call_id), None, text, error),
             (Some(cause), None) => {
+                let what = if self.actions.contains(cause) {
+                    "which ran no tool"
+                } else {
+                    "which is not in the file"
+                };
                 if !quiet {
                     self.notes.push(format!(
                         "event {index}: the {observation:?} observation answers event {cause}, \
-                         which is not in the file; left out"
+                         {what}; left out"
                     ));
                 }
                 return;
@@ -714,12 +724,14 @@ mod tests {
             {"id": 4, "source": "agent", "observation": "error", "cause": 3, "content": "boom"},
             {"id": 5, "source": "agent", "observation": "run", "cause": 99, "content": "lost"},
             {"id": 6, "source": "environment", "observation": "agent_state_changed", "content": ""},
-            {"id": 7, "source": "agent", "action": "message", "args": {"content": "it failed"}}
+            {"id": 7, "source": "agent", "action": "message", "args": {"content": "it failed"}},
+            {"id": 8, "source": "agent", "observation": "run", "cause": 7, "content": "odd"}
         ]);
         let sink = read_list(&events);
         let notes: Vec<_> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
-        assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(notes[0].contains("event 99"), "{notes:?}");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("event 99, which is not in the file"), "{notes:?}");
+        assert!(notes[1].contains("event 7, which ran no tool"), "{notes:?}");
         let run = &sink.conversations[0].0.runs[0];
         let landings: Vec<_> = run.landings().collect();
         assert_eq!(landings.len(), 1);
