@@ -730,7 +730,10 @@ mod tests {
         let sink = read_list(&events);
         let notes: Vec<_> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
         assert_eq!(notes.len(), 2, "{notes:?}");
-        assert!(notes[0].contains("event 99, which is not in the file"), "{notes:?}");
+        assert!(
+            notes[0].contains("event 99, which is not in the file"),
+            "{notes:?}"
+        );
         assert!(notes[1].contains("event 7, which ran no tool"), "{notes:?}");
         let run = &sink.conversations[0].0.runs[0];
         let landings: Vec<_> = run.landings().collect();
