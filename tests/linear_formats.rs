@@ -566,6 +566,72 @@ fn tau2(n: usize) -> Vec<u8> {
     }]))
 }
 
+/// An OpenHands event list: `run` actions asked for through tool calls, each answered by a `run`
+/// observation naming it as its `cause`, then `finish`.
+fn openhands_event_list(n: usize) -> Vec<Value> {
+    let mut events = vec![json!({
+        "id": 0, "timestamp": "2025-01-27T22:44:56.900854", "source": "user",
+        "message": QUESTION, "action": "message",
+        "args": { "content": QUESTION, "image_urls": null, "wait_for_response": false }
+    })];
+    for k in 0..n {
+        let command = format!("cat item_{k}.txt");
+        let id = 2 * k + 1;
+        events.push(json!({
+            "id": id, "timestamp": "2025-01-27T22:45:13.764487", "source": "agent",
+            "message": format!("Running command: {command}"), "action": "run",
+            "tool_call_metadata": {
+                "function_name": "execute_bash", "tool_call_id": call_id(k),
+                "model_response": {
+                    "id": format!("chatcmpl-{k}"), "model": "gpt-4o",
+                    "choices": [{ "index": 0, "message": {
+                        "role": "assistant", "content": format!("Read item {k}."),
+                        "tool_calls": [{ "id": call_id(k), "type": "function", "function": {
+                            "name": "execute_bash",
+                            "arguments": json!({ "command": command }).to_string()
+                        } }]
+                    } }]
+                },
+                "total_calls_in_response": 1
+            },
+            "args": { "command": command, "is_input": false, "thought": format!("Read item {k}."),
+                      "blocking": false, "hidden": false, "confirmation_state": "confirmed" }
+        }));
+        events.push(json!({
+            "id": id + 1, "timestamp": "2025-01-27T22:45:13.801384", "source": "agent",
+            "message": format!("Command `{command}` executed with exit code 0."),
+            "cause": id, "observation": "run",
+            "tool_call_metadata": { "function_name": "execute_bash", "tool_call_id": call_id(k) },
+            "content": result_text(k),
+            "extras": { "command": command, "metadata": { "exit_code": 0 } }
+        }));
+    }
+    events.push(json!({
+        "id": 2 * n + 1, "source": "agent", "message": ANSWER, "action": "finish",
+        "args": { "outputs": {}, "thought": ANSWER, "final_thought": ANSWER }
+    }));
+    events
+}
+
+/// An OpenHands event stream file: one event list.
+fn openhands_events(n: usize) -> Vec<u8> {
+    bytes_of(&Value::Array(openhands_event_list(n)))
+}
+
+/// An OpenHands `output.jsonl` of one instance whose `history` is the event list.
+fn openhands_output(n: usize) -> Vec<u8> {
+    let mut line = bytes_of(&json!({
+        "instance_id": "linear__1",
+        "instruction": QUESTION,
+        "metadata": { "agent_class": "CodeActAgent", "llm_config": { "model": "gpt-4o" } },
+        "history": openhands_event_list(n),
+        "metrics": { "accumulated_cost": 1.0 },
+        "error": null
+    }));
+    line.push(b'\n');
+    line
+}
+
 /// A VCR cassette of OpenAI Responses calls chained by `previous_response_id`: each request
 /// carries only the previous call's tool output, each response asks for the next tool call,
 /// and the last response answers. Written as block YAML, as vcrpy writes cassettes.
@@ -697,6 +763,20 @@ const CASES: &[Case] = &[
         make: tau2,
         runs: 2,
         n: 1_500,
+    },
+    Case {
+        name: "openhands-events",
+        file: "linear.json",
+        make: openhands_events,
+        runs: 1,
+        n: 800,
+    },
+    Case {
+        name: "openhands-output",
+        file: "output.jsonl",
+        make: openhands_output,
+        runs: 1,
+        n: 800,
     },
     Case {
         name: "vcr",

@@ -19,6 +19,7 @@ pub mod mini_swe_agent;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub use json_scan::fuzz_scan_as_streamed;
+pub mod openhands;
 pub mod openinference;
 pub mod otel;
 pub mod registry;

@@ -103,6 +103,8 @@ impl Format {
         Format::AgentfootprintRecording,
         Format::TauBench,
         Format::Tau2,
+        Format::OpenHandsEvents,
+        Format::OpenHandsOutput,
         Format::Vcr,
     ];
 
