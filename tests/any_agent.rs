@@ -71,12 +71,7 @@ fn real_any_agent_traces_give_one_landing_per_tool_span() {
         );
         let raw = scan(&path);
         let got = read_path(&path, None).unwrap();
-        let dropped: Vec<_> = got
-            .quarantined
-            .iter()
-            .filter(|q| q.severity == Severity::Dropped)
-            .collect();
-        assert!(dropped.is_empty(), "{name}: dropped {dropped:?}");
+        assert!(got.quarantined.is_empty(), "{name}: {:?}", got.quarantined);
         assert_eq!(
             got.conversations.len(),
             1,
@@ -167,4 +162,47 @@ fn real_any_agent_traces_give_one_landing_per_tool_span() {
             "{name}: records"
         );
     }
+}
+
+#[test]
+fn unknown_kinds_and_operations_are_notes_not_a_failed_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("odd.json");
+    let span = |id: u64, parent: Option<u64>, name: &str, kind: &str, attrs: Value| {
+        serde_json::json!({
+            "name": name, "kind": kind,
+            "parent": parent.map(|p| serde_json::json!({"trace_id": 7, "span_id": p, "is_remote": false})),
+            "start_time": 1_000 + id, "end_time": 2_000 + id,
+            "status": {"status_code": "ok", "description": null},
+            "context": {"trace_id": 7, "span_id": id, "is_remote": false},
+            "attributes": attrs, "links": [], "events": [], "resource": {"attributes": {}}
+        })
+    };
+    let doc = serde_json::json!({
+        "spans": [
+            span(2, Some(1), "execute_tool f", "internal", serde_json::json!({
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f",
+                "gen_ai.tool.args": "{\"a\": 1}", "gen_ai.output": "done"})),
+            span(3, Some(1), "plan", "sideways", serde_json::json!({"gen_ai.operation.name": "plan"})),
+            {"name": "no context", "attributes": {}},
+            span(1, None, "invoke_agent [x]", "internal", serde_json::json!({
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "x"})),
+        ],
+        "final_output": "fine"
+    });
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let got = read_path(&path, Some(Format::AnyAgent)).unwrap();
+    let of = |s: Severity| got.quarantined.iter().filter(|q| q.severity == s).count();
+    assert_eq!(of(Severity::Dropped), 1, "{:?}", got.quarantined);
+    assert_eq!(of(Severity::Partial), 2, "{:?}", got.quarantined);
+    assert_eq!(got.records, 4);
+    let runs: Vec<_> = got
+        .conversations
+        .iter()
+        .flat_map(|(c, _)| &c.runs)
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let landings: Vec<_> = runs[0].landings().collect();
+    assert_eq!(landings.len(), 1);
+    assert_eq!(landings[0].text.as_deref(), Some("done"));
 }
