@@ -226,7 +226,7 @@ fn span_of(
     let ids: Ids<'_> = serde_json::from_str(raw.get())
         .map_err(|e| format!("the span's context is not readable: {e}"))?;
     let value = js::parse_json(raw.get()).map_err(|e| format!("the span is not JSON: {e}"))?;
-    let Value::Object(obj) = value else {
+    let Value::Object(mut obj) = value else {
         return Err(format!(
             "the span is {}, not an object",
             crate::ingest::json_pick::kind_of(&value)
@@ -263,15 +263,16 @@ fn span_of(
             js::stringify(other)
         )),
     }
-    let time = |key: &str| obj.get(key).and_then(Value::as_i64);
+    let start_ns = obj.get("start_time").and_then(Value::as_i64);
+    let end_ns = obj.get("end_time").and_then(Value::as_i64);
     let (status, status_message) = status_of(obj.get("status"), &name, note);
-    let mut attrs = match obj.get("attributes") {
-        Some(Value::Object(a)) => a.clone(),
+    let mut attrs = match obj.remove("attributes") {
+        Some(Value::Object(a)) => a,
         None | Some(Value::Null) => Map::new(),
         Some(other) => {
             note(format!(
                 "span `{name}`: attributes are {}, not an object; they were not read",
-                crate::ingest::json_pick::kind_of(other)
+                crate::ingest::json_pick::kind_of(&other)
             ));
             Map::new()
         }
@@ -284,8 +285,8 @@ fn span_of(
         parent_id,
         remote_parent,
         name,
-        start_ns: time("start_time"),
-        end_ns: time("end_time"),
+        start_ns,
+        end_ns,
         status,
         status_message,
         attrs,
