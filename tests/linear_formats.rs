@@ -369,6 +369,84 @@ fn otel(n: usize) -> Vec<u8> {
     otlp_document(spans)
 }
 
+/// An any-agent trace: an `invoke_agent` span, and under it per item a `call_llm` span whose
+/// output asks for a tool call and the `execute_tool` span answering it (paired by tool name and
+/// arguments: any-agent's model outputs carry no call id).
+fn any_agent(n: usize) -> Vec<u8> {
+    let base = 1_700_000_000_000_000_000u64;
+    let span = |id: u64, parent: Option<u64>, name: &str, start_ms: u64, attrs: Value| {
+        let ids = |span_id: u64| json!({ "trace_id": 7, "span_id": span_id, "is_remote": false });
+        json!({
+            "name": name,
+            "kind": "internal",
+            "parent": parent.map(ids),
+            "start_time": base + start_ms * 1_000_000,
+            "end_time": base + start_ms * 1_000_000 + 500_000,
+            "status": { "status_code": "ok", "description": null },
+            "context": ids(id),
+            "attributes": attrs,
+            "links": [],
+            "events": [],
+            "resource": { "attributes": {}, "schema_url": "" }
+        })
+    };
+    let mut spans = Vec::with_capacity(2 * n + 2);
+    for k in 0..n {
+        let t = 1 + 2 * k as u64;
+        let output = json!([{ "tool.name": "lookup", "tool.args": args_text(k) }]);
+        let mut attrs = json!({
+            "gen_ai.operation.name": "call_llm",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.output": output.to_string(),
+            "gen_ai.output.type": "json"
+        });
+        if k == 0 {
+            let input = json!([{ "role": "user", "content": QUESTION }]);
+            attrs["gen_ai.input.messages"] = json!(input.to_string());
+        }
+        spans.push(span(
+            0x1_0000 + k as u64,
+            Some(AGENT_SPAN),
+            "call_llm gpt-4o",
+            t,
+            attrs,
+        ));
+        spans.push(span(
+            0x2_0000 + k as u64,
+            Some(AGENT_SPAN),
+            "execute_tool lookup",
+            t + 1,
+            json!({
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.args": args_text(k),
+                "gen_ai.output": result_text(k),
+                "gen_ai.output.type": "text"
+            }),
+        ));
+    }
+    spans.push(span(
+        0x3_0000,
+        Some(AGENT_SPAN),
+        "call_llm gpt-4o",
+        2 + 2 * n as u64,
+        json!({
+            "gen_ai.operation.name": "call_llm",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.output": ANSWER,
+            "gen_ai.output.type": "text"
+        }),
+    ));
+    spans.push(span(
+        AGENT_SPAN,
+        None,
+        "invoke_agent [helper]",
+        0,
+        json!({ "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper" }),
+    ));
+    bytes_of(&json!({ "spans": spans, "final_output": ANSWER }))
+}
+
 /// An OTLP JSON export of one OpenInference trace: an `AGENT` span, and under it per item an
 /// `LLM` span whose flattened output message asks for a tool call and the `TOOL` span
 /// answering it by call id.
@@ -733,6 +811,13 @@ const CASES: &[Case] = &[
         name: "openinference",
         file: "linear.json",
         make: openinference,
+        runs: 1,
+        n: 400,
+    },
+    Case {
+        name: "any-agent",
+        file: "linear.json",
+        make: any_agent,
         runs: 1,
         n: 400,
     },

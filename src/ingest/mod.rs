@@ -7,6 +7,7 @@
 //! an adapter reads is either stored or quarantined, never both, never neither.
 
 pub mod agentfootprint;
+pub mod any_agent;
 pub(crate) mod chat;
 pub mod encoding;
 pub mod inspect;

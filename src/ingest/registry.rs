@@ -99,6 +99,7 @@ impl Format {
         Format::MiniSweAgent,
         Format::Otel,
         Format::OpenInference,
+        Format::AnyAgent,
         Format::AgentfootprintNdjson,
         Format::AgentfootprintRecording,
         Format::TauBench,
