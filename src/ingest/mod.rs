@@ -8,11 +8,15 @@
 
 pub mod agentfootprint;
 pub(crate) mod chat;
+pub mod claude_code;
+pub mod codex;
 pub mod encoding;
 pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
+pub(crate) mod jsonl;
 pub mod limits;
+pub mod message_list;
 pub mod mini_swe_agent;
 #[cfg(fuzzing)]
 #[doc(hidden)]

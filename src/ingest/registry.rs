@@ -104,6 +104,9 @@ impl Format {
         Format::TauBench,
         Format::Tau2,
         Format::Vcr,
+        Format::ClaudeCode,
+        Format::Codex,
+        Format::MessageList,
     ];
 
     pub fn adapter(self) -> &'static dyn Adapter {
