@@ -9,13 +9,17 @@
 pub mod agentfootprint;
 pub mod any_agent;
 pub(crate) mod chat;
+pub mod claude_code;
+pub mod codex;
 pub mod encoding;
 pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
+pub(crate) mod jsonl;
 pub mod limits;
 #[cfg(test)]
 pub(crate) mod linear_cost;
+pub mod message_list;
 pub mod mini_swe_agent;
 #[cfg(fuzzing)]
 #[doc(hidden)]

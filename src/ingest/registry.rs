@@ -107,6 +107,9 @@ impl Format {
         Format::OpenHandsEvents,
         Format::OpenHandsOutput,
         Format::Vcr,
+        Format::ClaudeCode,
+        Format::Codex,
+        Format::MessageList,
     ];
 
     pub fn adapter(self) -> &'static dyn Adapter {
