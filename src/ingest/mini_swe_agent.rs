@@ -53,6 +53,22 @@ pub(crate) fn is_trajectory(text: &str) -> bool {
         && text.contains("\"messages\"")
 }
 
+/// Do the skimmed top-level members of a file ([`skim_members`]) make a mini-swe-agent
+/// trajectory? A `messages` member, beside an `info` holding `mini_version` or a
+/// `trajectory_format` naming mini-swe-agent. Detection falls back on this when the head is cut
+/// short before the marker keys: mini-swe-agent writes `info` first, its `submission` (a whole
+/// patch) before `mini_version`, and `trajectory_format` last.
+///
+/// [`skim_members`]: crate::ingest::json_pick::skim_members
+pub(crate) fn is_skimmed_trajectory(members: &[crate::ingest::json_pick::Member]) -> bool {
+    let member = |key: &str| members.iter().find(|m| m.key == key);
+    let info_marks = member("info").is_some_and(|m| m.has_key("mini_version"));
+    let format_marks = member("trajectory_format")
+        .and_then(|m| m.text.as_deref())
+        .is_some_and(|t| t.starts_with("mini-swe-agent"));
+    member("messages").is_some() && (info_marks || format_marks)
+}
+
 /// Read one trajectory file: one record.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let Some(mut doc) = open_record_file(input, sink, FORMAT)? else {
@@ -453,6 +469,21 @@ impl crate::ingest::Adapter for MiniSweAgentAdapter {
     fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
         crate::ingest::Match::strong_if(is_trajectory(head.text))
     }
+    fn detect_past_head(
+        &self,
+        head: &crate::ingest::Head<'_>,
+        path: &std::path::Path,
+    ) -> crate::ingest::Match {
+        let starts_like = matches!(
+            crate::ingest::json_pick::first_key(head.text),
+            Some("info" | "messages" | "trajectory_format")
+        );
+        let members = match starts_like {
+            true => crate::ingest::json_pick::skim_members(path, crate::ingest::DETECT_LIMIT),
+            false => return crate::ingest::Match::No,
+        };
+        crate::ingest::Match::strong_if(members.is_ok_and(|m| is_skimmed_trajectory(&m)))
+    }
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         read(input, sink)
     }
@@ -588,5 +619,61 @@ mod tests {
         ));
         assert!(!is_trajectory("{\"info\": {}, \"messages\": []}"));
         assert!(!is_trajectory("{\"history\": [], \"mini_version\": \"1\""));
+    }
+
+    /// A 1.x trajectory whose `info.submission` (over 1 MB) pushes every marker key out of the
+    /// 64 KiB head is still detected, by a skim of its top-level keys, and read.
+    #[test]
+    fn a_large_submission_before_the_messages_does_not_hide_the_trajectory() {
+        let submission = format!(
+            "diff --git a/big.txt b/big.txt\n{}",
+            "+a line of the patch\n".repeat(60_000)
+        );
+        assert!(submission.len() > 1 << 20);
+        let trajectory = json!({
+            "info": {
+                "exit_status": "Submitted",
+                "submission": submission,
+                "model_stats": {"instance_cost": 0.01, "api_calls": 2},
+                "mini_version": "1.14.2",
+                "config": {"agent": {"step_limit": 250}}
+            },
+            "messages": [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "Fix the bug in big.txt."},
+                {"role": "assistant", "content": "THOUGHT: look first.\n\n```bash\nls\n```"},
+                {"role": "user", "content": "<returncode>0</returncode>\n<output>\nbig.txt\n</output>"},
+                {"role": "assistant", "content": "THOUGHT: done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"}
+            ],
+            "trajectory_format": "mini-swe-agent-1"
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big__1.traj.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&trajectory).unwrap()).unwrap();
+        let head = crate::ingest::read_head(&path).unwrap();
+        assert_eq!(head.len(), 64 * 1024);
+        assert!(!String::from_utf8_lossy(&head).contains("\"messages\""));
+        assert_eq!(crate::ingest::Format::detect(&head), None);
+        assert_eq!(
+            crate::ingest::Format::detect_file(&path, &head),
+            Some(crate::ingest::Format::MiniSweAgent)
+        );
+        let sink = crate::ingest::read_path(&path, None).unwrap();
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.conversations.len(), 1);
+        let run = &sink.conversations[0].0.runs[0];
+        assert_eq!(run.format, FORMAT);
+        assert_eq!(run.landings().count(), 2);
+
+        // The same shape without mini-swe-agent's marks is not taken for one.
+        let mut other = trajectory.clone();
+        other["info"]
+            .as_object_mut()
+            .unwrap()
+            .remove("mini_version");
+        other.as_object_mut().unwrap().remove("trajectory_format");
+        std::fs::write(&path, serde_json::to_vec_pretty(&other).unwrap()).unwrap();
+        let head = crate::ingest::read_head(&path).unwrap();
+        assert_eq!(crate::ingest::Format::detect_file(&path, &head), None);
     }
 }

@@ -37,7 +37,7 @@ pub mod vcr;
 pub use limits::Limits;
 
 use crate::model::Conversation;
-pub use registry::{Adapter, Format, Fragment, Head, Match, Stitch};
+pub use registry::{Adapter, Format, Fragment, Head, Match, Stitch, DETECT_LIMIT};
 use serde::Serialize;
 use std::path::Path;
 
@@ -184,7 +184,7 @@ pub fn read_path(path: &Path, format: Option<Format>) -> std::io::Result<Collect
         Some(f) => Some(f),
         None => {
             let head = read_head(path)?;
-            Format::detect(&head)
+            Format::detect_file(path, &head)
         }
     };
     match format {
