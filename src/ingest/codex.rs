@@ -287,6 +287,29 @@ impl crate::ingest::Adapter for CodexAdapter {
     fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
         crate::ingest::Match::strong_if(is_rollout(head.text))
     }
+    fn detect_past_head(
+        &self,
+        head: &crate::ingest::Head<'_>,
+        path: &std::path::Path,
+    ) -> crate::ingest::Match {
+        // The older layout's session meta, cut short by long `instructions`: its members are
+        // the meta's own and no others.
+        if head.text.contains('\n') || crate::ingest::json_pick::first_key(head.text) != Some("id")
+        {
+            return crate::ingest::Match::No;
+        }
+        let Ok(members) = crate::ingest::json_pick::skim_members(path, crate::ingest::DETECT_LIMIT)
+        else {
+            return crate::ingest::Match::No;
+        };
+        let has = |key: &str| members.iter().any(|m| m.key == key);
+        let only_meta = members
+            .iter()
+            .all(|m| matches!(m.key.as_str(), "id" | "timestamp" | "instructions" | "git"));
+        crate::ingest::Match::strong_if(
+            only_meta && has("id") && has("timestamp") && has("instructions"),
+        )
+    }
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         read(input, sink)
     }

@@ -152,6 +152,24 @@ pub(crate) fn is_output_line(text: &str) -> bool {
     }
 }
 
+/// Do the skimmed members of a file's first line ([`skim_members`]) make an `output.jsonl`
+/// line? The same keys as [`is_output_line`] asks for, wherever they fall in the line: the
+/// harness writes `test_result` (the whole patch) and `instruction` before `metadata` and
+/// `history`.
+///
+/// [`skim_members`]: crate::ingest::json_pick::skim_members
+fn is_skimmed_output_line(members: &[crate::ingest::json_pick::Member]) -> bool {
+    let member = |key: &str| members.iter().find(|m| m.key == key);
+    match members.first().map(|m| m.key.as_str()) {
+        Some("instance_id") => {
+            member("history").is_some()
+                || member("metadata").is_some_and(|m| m.has_key("agent_class"))
+        }
+        Some("issue") => member("issue_type").is_some() && member("instruction").is_some(),
+        _ => false,
+    }
+}
+
 /// Read an event-stream file: one record.
 pub fn read_events(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let Some(mut doc) = open_record_file(input, sink, EVENTS)? else {
@@ -644,6 +662,20 @@ impl crate::ingest::Adapter for OpenHandsOutputAdapter {
     fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
         crate::ingest::Match::strong_if(is_output_line(head.text))
     }
+    fn detect_past_head(
+        &self,
+        head: &crate::ingest::Head<'_>,
+        path: &std::path::Path,
+    ) -> crate::ingest::Match {
+        // Only a first line the head cuts short.
+        if head.text.contains('\n')
+            || !matches!(first_key(head.text), Some("instance_id" | "issue"))
+        {
+            return crate::ingest::Match::No;
+        }
+        let members = crate::ingest::json_pick::skim_members(path, crate::ingest::DETECT_LIMIT);
+        crate::ingest::Match::strong_if(members.is_ok_and(|m| is_skimmed_output_line(&m)))
+    }
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         read_output(input, sink)
     }
@@ -794,6 +826,37 @@ mod tests {
         assert_eq!(landings[1].tool_name.as_deref(), Some("run_ipython"));
         assert!(landings[1].error);
         assert_eq!(run.answer.as_deref(), Some("done"));
+    }
+
+    /// An evaluation line whose `test_result` holds a patch larger than the detection head, so
+    /// that `metadata` and `history` fall past it, is still detected and read.
+    #[test]
+    fn a_large_patch_before_the_history_does_not_hide_the_line() {
+        let patch = format!("diff --git a/x.py b/x.py\n{}", "+x = 1\n".repeat(20_000));
+        let line = json!({
+            "instance_id": "repo__big-1",
+            "test_result": {"git_patch": patch},
+            "instruction": "fix it",
+            "metadata": {"agent_class": "CodeActAgent", "llm_config": {"model": "gpt-x"}},
+            "history": [
+                {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
+                {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls"}},
+                {"id": 2, "source": "agent", "observation": "run", "cause": 1, "content": "x.py"},
+                {"id": 3, "source": "agent", "action": "finish", "args": {"final_thought": "done"}}
+            ]
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("output.jsonl");
+        std::fs::write(&path, format!("{line}\n{line}\n")).unwrap();
+        let head = crate::ingest::read_head(&path).unwrap();
+        assert_eq!(crate::ingest::Format::detect(&head), None);
+        assert_eq!(
+            crate::ingest::Format::detect_file(&path, &head),
+            Some(crate::ingest::Format::OpenHandsOutput)
+        );
+        let sink = crate::ingest::read_path(&path, None).unwrap();
+        assert_eq!(sink.conversations.len(), 2);
+        assert_eq!(sink.conversations[0].0.runs[0].landings().count(), 1);
     }
 
     #[test]
