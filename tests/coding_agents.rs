@@ -81,7 +81,7 @@ fn dropped(sink: &Collect) -> usize {
 
 fn check(path: &Path, format: Format, count: fn(&Path) -> (usize, usize)) -> Collect {
     assert_eq!(
-        Format::detect(&read_head(path).unwrap()),
+        Format::detect_file(path, &read_head(path).unwrap()),
         Some(format),
         "{}",
         path.display()
@@ -246,4 +246,125 @@ fn bare_message_lists() {
         Some(Format::TauBench)
     );
     assert_eq!(Format::detect(br#"[{"reward": 1.0, "info": {}}]"#), None);
+}
+
+#[test]
+fn claude_side_chains_run_through_entries_that_are_not_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s1.jsonl");
+    let entry = |v: Value| v.to_string();
+    let base = |uuid: &str, parent: Option<&str>, side: bool| {
+        serde_json::json!({
+            "parentUuid": parent, "isSidechain": side, "userType": "external",
+            "sessionId": "s1", "uuid": uuid, "timestamp": "2025-10-01T10:00:00.000Z"
+        })
+    };
+    let with = |mut v: Value, kind: &str, message: Value| {
+        v["type"] = Value::from(kind);
+        v["message"] = message;
+        v
+    };
+    let user = |text: &str| serde_json::json!({"role": "user", "content": text});
+    let text = [
+        entry(with(base("u1", None, false), "user", user("look at the repo"))),
+        entry(with(
+            base("a1", Some("u1"), false),
+            "assistant",
+            serde_json::json!({"id": "m1", "role": "assistant", "model": "claude-x", "content": [
+                {"type": "tool_use", "id": "task1", "name": "Task", "input": {"prompt": "count files"}}
+            ]}),
+        )),
+        // The sub-agent's side chain: its prompt, a system entry, then its call and result.
+        entry(with(base("s-u1", None, true), "user", user("count files"))),
+        entry({
+            let mut v = base("s-sys", Some("s-u1"), true);
+            v["type"] = Value::from("system");
+            v["content"] = Value::from("a hook ran");
+            v
+        }),
+        entry(with(
+            base("s-a1", Some("s-sys"), true),
+            "assistant",
+            serde_json::json!({"id": "m2", "role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls | wc -l"}},
+                {"type": "hologram", "data": "?"}
+            ]}),
+        )),
+        entry(with(
+            base("s-u2", Some("s-a1"), true),
+            "user",
+            serde_json::json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "3"}
+            ]}),
+        )),
+        entry(with(
+            base("s-a2", Some("s-u2"), true),
+            "assistant",
+            serde_json::json!({"id": "m3", "role": "assistant", "content": [
+                {"type": "text", "text": "3 files"}
+            ]}),
+        )),
+        entry(with(
+            base("u2", Some("a1"), false),
+            "user",
+            serde_json::json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "task1", "content": "3 files"}
+            ]}),
+        )),
+        entry(with(
+            base("a2", Some("u2"), false),
+            "assistant",
+            serde_json::json!({"id": "m4", "role": "assistant", "content": [
+                {"type": "text", "text": "The repo has 3 files."}
+            ]}),
+        )),
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let sink = check(&path, Format::ClaudeCode, claude_calls);
+    let ids: Vec<&str> = sink
+        .conversations
+        .iter()
+        .map(|(c, _)| c.id.as_str())
+        .collect();
+    assert_eq!(ids, ["s1", "s1/sidechain-1"], "one side chain, not two");
+    let side = &sink.conversations[1].0.runs;
+    assert_eq!(side.len(), 1);
+    assert_eq!(side[0].user_message.as_deref(), Some("count files"));
+    assert_eq!(side[0].answer.as_deref(), Some("3 files"));
+    assert_eq!(side[0].landings().count(), 1);
+    let notes: Vec<&str> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("\"hologram\""), "{notes:?}");
+}
+
+#[test]
+fn older_codex_layout_with_long_instructions_is_detected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rollout-2025-05-01T10-00-00-long.jsonl");
+    let meta = serde_json::json!({
+        "id": "long",
+        "timestamp": "2025-05-01T10:00:00.000Z",
+        "instructions": "Follow the project rules.\n".repeat(4_000),
+    });
+    let text = [
+        meta.to_string(),
+        r#"{"record_type":"state"}"#.to_string(),
+        r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"list files"}]}"#.to_string(),
+        r#"{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"c1"}"#.to_string(),
+        r#"{"type":"function_call_output","call_id":"c1","output":"a b"}"#.to_string(),
+        r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a and b"}]}"#.to_string(),
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let head = read_head(&path).unwrap();
+    assert_eq!(
+        Format::detect(&head),
+        None,
+        "the head holds the first line only"
+    );
+    assert_eq!(Format::detect_file(&path, &head), Some(Format::Codex));
+    let sink = read_path(&path, None).unwrap();
+    assert_eq!(dropped(&sink), 0);
+    assert_eq!(landings(&sink), (1, 1));
 }

@@ -16,8 +16,11 @@
 //!   `message.model` other than `<synthetic>`.
 //! - An entry seen again under the same `uuid`, or a `tool_use` id seen again, is read once.
 //! - `summary`, `system`, `file-history-snapshot` and other entry types are not messages; an
-//!   entry type never seen in Claude Code's files is a partial note. A line that is not JSON, or
-//!   over the record limit, is dropped with its reason.
+//!   entry type never seen in Claude Code's files is a partial note, and so is a content block
+//!   kind never seen there (reasoning, media and server-tool blocks are not read, silently). An
+//!   entry that is not a message still links its side chain: the entries after it name it as
+//!   their parent. A line that is not JSON, or over the record limit, is dropped with its
+//!   reason.
 //! - Token usage (`message.usage`) is not read: the run model has no place for it.
 
 use std::collections::{HashMap, HashSet};
@@ -44,6 +47,19 @@ const NOT_MESSAGES: &[&str] = &[
     "tag",
     "agent-name",
     "last-prompt",
+];
+
+/// Content block kinds Claude Code writes that are not read: reasoning, media, and the server
+/// tools whose results sit in the same reply.
+const NOT_READ_BLOCKS: &[&str] = &[
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
 ];
 
 /// Does the head look like a Claude Code transcript? JSON lines carrying the entry links
@@ -77,6 +93,7 @@ struct Session {
     seen_uuids: HashSet<String>,
     seen_calls: HashSet<String>,
     unknown_types: Vec<String>,
+    unknown_blocks: Vec<String>,
 }
 
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
@@ -94,6 +111,14 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             ),
         )),
     })?;
+    for kind in &session.unknown_blocks {
+        sink.quarantine(partial(
+            input,
+            FORMAT,
+            Locator::File,
+            format!("content blocks of the unknown type {kind:?} are not read; left out"),
+        ));
+    }
     for kind in &session.unknown_types {
         sink.quarantine(partial(
             input,
@@ -138,6 +163,7 @@ impl Session {
             if !NOT_MESSAGES.contains(&kind) && !self.unknown_types.iter().any(|k| k == kind) {
                 self.unknown_types.push(kind.to_string());
             }
+            self.pass_through(entry);
             return;
         }
         if let Some(uuid) = entry.get("uuid").and_then(Value::as_str) {
@@ -149,6 +175,7 @@ impl Session {
             self.id = text_of(entry.get("sessionId"));
         }
         let Some(message) = entry.get("message").and_then(Value::as_object) else {
+            self.pass_through(entry);
             return;
         };
         let timestamp_ms = entry
@@ -186,7 +213,7 @@ impl Session {
                                 .unwrap_or_else(|| "{}".to_string()),
                         });
                     }
-                    _ => {}
+                    other => self.block_kind(other),
                 }
             }
             if let Some(s) = message.get("content").and_then(Value::as_str) {
@@ -236,7 +263,7 @@ impl Session {
                             result.timestamp_ms = timestamp_ms;
                             out.push(result);
                         }
-                        _ => {}
+                        other => self.block_kind(other),
                     }
                 }
             }
@@ -279,6 +306,29 @@ impl Session {
             self.side_of.insert(uuid.to_string(), at);
         }
         Some(at)
+    }
+
+    /// A content block that is neither text, a tool call nor a tool result: one of the kinds
+    /// not read ([`NOT_READ_BLOCKS`]), or an unknown one, named once in a partial note.
+    fn block_kind(&mut self, kind: Option<&str>) {
+        let kind = kind.unwrap_or("");
+        if !NOT_READ_BLOCKS.contains(&kind) && !self.unknown_blocks.iter().any(|k| k == kind) {
+            self.unknown_blocks.push(kind.to_string());
+        }
+    }
+
+    /// An entry that is not a message but sits in a side chain (a `system` entry, progress):
+    /// the entries after it name it as their parent, so it belongs to its parent's chain. It
+    /// starts no chain of its own.
+    fn pass_through(&mut self, entry: &Map<String, Value>) {
+        if entry.get("isSidechain").and_then(Value::as_bool) != Some(true) {
+            return;
+        }
+        let parent = entry.get("parentUuid").and_then(Value::as_str);
+        let at = parent.and_then(|p| self.side_of.get(p)).copied();
+        if let (Some(at), Some(uuid)) = (at, entry.get("uuid").and_then(Value::as_str)) {
+            self.side_of.insert(uuid.to_string(), at);
+        }
     }
 
     fn chain_mut(&mut self, at: Option<usize>) -> &mut Chain {
