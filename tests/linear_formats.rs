@@ -764,6 +764,109 @@ fn vcr(n: usize) -> Vec<u8> {
     y.into_bytes()
 }
 
+/// JSON lines: each value on a line of its own.
+fn json_lines(values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        out.extend(bytes_of(v));
+        out.push(b'\n');
+    }
+    out
+}
+
+/// A Claude Code session: the prompt, then per call an assistant entry with its `tool_use` and
+/// a user entry with its `tool_result`, each linked to the one before by `parentUuid`, and the
+/// answer.
+fn claude_code(n: usize) -> Vec<u8> {
+    let mut lines = Vec::with_capacity(2 * n + 2);
+    let mut parent: Option<String> = None;
+    let mut push = |kind: &str, message: Value, lines: &mut Vec<Value>| {
+        let uuid = format!("uuid-{:06}", lines.len());
+        lines.push(json!({
+            "parentUuid": parent, "isSidechain": false, "userType": "external",
+            "cwd": "/work", "sessionId": "linear-session", "version": "2.0.0",
+            "type": kind, "message": message, "uuid": uuid,
+            "timestamp": "2025-10-01T10:00:00.000Z"
+        }));
+        parent = Some(uuid);
+    };
+    push(
+        "user",
+        json!({ "role": "user", "content": QUESTION }),
+        &mut lines,
+    );
+    for k in 0..n {
+        let call = json!({
+            "id": format!("msg_{k:06}"), "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [{ "type": "tool_use", "id": call_id(k), "name": "lookup", "input": args(k) }]
+        });
+        push("assistant", call, &mut lines);
+        let result = json!({ "role": "user", "content": [
+            { "type": "tool_result", "tool_use_id": call_id(k), "content": result_text(k) }
+        ]});
+        push("user", result, &mut lines);
+    }
+    let answer = json!({
+        "id": "msg_answer", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{ "type": "text", "text": ANSWER }]
+    });
+    push("assistant", answer, &mut lines);
+    json_lines(&lines)
+}
+
+/// A Codex CLI rollout in the envelope layout: the session meta, the turn context, the prompt,
+/// per call a `function_call` and its `function_call_output`, and the answer.
+fn codex(n: usize) -> Vec<u8> {
+    let at = "2025-10-01T10:00:00.000Z";
+    let item =
+        |payload: Value| json!({ "timestamp": at, "type": "response_item", "payload": payload });
+    let mut lines = vec![
+        json!({ "timestamp": at, "type": "session_meta", "payload": {
+            "id": "linear-rollout", "timestamp": at, "cwd": "/work", "originator": "codex_cli_rs",
+            "cli_version": "0.40.0", "instructions": null
+        }}),
+        json!({ "timestamp": at, "type": "turn_context", "payload": {
+            "cwd": "/work", "approval_policy": "never", "model": "gpt-5-codex"
+        }}),
+        item(json!({ "type": "message", "role": "user", "content": [
+            { "type": "input_text", "text": QUESTION }
+        ]})),
+    ];
+    for k in 0..n {
+        lines.push(item(json!({
+            "type": "function_call", "name": "lookup", "arguments": args_text(k), "call_id": call_id(k)
+        })));
+        lines.push(item(json!({
+            "type": "function_call_output", "call_id": call_id(k), "output": result_text(k)
+        })));
+    }
+    lines.push(item(
+        json!({ "type": "message", "role": "assistant", "content": [
+            { "type": "output_text", "text": ANSWER }
+        ]}),
+    ));
+    json_lines(&lines)
+}
+
+/// A bare chat message list: the prompt, per call an assistant message with its `tool_calls`
+/// and the tool message answering it, and the answer.
+fn message_list(n: usize) -> Vec<u8> {
+    let mut messages = vec![json!({ "role": "user", "content": QUESTION })];
+    for k in 0..n {
+        messages.push(
+            json!({ "role": "assistant", "content": null, "tool_calls": [{
+                "id": call_id(k), "type": "function",
+                "function": { "name": "lookup", "arguments": args_text(k) }
+            }]}),
+        );
+        messages
+            .push(json!({ "role": "tool", "tool_call_id": call_id(k), "content": result_text(k) }));
+    }
+    messages.push(json!({ "role": "assistant", "content": ANSWER }));
+    bytes_of(&Value::Array(messages))
+}
+
 // ---------------------------------------------------------------------------------------------
 
 struct Case {
@@ -869,6 +972,27 @@ const CASES: &[Case] = &[
         make: vcr,
         runs: 1,
         n: 250,
+    },
+    Case {
+        name: "claude-code",
+        file: "linear.jsonl",
+        make: claude_code,
+        runs: 1,
+        n: 800,
+    },
+    Case {
+        name: "codex",
+        file: "rollout-linear.jsonl",
+        make: codex,
+        runs: 1,
+        n: 800,
+    },
+    Case {
+        name: "message-list",
+        file: "linear.json",
+        make: message_list,
+        runs: 1,
+        n: 1_000,
     },
 ];
 
