@@ -115,7 +115,7 @@ fn output_lines(path: &Path) -> Vec<Vec<Value>> {
 }
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    crate_dir().join("tests/fixtures/openhands").join(name)
+    crate_dir().join("testdata/openhands").join(name)
 }
 
 #[test]
