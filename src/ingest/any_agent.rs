@@ -192,10 +192,14 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     // One document holds one trace; spans of another trace id (none in what any-agent writes)
     // are built as traces of their own.
     let mut traces: Vec<(String, Vec<Span>)> = Vec::new();
+    let mut trace_at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for span in spans {
-        match traces.iter_mut().find(|(id, _)| *id == span.trace_id) {
-            Some((_, list)) => list.push(span),
-            None => traces.push((span.trace_id.clone(), vec![span])),
+        match trace_at.get(&span.trace_id) {
+            Some(&at) => traces[at].1.push(span),
+            None => {
+                trace_at.insert(span.trace_id.clone(), traces.len());
+                traces.push((span.trace_id.clone(), vec![span]));
+            }
         }
     }
     let mut renamed = Renamed { inner: sink };
