@@ -368,3 +368,43 @@ fn older_codex_layout_with_long_instructions_is_detected() {
     assert_eq!(dropped(&sink), 0);
     assert_eq!(landings(&sink), (1, 1));
 }
+
+/// Assistant replies holding exactly one fenced command block, and how many a user message
+/// answers (the next message is the user's): mini-swe-agent's own rule, counted on the raw list.
+fn fenced_calls(path: &Path) -> (usize, usize) {
+    let list: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut calls = 0;
+    let mut answered = 0;
+    for (i, m) in list.iter().enumerate() {
+        let text = m["content"].as_str().unwrap_or("");
+        let blocks =
+            text.matches("```bash\n").count() + text.matches("```mswea_bash_command\n").count();
+        if m["role"] == "assistant" && blocks == 1 {
+            calls += 1;
+            if list.get(i + 1).is_some_and(|n| n["role"] == "user") {
+                answered += 1;
+            }
+        }
+    }
+    (calls, answered)
+}
+
+#[test]
+fn bare_message_lists_as_early_mini_swe_agent_saved_them() {
+    let path = testdata("message-list/github_issue.traj.json");
+    assert_eq!(
+        Format::detect_file(&path, &read_head(&path).unwrap()),
+        Some(Format::MessageList)
+    );
+    let sink = read_path(&path, None).unwrap();
+    assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+    assert_eq!(sink.records, 1);
+    assert_eq!(landings(&sink), fenced_calls(&path));
+    assert_eq!(landings(&sink), (10, 10));
+    let runs = &sink.conversations[0].0.runs;
+    assert_eq!(runs.len(), 1, "the observations are no new prompts");
+    assert_eq!(runs[0].format, "message-list");
+    let first = runs[0].landings().next().unwrap();
+    assert_eq!(first.tool_name.as_deref(), Some("cat"));
+    assert!(first.text_or_empty().starts_with("<returncode>1</returncode>"));
+}

@@ -10,6 +10,12 @@
 //! a user message inside the agent's open turn is the harness's, see
 //! [`trajectory`](crate::ingest::trajectory)). A message of an unknown role, or not an object,
 //! is a partial note and left out.
+//!
+//! A list that early mini-swe-agent versions saved (no `tool_calls`; the commands are fenced
+//! ```` ```bash ```` blocks in the assistant's text, each answered by a user message opening
+//! with `<returncode>`) is read by mini-swe-agent's rules instead: each block a landing of the
+//! command, the user message after it its result
+//! ([`mini_swe_agent::is_bare_trajectory`](crate::ingest::mini_swe_agent::is_bare_trajectory)).
 
 use std::io;
 
@@ -67,6 +73,17 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             return Ok(());
         }
     };
+    if crate::ingest::mini_swe_agent::is_bare_trajectory(&list) {
+        let conversation = crate::ingest::mini_swe_agent::conversation_of(
+            input,
+            &list,
+            &Value::Null,
+            FORMAT,
+            sink,
+        );
+        sink.conversation(conversation, 0);
+        return Ok(());
+    }
     let mut messages = Vec::new();
     for (k, value) in list.iter().enumerate() {
         match value {

@@ -119,28 +119,54 @@ fn convert(
         }
     };
     let info = doc.remove("info").unwrap_or(Value::Null);
+    Ok(conversation_of(input, &messages, &info, FORMAT, sink))
+}
+
+/// A trajectory's messages (and its `info`, `null` when there is none) as the conversation of
+/// the file, its runs and notes under `format`: mini-swe-agent's own files, and the bare message
+/// lists its early versions saved ([`is_bare_trajectory`]).
+pub(crate) fn conversation_of(
+    input: &Input<'_>,
+    messages: &[Value],
+    info: &Value,
+    format: &'static str,
+    sink: &mut dyn Sink,
+) -> crate::model::Conversation {
     let mut mapper = Mapper::default();
     for (i, message) in messages.iter().enumerate() {
         mapper.message(i, message);
     }
     for note in mapper.notes {
-        sink.quarantine(partial(input, FORMAT, Locator::File, note));
+        sink.quarantine(partial(input, format, Locator::File, note));
     }
     let template = RunTemplate {
-        format: FORMAT.to_string(),
+        format: format.to_string(),
         source: input.display.to_string(),
         agent: non_empty(info.pointer("/config/agent_type")),
         model: non_empty(info.pointer("/config/model/model_name"))
             .or_else(|| non_empty(info.pointer("/config/model/model"))),
     };
     let id = conversation_id(input.path);
-    Ok(trajectory::build(
-        &id,
-        mapper.out,
-        &template,
-        sink,
-        Locator::File,
-    ))
+    trajectory::build(&id, mapper.out, &template, sink, Locator::File)
+}
+
+/// Is a bare list of chat messages a mini-swe-agent trajectory, as its early versions saved one
+/// (the message list alone)? Its commands are fenced blocks in the assistant's text, not tool
+/// calls, and a user message answers each with mini-swe-agent's observation, which opens with
+/// `<returncode>`.
+pub(crate) fn is_bare_trajectory(messages: &[Value]) -> bool {
+    let no_tool_calls = messages.iter().all(|m| {
+        m.get("tool_calls")
+            .and_then(Value::as_array)
+            .is_none_or(|c| c.is_empty())
+    });
+    let observation = messages.iter().any(|m| {
+        m.get("role").and_then(Value::as_str) == Some("user")
+            && m.get("content")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.trim_start().starts_with("<returncode>"))
+    });
+    no_tool_calls && observation
 }
 
 /// Turns mini-swe-agent messages into format-neutral ones.
