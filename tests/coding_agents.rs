@@ -406,5 +406,7 @@ fn bare_message_lists_as_early_mini_swe_agent_saved_them() {
     assert_eq!(runs[0].format, "message-list");
     let first = runs[0].landings().next().unwrap();
     assert_eq!(first.tool_name.as_deref(), Some("cat"));
-    assert!(first.text_or_empty().starts_with("<returncode>1</returncode>"));
+    assert!(first
+        .text_or_empty()
+        .starts_with("<returncode>1</returncode>"));
 }
