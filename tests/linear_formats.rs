@@ -369,6 +369,84 @@ fn otel(n: usize) -> Vec<u8> {
     otlp_document(spans)
 }
 
+/// An any-agent trace: an `invoke_agent` span, and under it per item a `call_llm` span whose
+/// output asks for a tool call and the `execute_tool` span answering it (paired by tool name and
+/// arguments: any-agent's model outputs carry no call id).
+fn any_agent(n: usize) -> Vec<u8> {
+    let base = 1_700_000_000_000_000_000u64;
+    let span = |id: u64, parent: Option<u64>, name: &str, start_ms: u64, attrs: Value| {
+        let ids = |span_id: u64| json!({ "trace_id": 7, "span_id": span_id, "is_remote": false });
+        json!({
+            "name": name,
+            "kind": "internal",
+            "parent": parent.map(ids),
+            "start_time": base + start_ms * 1_000_000,
+            "end_time": base + start_ms * 1_000_000 + 500_000,
+            "status": { "status_code": "ok", "description": null },
+            "context": ids(id),
+            "attributes": attrs,
+            "links": [],
+            "events": [],
+            "resource": { "attributes": {}, "schema_url": "" }
+        })
+    };
+    let mut spans = Vec::with_capacity(2 * n + 2);
+    for k in 0..n {
+        let t = 1 + 2 * k as u64;
+        let output = json!([{ "tool.name": "lookup", "tool.args": args_text(k) }]);
+        let mut attrs = json!({
+            "gen_ai.operation.name": "call_llm",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.output": output.to_string(),
+            "gen_ai.output.type": "json"
+        });
+        if k == 0 {
+            let input = json!([{ "role": "user", "content": QUESTION }]);
+            attrs["gen_ai.input.messages"] = json!(input.to_string());
+        }
+        spans.push(span(
+            0x1_0000 + k as u64,
+            Some(AGENT_SPAN),
+            "call_llm gpt-4o",
+            t,
+            attrs,
+        ));
+        spans.push(span(
+            0x2_0000 + k as u64,
+            Some(AGENT_SPAN),
+            "execute_tool lookup",
+            t + 1,
+            json!({
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.args": args_text(k),
+                "gen_ai.output": result_text(k),
+                "gen_ai.output.type": "text"
+            }),
+        ));
+    }
+    spans.push(span(
+        0x3_0000,
+        Some(AGENT_SPAN),
+        "call_llm gpt-4o",
+        2 + 2 * n as u64,
+        json!({
+            "gen_ai.operation.name": "call_llm",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.output": ANSWER,
+            "gen_ai.output.type": "text"
+        }),
+    ));
+    spans.push(span(
+        AGENT_SPAN,
+        None,
+        "invoke_agent [helper]",
+        0,
+        json!({ "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper" }),
+    ));
+    bytes_of(&json!({ "spans": spans, "final_output": ANSWER }))
+}
+
 /// An OTLP JSON export of one OpenInference trace: an `AGENT` span, and under it per item an
 /// `LLM` span whose flattened output message asks for a tool call and the `TOOL` span
 /// answering it by call id.
@@ -566,6 +644,72 @@ fn tau2(n: usize) -> Vec<u8> {
     }]))
 }
 
+/// An OpenHands event list: `run` actions asked for through tool calls, each answered by a `run`
+/// observation naming it as its `cause`, then `finish`.
+fn openhands_event_list(n: usize) -> Vec<Value> {
+    let mut events = vec![json!({
+        "id": 0, "timestamp": "2025-01-27T22:44:56.900854", "source": "user",
+        "message": QUESTION, "action": "message",
+        "args": { "content": QUESTION, "image_urls": null, "wait_for_response": false }
+    })];
+    for k in 0..n {
+        let command = format!("cat item_{k}.txt");
+        let id = 2 * k + 1;
+        events.push(json!({
+            "id": id, "timestamp": "2025-01-27T22:45:13.764487", "source": "agent",
+            "message": format!("Running command: {command}"), "action": "run",
+            "tool_call_metadata": {
+                "function_name": "execute_bash", "tool_call_id": call_id(k),
+                "model_response": {
+                    "id": format!("chatcmpl-{k}"), "model": "gpt-4o",
+                    "choices": [{ "index": 0, "message": {
+                        "role": "assistant", "content": format!("Read item {k}."),
+                        "tool_calls": [{ "id": call_id(k), "type": "function", "function": {
+                            "name": "execute_bash",
+                            "arguments": json!({ "command": command }).to_string()
+                        } }]
+                    } }]
+                },
+                "total_calls_in_response": 1
+            },
+            "args": { "command": command, "is_input": false, "thought": format!("Read item {k}."),
+                      "blocking": false, "hidden": false, "confirmation_state": "confirmed" }
+        }));
+        events.push(json!({
+            "id": id + 1, "timestamp": "2025-01-27T22:45:13.801384", "source": "agent",
+            "message": format!("Command `{command}` executed with exit code 0."),
+            "cause": id, "observation": "run",
+            "tool_call_metadata": { "function_name": "execute_bash", "tool_call_id": call_id(k) },
+            "content": result_text(k),
+            "extras": { "command": command, "metadata": { "exit_code": 0 } }
+        }));
+    }
+    events.push(json!({
+        "id": 2 * n + 1, "source": "agent", "message": ANSWER, "action": "finish",
+        "args": { "outputs": {}, "thought": ANSWER, "final_thought": ANSWER }
+    }));
+    events
+}
+
+/// An OpenHands event stream file: one event list.
+fn openhands_events(n: usize) -> Vec<u8> {
+    bytes_of(&Value::Array(openhands_event_list(n)))
+}
+
+/// An OpenHands `output.jsonl` of one instance whose `history` is the event list.
+fn openhands_output(n: usize) -> Vec<u8> {
+    let mut line = bytes_of(&json!({
+        "instance_id": "linear__1",
+        "instruction": QUESTION,
+        "metadata": { "agent_class": "CodeActAgent", "llm_config": { "model": "gpt-4o" } },
+        "history": openhands_event_list(n),
+        "metrics": { "accumulated_cost": 1.0 },
+        "error": null
+    }));
+    line.push(b'\n');
+    line
+}
+
 /// A VCR cassette of OpenAI Responses calls chained by `previous_response_id`: each request
 /// carries only the previous call's tool output, each response asks for the next tool call,
 /// and the last response answers. Written as block YAML, as vcrpy writes cassettes.
@@ -620,6 +764,109 @@ fn vcr(n: usize) -> Vec<u8> {
     y.into_bytes()
 }
 
+/// JSON lines: each value on a line of its own.
+fn json_lines(values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        out.extend(bytes_of(v));
+        out.push(b'\n');
+    }
+    out
+}
+
+/// A Claude Code session: the prompt, then per call an assistant entry with its `tool_use` and
+/// a user entry with its `tool_result`, each linked to the one before by `parentUuid`, and the
+/// answer.
+fn claude_code(n: usize) -> Vec<u8> {
+    let mut lines = Vec::with_capacity(2 * n + 2);
+    let mut parent: Option<String> = None;
+    let mut push = |kind: &str, message: Value, lines: &mut Vec<Value>| {
+        let uuid = format!("uuid-{:06}", lines.len());
+        lines.push(json!({
+            "parentUuid": parent, "isSidechain": false, "userType": "external",
+            "cwd": "/work", "sessionId": "linear-session", "version": "2.0.0",
+            "type": kind, "message": message, "uuid": uuid,
+            "timestamp": "2025-10-01T10:00:00.000Z"
+        }));
+        parent = Some(uuid);
+    };
+    push(
+        "user",
+        json!({ "role": "user", "content": QUESTION }),
+        &mut lines,
+    );
+    for k in 0..n {
+        let call = json!({
+            "id": format!("msg_{k:06}"), "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [{ "type": "tool_use", "id": call_id(k), "name": "lookup", "input": args(k) }]
+        });
+        push("assistant", call, &mut lines);
+        let result = json!({ "role": "user", "content": [
+            { "type": "tool_result", "tool_use_id": call_id(k), "content": result_text(k) }
+        ]});
+        push("user", result, &mut lines);
+    }
+    let answer = json!({
+        "id": "msg_answer", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{ "type": "text", "text": ANSWER }]
+    });
+    push("assistant", answer, &mut lines);
+    json_lines(&lines)
+}
+
+/// A Codex CLI rollout in the envelope layout: the session meta, the turn context, the prompt,
+/// per call a `function_call` and its `function_call_output`, and the answer.
+fn codex(n: usize) -> Vec<u8> {
+    let at = "2025-10-01T10:00:00.000Z";
+    let item =
+        |payload: Value| json!({ "timestamp": at, "type": "response_item", "payload": payload });
+    let mut lines = vec![
+        json!({ "timestamp": at, "type": "session_meta", "payload": {
+            "id": "linear-rollout", "timestamp": at, "cwd": "/work", "originator": "codex_cli_rs",
+            "cli_version": "0.40.0", "instructions": null
+        }}),
+        json!({ "timestamp": at, "type": "turn_context", "payload": {
+            "cwd": "/work", "approval_policy": "never", "model": "gpt-5-codex"
+        }}),
+        item(json!({ "type": "message", "role": "user", "content": [
+            { "type": "input_text", "text": QUESTION }
+        ]})),
+    ];
+    for k in 0..n {
+        lines.push(item(json!({
+            "type": "function_call", "name": "lookup", "arguments": args_text(k), "call_id": call_id(k)
+        })));
+        lines.push(item(json!({
+            "type": "function_call_output", "call_id": call_id(k), "output": result_text(k)
+        })));
+    }
+    lines.push(item(
+        json!({ "type": "message", "role": "assistant", "content": [
+            { "type": "output_text", "text": ANSWER }
+        ]}),
+    ));
+    json_lines(&lines)
+}
+
+/// A bare chat message list: the prompt, per call an assistant message with its `tool_calls`
+/// and the tool message answering it, and the answer.
+fn message_list(n: usize) -> Vec<u8> {
+    let mut messages = vec![json!({ "role": "user", "content": QUESTION })];
+    for k in 0..n {
+        messages.push(
+            json!({ "role": "assistant", "content": null, "tool_calls": [{
+                "id": call_id(k), "type": "function",
+                "function": { "name": "lookup", "arguments": args_text(k) }
+            }]}),
+        );
+        messages
+            .push(json!({ "role": "tool", "tool_call_id": call_id(k), "content": result_text(k) }));
+    }
+    messages.push(json!({ "role": "assistant", "content": ANSWER }));
+    bytes_of(&Value::Array(messages))
+}
+
 // ---------------------------------------------------------------------------------------------
 
 struct Case {
@@ -671,6 +918,13 @@ const CASES: &[Case] = &[
         n: 400,
     },
     Case {
+        name: "any-agent",
+        file: "linear.json",
+        make: any_agent,
+        runs: 1,
+        n: 400,
+    },
+    Case {
         name: "agentfootprint-ndjson",
         file: "linear.ndjson",
         make: agentfootprint_ndjson,
@@ -699,11 +953,46 @@ const CASES: &[Case] = &[
         n: 1_500,
     },
     Case {
+        name: "openhands-events",
+        file: "linear.json",
+        make: openhands_events,
+        runs: 1,
+        n: 800,
+    },
+    Case {
+        name: "openhands-output",
+        file: "output.jsonl",
+        make: openhands_output,
+        runs: 1,
+        n: 800,
+    },
+    Case {
         name: "vcr",
         file: "linear.yaml",
         make: vcr,
         runs: 1,
         n: 250,
+    },
+    Case {
+        name: "claude-code",
+        file: "linear.jsonl",
+        make: claude_code,
+        runs: 1,
+        n: 800,
+    },
+    Case {
+        name: "codex",
+        file: "rollout-linear.jsonl",
+        make: codex,
+        runs: 1,
+        n: 800,
+    },
+    Case {
+        name: "message-list",
+        file: "linear.json",
+        make: message_list,
+        runs: 1,
+        n: 1_000,
     },
 ];
 

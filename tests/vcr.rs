@@ -167,3 +167,51 @@ fn every_shared_cassette_is_read() {
     // Every retry joins its correction and its verdict, so no invariant breaks on real data.
     assert!(t.findings.is_empty(), "{:?}", t.findings);
 }
+
+/// A library's forced output tool (Mirascope's `__mirascope_formatted_output_tool__`, forced
+/// through `tool_choice`), whose answer the next request sends back as assistant text: each
+/// run's answer is the call's arguments under a `tool` output contract, the call is no landing,
+/// and the schema-attempt check reads it.
+#[test]
+fn a_forced_library_output_tool_is_a_structured_answer() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mirascope/resume_tool_format.yaml");
+    let sink = read_path(&path, None).unwrap();
+    assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+    assert_eq!(sink.conversations.len(), 1);
+    let conv = &sink.conversations[0].0;
+    let answers: Vec<Option<&str>> = conv.runs.iter().map(|r| r.answer.as_deref()).collect();
+    assert_eq!(
+        answers,
+        [
+            Some(r#"{"title":"The Name of the Wind","author":"Patrick Rothfuss","rating":9}"#),
+            Some(r#"{"title":"A Wizard of Earthsea","author":"Ursula K. Le Guin","rating":9}"#),
+        ]
+    );
+    let ctx = PassContext {
+        config: Config::default(),
+        ..PassContext::default()
+    };
+    let outcomes = SchemaAttempt.check(conv, &ctx);
+    for (run, out) in conv.runs.iter().zip(&outcomes) {
+        assert_eq!(
+            run.landings().count(),
+            0,
+            "{}: the output call is no landing",
+            run.run_id
+        );
+        let contract: Vec<Value> = run
+            .events
+            .iter()
+            .filter(|e| e.source_type.as_deref() == Some("output-contract"))
+            .map(|e| serde_json::from_str(e.payload.as_deref().unwrap()).unwrap())
+            .collect();
+        assert_eq!(contract.len(), 1, "{}", run.run_id);
+        assert_eq!(contract[0]["mode"], "tool");
+        assert_eq!(
+            contract[0]["tools"]["__mirascope_formatted_output_tool__"]["required"],
+            serde_json::json!(["title", "author", "rating"])
+        );
+        assert_eq!(out.disposition.as_str(), "checked-pass", "{}", run.run_id);
+    }
+}

@@ -583,3 +583,116 @@ mod tests {
         assert_eq!(content_text(Some(&Value::Null)), "");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Skimming a document's top level.
+// ---------------------------------------------------------------------------------------------
+
+/// One member of the object a document starts with, as [`skim_members`] saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub(crate) key: String,
+    /// The keys of the value, when it is an object (their values are not read).
+    pub(crate) keys: Vec<String>,
+    /// The value, when it is a string of at most [`SKIM_TEXT`] bytes.
+    pub(crate) text: Option<String>,
+}
+
+impl Member {
+    pub(crate) fn has_key(&self, key: &str) -> bool {
+        self.keys.iter().any(|k| k == key)
+    }
+}
+
+/// The longest string value a skim keeps.
+pub(crate) const SKIM_TEXT: usize = 256;
+
+/// The members of the JSON object a file starts with (after a byte-order mark and blanks), read
+/// without building their values: each key is kept with, for an object, its own keys, and for a
+/// short string, the string; everything below is passed over by the parser unbuilt. Reading
+/// stops at the end of that object (the first line of a JSON-lines file), after `limit` bytes, or
+/// at a syntax error, and what was seen by then is returned. A skim costs the bytes it passes
+/// over, and memory for the keys and for the longest string written directly under the object.
+pub(crate) fn skim_members(path: &Path, limit: u64) -> io::Result<Vec<Member>> {
+    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?.take(limit));
+    if reader.fill_buf()?.starts_with(b"\xEF\xBB\xBF") {
+        reader.consume(3);
+    }
+    let mut members = Vec::new();
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    if let Err(e) = (&mut de).deserialize_map(Members(&mut members)) {
+        if e.is_io() {
+            return Err(e.into());
+        }
+    }
+    Ok(members)
+}
+
+struct Members<'m>(&'m mut Vec<Member>);
+
+impl<'de> Visitor<'de> for Members<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            self.0.push(Member {
+                key,
+                ..Member::default()
+            });
+            if let Some(member) = self.0.last_mut() {
+                map.next_value_seed(MemberValue(member))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct MemberValue<'m>(&'m mut Member);
+
+impl<'de> DeserializeSeed<'de> for MemberValue<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<(), D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MemberValue<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            self.0.keys.push(key);
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        if v.len() <= SKIM_TEXT {
+            self.0.text = Some(v.to_string());
+        }
+        Ok(())
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}

@@ -53,6 +53,22 @@ pub(crate) fn is_trajectory(text: &str) -> bool {
         && text.contains("\"messages\"")
 }
 
+/// Do the skimmed top-level members of a file ([`skim_members`]) make a mini-swe-agent
+/// trajectory? A `messages` member, beside an `info` holding `mini_version` or a
+/// `trajectory_format` naming mini-swe-agent. Detection falls back on this when the head is cut
+/// short before the marker keys: mini-swe-agent writes `info` first, its `submission` (a whole
+/// patch) before `mini_version`, and `trajectory_format` last.
+///
+/// [`skim_members`]: crate::ingest::json_pick::skim_members
+pub(crate) fn is_skimmed_trajectory(members: &[crate::ingest::json_pick::Member]) -> bool {
+    let member = |key: &str| members.iter().find(|m| m.key == key);
+    let info_marks = member("info").is_some_and(|m| m.has_key("mini_version"));
+    let format_marks = member("trajectory_format")
+        .and_then(|m| m.text.as_deref())
+        .is_some_and(|t| t.starts_with("mini-swe-agent"));
+    member("messages").is_some() && (info_marks || format_marks)
+}
+
 /// Read one trajectory file: one record.
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let Some(mut doc) = open_record_file(input, sink, FORMAT)? else {
@@ -103,28 +119,54 @@ fn convert(
         }
     };
     let info = doc.remove("info").unwrap_or(Value::Null);
+    Ok(conversation_of(input, &messages, &info, FORMAT, sink))
+}
+
+/// A trajectory's messages (and its `info`, `null` when there is none) as the conversation of
+/// the file, its runs and notes under `format`: mini-swe-agent's own files, and the bare message
+/// lists its early versions saved ([`is_bare_trajectory`]).
+pub(crate) fn conversation_of(
+    input: &Input<'_>,
+    messages: &[Value],
+    info: &Value,
+    format: &'static str,
+    sink: &mut dyn Sink,
+) -> crate::model::Conversation {
     let mut mapper = Mapper::default();
     for (i, message) in messages.iter().enumerate() {
         mapper.message(i, message);
     }
     for note in mapper.notes {
-        sink.quarantine(partial(input, FORMAT, Locator::File, note));
+        sink.quarantine(partial(input, format, Locator::File, note));
     }
     let template = RunTemplate {
-        format: FORMAT.to_string(),
+        format: format.to_string(),
         source: input.display.to_string(),
         agent: non_empty(info.pointer("/config/agent_type")),
         model: non_empty(info.pointer("/config/model/model_name"))
             .or_else(|| non_empty(info.pointer("/config/model/model"))),
     };
     let id = conversation_id(input.path);
-    Ok(trajectory::build(
-        &id,
-        mapper.out,
-        &template,
-        sink,
-        Locator::File,
-    ))
+    trajectory::build(&id, mapper.out, &template, sink, Locator::File)
+}
+
+/// Is a bare list of chat messages a mini-swe-agent trajectory, as its early versions saved one
+/// (the message list alone)? Its commands are fenced blocks in the assistant's text, not tool
+/// calls, and a user message answers each with mini-swe-agent's observation, which opens with
+/// `<returncode>`.
+pub(crate) fn is_bare_trajectory(messages: &[Value]) -> bool {
+    let no_tool_calls = messages.iter().all(|m| {
+        m.get("tool_calls")
+            .and_then(Value::as_array)
+            .is_none_or(|c| c.is_empty())
+    });
+    let observation = messages.iter().any(|m| {
+        m.get("role").and_then(Value::as_str) == Some("user")
+            && m.get("content")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.trim_start().starts_with("<returncode>"))
+    });
+    no_tool_calls && observation
 }
 
 /// Turns mini-swe-agent messages into format-neutral ones.
@@ -453,6 +495,21 @@ impl crate::ingest::Adapter for MiniSweAgentAdapter {
     fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
         crate::ingest::Match::strong_if(is_trajectory(head.text))
     }
+    fn detect_past_head(
+        &self,
+        head: &crate::ingest::Head<'_>,
+        path: &std::path::Path,
+    ) -> crate::ingest::Match {
+        let starts_like = matches!(
+            crate::ingest::json_pick::first_key(head.text),
+            Some("info" | "messages" | "trajectory_format")
+        );
+        let members = match starts_like {
+            true => crate::ingest::json_pick::skim_members(path, crate::ingest::DETECT_LIMIT),
+            false => return crate::ingest::Match::No,
+        };
+        crate::ingest::Match::strong_if(members.is_ok_and(|m| is_skimmed_trajectory(&m)))
+    }
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         read(input, sink)
     }
@@ -588,5 +645,61 @@ mod tests {
         ));
         assert!(!is_trajectory("{\"info\": {}, \"messages\": []}"));
         assert!(!is_trajectory("{\"history\": [], \"mini_version\": \"1\""));
+    }
+
+    /// A 1.x trajectory whose `info.submission` (over 1 MB) pushes every marker key out of the
+    /// 64 KiB head is still detected, by a skim of its top-level keys, and read.
+    #[test]
+    fn a_large_submission_before_the_messages_does_not_hide_the_trajectory() {
+        let submission = format!(
+            "diff --git a/big.txt b/big.txt\n{}",
+            "+a line of the patch\n".repeat(60_000)
+        );
+        assert!(submission.len() > 1 << 20);
+        let trajectory = json!({
+            "info": {
+                "exit_status": "Submitted",
+                "submission": submission,
+                "model_stats": {"instance_cost": 0.01, "api_calls": 2},
+                "mini_version": "1.14.2",
+                "config": {"agent": {"step_limit": 250}}
+            },
+            "messages": [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "Fix the bug in big.txt."},
+                {"role": "assistant", "content": "THOUGHT: look first.\n\n```bash\nls\n```"},
+                {"role": "user", "content": "<returncode>0</returncode>\n<output>\nbig.txt\n</output>"},
+                {"role": "assistant", "content": "THOUGHT: done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"}
+            ],
+            "trajectory_format": "mini-swe-agent-1"
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big__1.traj.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&trajectory).unwrap()).unwrap();
+        let head = crate::ingest::read_head(&path).unwrap();
+        assert_eq!(head.len(), 64 * 1024);
+        assert!(!String::from_utf8_lossy(&head).contains("\"messages\""));
+        assert_eq!(crate::ingest::Format::detect(&head), None);
+        assert_eq!(
+            crate::ingest::Format::detect_file(&path, &head),
+            Some(crate::ingest::Format::MiniSweAgent)
+        );
+        let sink = crate::ingest::read_path(&path, None).unwrap();
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        assert_eq!(sink.conversations.len(), 1);
+        let run = &sink.conversations[0].0.runs[0];
+        assert_eq!(run.format, FORMAT);
+        assert_eq!(run.landings().count(), 2);
+
+        // The same shape without mini-swe-agent's marks is not taken for one.
+        let mut other = trajectory.clone();
+        other["info"]
+            .as_object_mut()
+            .unwrap()
+            .remove("mini_version");
+        other.as_object_mut().unwrap().remove("trajectory_format");
+        std::fs::write(&path, serde_json::to_vec_pretty(&other).unwrap()).unwrap();
+        let head = crate::ingest::read_head(&path).unwrap();
+        assert_eq!(crate::ingest::Format::detect_file(&path, &head), None);
     }
 }

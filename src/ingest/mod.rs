@@ -7,18 +7,24 @@
 //! an adapter reads is either stored or quarantined, never both, never neither.
 
 pub mod agentfootprint;
+pub mod any_agent;
 pub(crate) mod chat;
+pub mod claude_code;
+pub mod codex;
 pub mod encoding;
 pub mod inspect;
 pub(crate) mod json_pick;
 pub(crate) mod json_scan;
+pub(crate) mod jsonl;
 pub mod limits;
 #[cfg(test)]
 pub(crate) mod linear_cost;
+pub mod message_list;
 pub mod mini_swe_agent;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub use json_scan::fuzz_scan_as_streamed;
+pub mod openhands;
 pub mod openinference;
 pub mod otel;
 pub mod registry;
@@ -31,7 +37,7 @@ pub mod vcr;
 pub use limits::Limits;
 
 use crate::model::Conversation;
-pub use registry::{Adapter, Format, Fragment, Head, Match, Stitch};
+pub use registry::{Adapter, Format, Fragment, Head, Match, Stitch, DETECT_LIMIT};
 use serde::Serialize;
 use std::path::Path;
 
@@ -178,7 +184,7 @@ pub fn read_path(path: &Path, format: Option<Format>) -> std::io::Result<Collect
         Some(f) => Some(f),
         None => {
             let head = read_head(path)?;
-            Format::detect(&head)
+            Format::detect_file(path, &head)
         }
     };
     match format {

@@ -12,6 +12,10 @@ use std::any::Any;
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// How far into a file a second look past its head ([`Adapter::detect_past_head`]) may read:
+/// the record limit's default, since a file of a format read whole is one record.
+pub const DETECT_LIMIT: u64 = super::Limits::DEFAULT_RECORD_BYTES;
+
 /// What detection sees of a file.
 pub struct Head<'a> {
     /// The first bytes (64 KiB when the file has them).
@@ -60,6 +64,14 @@ pub trait Adapter: Sync + Send {
     fn companions(&self, _path: &Path) -> Vec<PathBuf> {
         Vec::new()
     }
+    /// A second look at a file no format recognised from its head, and which goes on past the
+    /// head: a large value written first can push this format's marker keys out of the head
+    /// (a trajectory whose `info` holds a 1 MB submission before `messages`). Asked only in
+    /// that case, so it may read further into the file, within [`DETECT_LIMIT`] bytes; the
+    /// head it gets is the same as [`Adapter::detect`]'s.
+    fn detect_past_head(&self, _head: &Head<'_>, _path: &Path) -> Match {
+        Match::No
+    }
     /// For a format whose conversations can span files: what joins the fragments its reader
     /// hands over ([`Sink::fragment`]) across every file of an ingest.
     fn stitcher(&self) -> Option<Box<dyn Stitch>> {
@@ -99,11 +111,17 @@ impl Format {
         Format::MiniSweAgent,
         Format::Otel,
         Format::OpenInference,
+        Format::AnyAgent,
         Format::AgentfootprintNdjson,
         Format::AgentfootprintRecording,
         Format::TauBench,
         Format::Tau2,
+        Format::OpenHandsEvents,
+        Format::OpenHandsOutput,
         Format::Vcr,
+        Format::ClaudeCode,
+        Format::Codex,
+        Format::MessageList,
     ];
 
     pub fn adapter(self) -> &'static dyn Adapter {
@@ -123,6 +141,35 @@ impl Format {
     /// The format of this name.
     pub fn named(name: &str) -> Option<Format> {
         Format::ALL.iter().copied().find(|f| f.name() == name)
+    }
+
+    /// Guess the format of the file at `path` from its first bytes, `head` ([`read_head`]'s):
+    /// as [`Format::detect`], and when no format recognises the head and the file is longer than
+    /// it, from a second look past it ([`Adapter::detect_past_head`]).
+    ///
+    /// [`read_head`]: crate::ingest::read_head
+    pub fn detect_file(path: &Path, head: &[u8]) -> Option<Format> {
+        if let Some(format) = Format::detect(head) {
+            return Some(format);
+        }
+        let longer = std::fs::metadata(path).is_ok_and(|m| m.len() > head.len() as u64);
+        if head.is_empty() || !longer {
+            return None;
+        }
+        let text = String::from_utf8_lossy(head);
+        let head = Head {
+            bytes: head,
+            text: text.trim_start_matches('\u{feff}').trim_start(),
+        };
+        let mut weak = None;
+        for &format in Format::ALL {
+            match format.0.detect_past_head(&head, path) {
+                Match::Strong => return Some(format),
+                Match::Weak if weak.is_none() => weak = Some(format),
+                _ => {}
+            }
+        }
+        weak
     }
 
     /// Guess the format from the first bytes of a file (at least a few KiB when available).

@@ -28,12 +28,13 @@ pub const SCHEMA_FRAME_PREFIX: &str = "[schema check";
 pub const TURN_NEUTRAL_FRAMES: [&str; 2] = [EVIDENCE_FRAME_PREFIX, SCHEMA_FRAME_PREFIX];
 
 /// The corpus `source` of a run's stored format name: the framework that recorded it.
-/// agentfootprint's two shapes are one framework; every other format, an unknown name included,
-/// is its own (`ingest::Format::family` states the same per format, and a test holds the two
-/// together).
+/// agentfootprint's two shapes are one framework, and so are OpenHands' two; every other
+/// format, an unknown name included, is its own (`ingest::Format::family` states the same per
+/// format, and a test holds the two together).
 pub fn source_family(format: &str) -> String {
     match format {
         "agentfootprint-ndjson" | "agentfootprint-recording" => "agentfootprint".to_string(),
+        "openhands-events" | "openhands-output" => "openhands".to_string(),
         other => other.to_string(),
     }
 }

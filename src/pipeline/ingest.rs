@@ -195,7 +195,7 @@ fn read_one(
     };
     let detected = match opts.format {
         Some(f) => Ok(Ok(f)),
-        None => crate::ingest::read_head(path).map(|head| match Format::detect(&head) {
+        None => crate::ingest::read_head(path).map(|head| match Format::detect_file(path, &head) {
             Some(format) if !head.is_empty() => Ok(format),
             _ => Err(head),
         }),

@@ -112,7 +112,7 @@ pub fn join_keys(path: &Path, format: Option<Format>) -> io::Result<Vec<String>>
         Some(f) => Some(f),
         None => {
             let head = crate::ingest::read_head(path)?;
-            (!head.is_empty()).then(|| Format::detect(&head)).flatten()
+            Format::detect_file(path, &head)
         }
     };
     let Some(format) = format.filter(|f| f.adapter().stitcher().is_some()) else {

@@ -96,7 +96,7 @@ pub use stitch::assemble_batch;
 pub use stitch::Stitcher;
 #[cfg(test)]
 pub use wire::parse;
-pub use wire::{unflatten, Span};
+pub use wire::{unflatten, Span, SpanEvent};
 
 /// The format name of runs read from GenAI spans.
 pub const FORMAT: &str = "otel";
@@ -117,6 +117,14 @@ pub fn detect(head: &str) -> Option<Format> {
     } else {
         Some(Format::Otel)
     }
+}
+
+/// Build the runs of spans another reader has already parsed, grouped by trace: each trace is
+/// built at once, as if no other input existed (a reader whose files each hold whole traces).
+pub(crate) fn assemble_spans(traces: Vec<(String, Vec<Span>)>, sink: &mut dyn Sink) {
+    let mut stitcher = Stitcher::default();
+    stitcher.add(wire::SpanBatch { traces }, sink);
+    stitcher.finish(sink);
 }
 
 /// Input read, in one-request-per-line files, between two hand-offs of the traces completed so

@@ -17,8 +17,10 @@
 //! (server-sent events, or one JSON event per line) are assembled, and gzip- or deflate-encoded
 //! bodies decoded. What cannot be mapped is quarantined with the reason.
 //!
-//! Structured output is read from the request: an output tool (`final_result`, its `parameters`
-//! the JSON Schema), a native format (`response_format` json_schema, Responses `text.format`,
+//! Structured output is read from the request: an output tool (pydantic-ai's `final_result`,
+//! or a library's forced output tool such as Mirascope's `__mirascope_formatted_output_tool__`,
+//! whose answer a later request carries back as assistant text; its `parameters` the JSON
+//! Schema), a native format (`response_format` json_schema, Responses `text.format`,
 //! Gemini `responseJsonSchema` / `responseSchema`, Anthropic `output_format` /
 //! `output_config.format`, Bedrock `outputConfig.textFormat`), or a prompted JSON instruction
 //! (the schema is read out of the instruction). Each run with one gets an `output-contract` row;
@@ -53,6 +55,15 @@ const RETRY_SUFFIX: &str = "Fix the errors and try again.";
 const FEEDBACK_PREFIX: &str = "Validation feedback:";
 /// The name prefix of output tools.
 const OUTPUT_TOOL_PREFIX: &str = "final_result";
+/// Output tools other libraries force with `tool_choice` and whose call they hand back as the
+/// answer, echoing its arguments as assistant text when the conversation goes on (Mirascope's).
+const LIBRARY_OUTPUT_TOOLS: &[&str] = &["__mirascope_formatted_output_tool__"];
+
+/// Is a tool of this name an output tool: its call's arguments the structured answer, not a
+/// landing?
+fn is_output_tool(name: &str) -> bool {
+    name.starts_with(OUTPUT_TOOL_PREFIX) || LIBRARY_OUTPUT_TOOLS.contains(&name)
+}
 
 /// Does the head of a file look like a cassette?
 pub fn looks_like_cassette(text: &str) -> bool {
@@ -681,7 +692,7 @@ fn prompted_schema(text: &str) -> Option<Value> {
 fn output_tools(tools: &[(String, Value)]) -> BTreeMap<String, Value> {
     tools
         .iter()
-        .filter(|(name, _)| name.starts_with(OUTPUT_TOOL_PREFIX))
+        .filter(|(name, _)| is_output_tool(name))
         .map(|(n, s)| (n.clone(), s.clone()))
         .collect()
 }
@@ -974,6 +985,9 @@ struct Known {
     assistant: Vec<String>,
     calls: Vec<(String, Value)>,
     answered: Vec<(String, Value)>,
+    /// The arguments of output-tool calls: a library that forced the call sends its answer
+    /// back as assistant text holding them.
+    outputs: Vec<Value>,
 }
 
 impl Known {
@@ -992,6 +1006,9 @@ impl Known {
                         let key = call_key(c);
                         if let Some(id) = &c.id {
                             by_id.push((id.clone(), key.clone()));
+                        }
+                        if is_output_tool(&c.name) {
+                            known.outputs.push(key.1.clone());
                         }
                         known.calls.push(key);
                     }
@@ -1015,12 +1032,23 @@ impl Known {
             Role::User => !text.is_empty() && self.user.iter().any(|t| t == text),
             Role::Assistant => {
                 (!text.is_empty() && self.assistant.iter().any(|t| t == text))
+                    || self.is_output_echo(text)
                     || m.tool_calls
                         .iter()
                         .any(|c| self.calls.contains(&call_key(c)))
             }
             _ => false,
         }
+    }
+}
+
+impl Known {
+    /// Is an assistant text an output-tool call's arguments sent back as text (the same JSON
+    /// object, however it is spaced)?
+    fn is_output_echo(&self, text: &str) -> bool {
+        !self.outputs.is_empty()
+            && text.starts_with('{')
+            && js::parse_json(text).is_ok_and(|v| self.outputs.contains(&v))
     }
 }
 

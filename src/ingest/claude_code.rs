@@ -1,0 +1,411 @@
+//! Claude Code session transcripts: `~/.claude/projects/<project>/<session>.jsonl`, one JSON
+//! entry per line, linked by `uuid` / `parentUuid`.
+//!
+//! A file is one session: its main chain is one conversation (the entries' `sessionId`, else the
+//! file name), and each sub-agent's side chain (`isSidechain: true`, the Task tool's work) is a
+//! conversation of its own, `<session>/sidechain-<n>` in the order the chains start, so that its
+//! prompt is a run of its own and does not count as a turn of the person's session.
+//! - A `user` entry whose content is text is the person's prompt and starts a run; one whose
+//!   `isMeta` is set, a slash command's echo (`<command-name>`, `<local-command-stdout>`) and an
+//!   interruption notice (`[Request interrupted by user`) are system text. The `tool_result`
+//!   blocks of a user entry are tool results, joined to their `tool_use` by `tool_use_id`
+//!   (`is_error` kept).
+//! - `assistant` entries are the model's messages; entries sharing one `message.id` (a reply
+//!   written block by block) are one message. `text` blocks are its text, `tool_use` blocks its
+//!   calls (`name`, `input`); `thinking` blocks are not read. The model is the first
+//!   `message.model` other than `<synthetic>`.
+//! - An entry seen again under the same `uuid`, or a `tool_use` id seen again, is read once.
+//! - `summary`, `system`, `file-history-snapshot` and other entry types are not messages; an
+//!   entry type never seen in Claude Code's files is a partial note, and so is a content block
+//!   kind never seen there (reasoning, media and server-tool blocks are not read, silently). An
+//!   entry that is not a message still links its side chain: the entries after it name it as
+//!   their parent. A line that is not JSON, or over the record limit, is dropped with its
+//!   reason.
+//! - Token usage (`message.usage`) is not read: the run model has no place for it.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+
+use serde_json::{Map, Value};
+
+use crate::ingest::json_pick::{dropped, partial};
+use crate::ingest::trajectory::{self, ChatMessage, ChatToolCall, RunTemplate};
+use crate::ingest::{Input, Locator, Sink};
+use crate::model::Role;
+
+const FORMAT: &str = "claude-code";
+
+/// Entry types Claude Code writes that are not messages.
+const NOT_MESSAGES: &[&str] = &[
+    "summary",
+    "system",
+    "file-history-snapshot",
+    "queue-operation",
+    "progress",
+    "attachment",
+    "custom-title",
+    "tag",
+    "agent-name",
+    "last-prompt",
+];
+
+/// Content block kinds Claude Code writes that are not read: reasoning, media, and the server
+/// tools whose results sit in the same reply.
+const NOT_READ_BLOCKS: &[&str] = &[
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+];
+
+/// Does the head look like a Claude Code transcript? JSON lines carrying the entry links
+/// (`parentUuid` with `sessionId`), or starting with a `summary` / `file-history-snapshot`
+/// entry.
+pub(crate) fn is_transcript(text: &str) -> bool {
+    let first = text.lines().next().unwrap_or("");
+    first.starts_with('{')
+        && ((first.contains("\"parentUuid\"") && first.contains("\"sessionId\""))
+            || (first.contains("\"type\":\"summary\"") && first.contains("\"leafUuid\""))
+            || first.contains("\"type\":\"file-history-snapshot\""))
+}
+
+/// One chain of the session being rebuilt.
+#[derive(Default)]
+struct Chain {
+    messages: Vec<ChatMessage>,
+    /// `message.id` of an assistant reply -> its index in `messages`.
+    replies: HashMap<String, usize>,
+    first_line: u64,
+}
+
+#[derive(Default)]
+struct Session {
+    id: Option<String>,
+    model: Option<String>,
+    main: Chain,
+    /// Side chains in the order they start; `roots` maps an entry's uuid to its chain.
+    sides: Vec<Chain>,
+    side_of: HashMap<String, usize>,
+    seen_uuids: HashSet<String>,
+    seen_calls: HashSet<String>,
+    unknown_types: Vec<String>,
+    unknown_blocks: Vec<String>,
+}
+
+pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+    let mut session = Session::default();
+    crate::ingest::jsonl::read_lines(input, sink, |line, value, sink| match value {
+        Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::Line(line), reason)),
+        Ok(Value::Object(entry)) => session.entry(line, &entry),
+        Ok(other) => sink.quarantine(dropped(
+            input,
+            FORMAT,
+            Locator::Line(line),
+            format!(
+                "the line is {}, not a transcript entry",
+                crate::ingest::json_pick::kind_of(&other)
+            ),
+        )),
+    })?;
+    for kind in &session.unknown_blocks {
+        sink.quarantine(partial(
+            input,
+            FORMAT,
+            Locator::File,
+            format!("content blocks of the unknown type {kind:?} are not read; left out"),
+        ));
+    }
+    for kind in &session.unknown_types {
+        sink.quarantine(partial(
+            input,
+            FORMAT,
+            Locator::File,
+            format!("entries of the unknown type {kind:?} are not messages; left out"),
+        ));
+    }
+    let id = session.id.clone().unwrap_or_else(|| {
+        input
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| input.display.to_string())
+    });
+    let template = RunTemplate {
+        format: FORMAT.to_string(),
+        source: input.display.to_string(),
+        agent: Some("claude-code".to_string()),
+        model: session.model.clone(),
+    };
+    let Session { main, sides, .. } = session;
+    let mut chains = vec![(id.clone(), main)];
+    for (n, chain) in sides.into_iter().enumerate() {
+        chains.push((format!("{id}/sidechain-{}", n + 1), chain));
+    }
+    for (id, chain) in chains {
+        if chain.messages.is_empty() {
+            continue;
+        }
+        let locator = Locator::Line(chain.first_line);
+        let conversation = trajectory::build(&id, chain.messages, &template, sink, locator);
+        sink.conversation(conversation, chain.first_line);
+    }
+    Ok(())
+}
+
+impl Session {
+    fn entry(&mut self, line: u64, entry: &Map<String, Value>) {
+        let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind != "user" && kind != "assistant" {
+            if !NOT_MESSAGES.contains(&kind) && !self.unknown_types.iter().any(|k| k == kind) {
+                self.unknown_types.push(kind.to_string());
+            }
+            self.pass_through(entry);
+            return;
+        }
+        if let Some(uuid) = entry.get("uuid").and_then(Value::as_str) {
+            if !self.seen_uuids.insert(uuid.to_string()) {
+                return;
+            }
+        }
+        if self.id.is_none() {
+            self.id = text_of(entry.get("sessionId"));
+        }
+        let Some(message) = entry.get("message").and_then(Value::as_object) else {
+            self.pass_through(entry);
+            return;
+        };
+        let timestamp_ms = entry
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(trajectory::parse_iso_ms);
+        let chain = self.chain(line, entry);
+        let mut out: Vec<ChatMessage> = Vec::new();
+        if kind == "assistant" {
+            if self.model.is_none() {
+                self.model = text_of(message.get("model")).filter(|m| m != "<synthetic>");
+            }
+            let mut text = Vec::new();
+            let mut calls = Vec::new();
+            for block in blocks(message.get("content")) {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        if let Some(t) = block.get("text").and_then(Value::as_str) {
+                            text.push(t.to_string());
+                        }
+                    }
+                    Some("tool_use") => {
+                        let id = text_of(block.get("id"));
+                        if let Some(id) = &id {
+                            if !self.seen_calls.insert(id.clone()) {
+                                continue;
+                            }
+                        }
+                        calls.push(ChatToolCall {
+                            id,
+                            name: text_of(block.get("name")).unwrap_or_default(),
+                            arguments: block
+                                .get("input")
+                                .map(Value::to_string)
+                                .unwrap_or_else(|| "{}".to_string()),
+                        });
+                    }
+                    other => self.block_kind(other),
+                }
+            }
+            if let Some(s) = message.get("content").and_then(Value::as_str) {
+                text.push(s.to_string());
+            }
+            let chain = self.chain_mut(chain);
+            let reply = text_of(message.get("id"));
+            if let Some(&at) = reply.as_ref().and_then(|r| chain.replies.get(r)) {
+                let merged = &mut chain.messages[at];
+                for t in text {
+                    if !merged.text.is_empty() {
+                        merged.text.push('\n');
+                    }
+                    merged.text.push_str(&t);
+                }
+                merged.tool_calls.extend(calls);
+                return;
+            }
+            let mut chat = ChatMessage::new(Role::Assistant, text.join("\n"));
+            chat.tool_calls = calls;
+            chat.timestamp_ms = timestamp_ms;
+            if let Some(r) = reply {
+                chain.replies.insert(r, chain.messages.len());
+            }
+            chain.messages.push(chat);
+            return;
+        }
+        let meta = entry.get("isMeta").and_then(Value::as_bool) == Some(true);
+        let mut text = Vec::new();
+        match message.get("content") {
+            Some(Value::String(s)) => text.push(s.clone()),
+            content => {
+                for block in blocks(content) {
+                    match block.get("type").and_then(Value::as_str) {
+                        Some("text") => {
+                            if let Some(t) = block.get("text").and_then(Value::as_str) {
+                                text.push(t.to_string());
+                            }
+                        }
+                        Some("tool_result") => {
+                            let mut result = ChatMessage::tool(
+                                text_of(block.get("tool_use_id")),
+                                None,
+                                result_text(block.get("content")),
+                                block.get("is_error").and_then(Value::as_bool) == Some(true),
+                            );
+                            result.timestamp_ms = timestamp_ms;
+                            out.push(result);
+                        }
+                        other => self.block_kind(other),
+                    }
+                }
+            }
+        }
+        if !text.is_empty() {
+            let text = text.join("\n");
+            let role = if meta || is_harness_text(&text) || !out.is_empty() {
+                Role::System
+            } else {
+                Role::User
+            };
+            let mut chat = ChatMessage::new(role, text);
+            chat.timestamp_ms = timestamp_ms;
+            out.push(chat);
+        }
+        self.chain_mut(chain).messages.extend(out);
+    }
+
+    /// Which chain an entry belongs to: `None` for the main chain, else the side chain its
+    /// `parentUuid` continues (a side-chain entry whose parent is in no side chain starts one).
+    fn chain(&mut self, line: u64, entry: &Map<String, Value>) -> Option<usize> {
+        if entry.get("isSidechain").and_then(Value::as_bool) != Some(true) {
+            if self.main.messages.is_empty() {
+                self.main.first_line = line;
+            }
+            return None;
+        }
+        let parent = entry.get("parentUuid").and_then(Value::as_str);
+        let at = match parent.and_then(|p| self.side_of.get(p)) {
+            Some(&at) => at,
+            None => {
+                self.sides.push(Chain {
+                    first_line: line,
+                    ..Chain::default()
+                });
+                self.sides.len() - 1
+            }
+        };
+        if let Some(uuid) = entry.get("uuid").and_then(Value::as_str) {
+            self.side_of.insert(uuid.to_string(), at);
+        }
+        Some(at)
+    }
+
+    /// A content block that is neither text, a tool call nor a tool result: one of the kinds
+    /// not read ([`NOT_READ_BLOCKS`]), or an unknown one, named once in a partial note.
+    fn block_kind(&mut self, kind: Option<&str>) {
+        let kind = kind.unwrap_or("");
+        if !NOT_READ_BLOCKS.contains(&kind) && !self.unknown_blocks.iter().any(|k| k == kind) {
+            self.unknown_blocks.push(kind.to_string());
+        }
+    }
+
+    /// An entry that is not a message but sits in a side chain (a `system` entry, progress):
+    /// the entries after it name it as their parent, so it belongs to its parent's chain. It
+    /// starts no chain of its own.
+    fn pass_through(&mut self, entry: &Map<String, Value>) {
+        if entry.get("isSidechain").and_then(Value::as_bool) != Some(true) {
+            return;
+        }
+        let parent = entry.get("parentUuid").and_then(Value::as_str);
+        let at = parent.and_then(|p| self.side_of.get(p)).copied();
+        if let (Some(at), Some(uuid)) = (at, entry.get("uuid").and_then(Value::as_str)) {
+            self.side_of.insert(uuid.to_string(), at);
+        }
+    }
+
+    fn chain_mut(&mut self, at: Option<usize>) -> &mut Chain {
+        match at {
+            None => &mut self.main,
+            Some(at) => &mut self.sides[at],
+        }
+    }
+}
+
+/// Text the person did not write as a prompt: a slash command's echo or output, an interruption
+/// notice.
+fn is_harness_text(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with("<command-name>")
+        || t.starts_with("<command-message>")
+        || t.starts_with("<local-command-stdout>")
+        || t.starts_with("<local-command-stderr>")
+        || t.starts_with("[Request interrupted by user")
+}
+
+/// The content blocks of a message: its list, or none.
+fn blocks(content: Option<&Value>) -> impl Iterator<Item = &Map<String, Value>> {
+    content
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+}
+
+/// A tool result's text: a string, or the `text` of its parts, one per line.
+fn result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.as_str()),
+                Value::Object(o) => o.get("text").and_then(Value::as_str),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None | Some(Value::Null) => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn text_of(value: Option<&Value>) -> Option<String> {
+    value
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// Claude Code session transcripts (`<session>.jsonl`).
+pub struct ClaudeCodeAdapter;
+
+impl crate::ingest::Adapter for ClaudeCodeAdapter {
+    fn name(&self) -> &'static str {
+        FORMAT
+    }
+    fn family(&self) -> &'static str {
+        FORMAT
+    }
+    fn about(&self) -> &'static str {
+        "Claude Code session transcripts (~/.claude/projects/*/<session>.jsonl)"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        crate::ingest::Match::strong_if(is_transcript(head.text))
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+        read(input, sink)
+    }
+}
+
+impl crate::ingest::Format {
+    #[allow(non_upper_case_globals)]
+    pub const ClaudeCode: crate::ingest::Format = crate::ingest::Format(&ClaudeCodeAdapter);
+}

@@ -1,0 +1,321 @@
+//! OpenAI Codex CLI rollouts: `rollout-<time>-<id>.jsonl`, one JSON object per line.
+//!
+//! Two layouts, told apart line by line:
+//! - the envelope (Codex 0.3x and later): `{"timestamp", "type", "payload"}` with `type`
+//!   `session_meta` (the session's `id`), `turn_context` (the `model`), `response_item` (an item
+//!   of the Responses API, below), `event_msg` and `compacted`;
+//! - the older bare layout: a first line holding the session meta itself (`id`, `timestamp`,
+//!   `instructions`), then response items one per line, and `{"record_type": "state"}` lines.
+//!
+//! A file is one conversation (the session id, else the file name). Response items read:
+//! `message` (role `user`, `assistant`, `developer`/`system`; parts `input_text`,
+//! `output_text`), `function_call` / `function_call_output`, `custom_tool_call` /
+//! `custom_tool_call_output` and `local_shell_call`, joined to their outputs by `call_id`. A user
+//! message is the person's prompt and starts a run, except the texts Codex injects
+//! (`<environment_context>`, `<user_instructions>`, `# AGENTS.md instructions`), which are system
+//! text. A shell output of the form `{"output", "metadata": {"exit_code"}}` with a non-zero exit
+//! code is an error, as is a `success: false` output. `reasoning` items and `event_msg` entries
+//! (which repeat the items as UI events) are not messages; `web_search_call` items carry no
+//! result and are not read as landings. Token counts (`token_count` events) are not read: the
+//! run model has no place for them. An unknown item type is a partial note; a line that is not
+//! JSON is dropped with its reason.
+
+use std::io;
+
+use serde_json::{Map, Value};
+
+use crate::ingest::json_pick::{dropped, kind_of, partial};
+use crate::ingest::trajectory::{self, ChatMessage, ChatToolCall, RunTemplate};
+use crate::ingest::{Input, Locator, Sink};
+use crate::model::Role;
+
+const FORMAT: &str = "codex";
+
+/// Item types that are not messages.
+const NOT_MESSAGES: &[&str] = &[
+    "reasoning",
+    "web_search_call",
+    "compaction",
+    "ghost_snapshot",
+];
+
+/// Does the head look like a Codex rollout? A first line that is a `session_meta` envelope, or
+/// the older bare session meta (`id`, `timestamp`, `instructions`) followed by response items.
+pub(crate) fn is_rollout(text: &str) -> bool {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("");
+    if !first.starts_with('{') {
+        return false;
+    }
+    let compact = |l: &str| l.replace("\": ", "\":");
+    let first = compact(first);
+    if first.contains("\"type\":\"session_meta\"") && first.contains("\"payload\":") {
+        return true;
+    }
+    first.contains("\"id\":")
+        && first.contains("\"timestamp\":")
+        && first.contains("\"instructions\":")
+        && lines.next().is_some_and(|second| {
+            let second = compact(second);
+            second.starts_with('{')
+                && (second.contains("\"record_type\":\"state\"")
+                    || second.contains("\"type\":\"message\"")
+                    || second.contains("\"type\":\"function_call\"")
+                    || second.contains("\"type\":\"reasoning\""))
+        })
+}
+
+#[derive(Default)]
+struct Rollout {
+    id: Option<String>,
+    model: Option<String>,
+    agent: Option<String>,
+    messages: Vec<ChatMessage>,
+    unknown: Vec<String>,
+}
+
+pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+    let mut rollout = Rollout::default();
+    let mut first = true;
+    crate::ingest::jsonl::read_lines(input, sink, |line, value, sink| {
+        let is_first = std::mem::take(&mut first);
+        match value {
+            Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::Line(line), reason)),
+            Ok(Value::Object(entry)) => rollout.line(is_first, &entry),
+            Ok(other) => sink.quarantine(dropped(
+                input,
+                FORMAT,
+                Locator::Line(line),
+                format!("the line is {}, not a rollout entry", kind_of(&other)),
+            )),
+        }
+    })?;
+    for kind in &rollout.unknown {
+        sink.quarantine(partial(
+            input,
+            FORMAT,
+            Locator::File,
+            format!("items of the unknown type {kind:?} are not read; left out"),
+        ));
+    }
+    if rollout.messages.is_empty() {
+        return Ok(());
+    }
+    let id = rollout.id.clone().unwrap_or_else(|| {
+        input
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| input.display.to_string())
+    });
+    let template = RunTemplate {
+        format: FORMAT.to_string(),
+        source: input.display.to_string(),
+        agent: rollout.agent.clone().or_else(|| Some("codex".to_string())),
+        model: rollout.model.clone(),
+    };
+    let conversation = trajectory::build(&id, rollout.messages, &template, sink, Locator::File);
+    sink.conversation(conversation, 0);
+    Ok(())
+}
+
+impl Rollout {
+    fn line(&mut self, first: bool, entry: &Map<String, Value>) {
+        let timestamp_ms = entry
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(trajectory::parse_iso_ms);
+        match (
+            entry.get("type").and_then(Value::as_str),
+            entry.get("payload"),
+        ) {
+            (Some("session_meta"), Some(Value::Object(meta))) => self.meta(meta),
+            (Some("turn_context"), Some(Value::Object(context))) => {
+                if self.model.is_none() {
+                    self.model = text_of(context.get("model"));
+                }
+            }
+            (Some("response_item"), Some(Value::Object(item))) => self.item(item, timestamp_ms),
+            (Some("event_msg" | "compacted"), _) => {}
+            // The older layout: the first line is the session meta, the others bare items.
+            (None, _) if first && entry.contains_key("id") => self.meta(entry),
+            (None, _) if entry.contains_key("record_type") => {}
+            (Some(_), None) => self.item(entry, timestamp_ms),
+            (kind, _) => self.note(kind.unwrap_or("(none)")),
+        }
+    }
+
+    fn meta(&mut self, meta: &Map<String, Value>) {
+        if self.id.is_none() {
+            self.id = text_of(meta.get("id"));
+        }
+        if self.agent.is_none() {
+            self.agent = text_of(meta.get("originator"));
+        }
+    }
+
+    fn note(&mut self, kind: &str) {
+        if !self.unknown.iter().any(|k| k == kind) {
+            self.unknown.push(kind.to_string());
+        }
+    }
+
+    fn item(&mut self, item: &Map<String, Value>, timestamp_ms: Option<i64>) {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("(none)");
+        let mut chat = match kind {
+            "message" => {
+                let text = parts_text(item.get("content"));
+                let role = match item.get("role").and_then(Value::as_str) {
+                    Some("user") if is_injected(&text) => Role::System,
+                    Some("user") => Role::User,
+                    Some("assistant") => Role::Assistant,
+                    Some("developer" | "system") => Role::System,
+                    _ => return self.note("message of an unknown role"),
+                };
+                ChatMessage::new(role, text)
+            }
+            "function_call" | "custom_tool_call" | "local_shell_call" => {
+                let arguments = match kind {
+                    "function_call" => item.get("arguments"),
+                    "custom_tool_call" => item.get("input"),
+                    _ => item.get("action"),
+                };
+                let arguments = match arguments {
+                    Some(Value::String(s)) => s.clone(),
+                    None | Some(Value::Null) => "{}".to_string(),
+                    Some(other) => other.to_string(),
+                };
+                let name = match kind {
+                    "local_shell_call" => Some("local_shell".to_string()),
+                    _ => text_of(item.get("name")),
+                };
+                let mut chat = ChatMessage::new(Role::Assistant, String::new());
+                chat.tool_calls.push(ChatToolCall {
+                    id: text_of(item.get("call_id")).or_else(|| text_of(item.get("id"))),
+                    name: name.unwrap_or_default(),
+                    arguments,
+                });
+                chat
+            }
+            "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+                let (text, error) = output(item.get("output"));
+                ChatMessage::tool(text_of(item.get("call_id")), None, text, error)
+            }
+            k if NOT_MESSAGES.contains(&k) => return,
+            k => return self.note(k),
+        };
+        chat.timestamp_ms = timestamp_ms;
+        self.messages.push(chat);
+    }
+}
+
+/// The user-role texts Codex writes itself: the environment and the project's instructions.
+fn is_injected(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with("<environment_context>")
+        || t.starts_with("<user_instructions>")
+        || t.starts_with("# AGENTS.md instructions")
+}
+
+/// A message's text: its string, or its parts' `text`, one per line.
+fn parts_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.as_str()),
+                Value::Object(o) => o.get("text").and_then(Value::as_str),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// A call's output and whether it failed: the text as written; a shell result's non-zero
+/// `metadata.exit_code`, or `success: false`, is a failure.
+fn output(value: Option<&Value>) -> (String, bool) {
+    let failed = |o: &Map<String, Value>| {
+        o.get("metadata")
+            .and_then(|m| m.get("exit_code"))
+            .and_then(Value::as_i64)
+            .is_some_and(|c| c != 0)
+            || o.get("success").and_then(Value::as_bool) == Some(false)
+    };
+    match value {
+        Some(Value::String(s)) => {
+            let error = match serde_json::from_str::<Value>(s) {
+                Ok(Value::Object(o)) => failed(&o),
+                _ => false,
+            };
+            (s.clone(), error)
+        }
+        Some(Value::Object(o)) => {
+            let text = match o.get("content") {
+                Some(Value::String(s)) => s.clone(),
+                _ => Value::Object(o.clone()).to_string(),
+            };
+            (text, failed(o))
+        }
+        None | Some(Value::Null) => (String::new(), false),
+        Some(other) => (other.to_string(), false),
+    }
+}
+
+fn text_of(value: Option<&Value>) -> Option<String> {
+    value
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// OpenAI Codex CLI rollouts (`rollout-*.jsonl`).
+pub struct CodexAdapter;
+
+impl crate::ingest::Adapter for CodexAdapter {
+    fn name(&self) -> &'static str {
+        FORMAT
+    }
+    fn family(&self) -> &'static str {
+        FORMAT
+    }
+    fn about(&self) -> &'static str {
+        "OpenAI Codex CLI rollouts (rollout-*.jsonl, with or without the envelope)"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        crate::ingest::Match::strong_if(is_rollout(head.text))
+    }
+    fn detect_past_head(
+        &self,
+        head: &crate::ingest::Head<'_>,
+        path: &std::path::Path,
+    ) -> crate::ingest::Match {
+        // The older layout's session meta, cut short by long `instructions`: its members are
+        // the meta's own and no others.
+        if head.text.contains('\n') || crate::ingest::json_pick::first_key(head.text) != Some("id")
+        {
+            return crate::ingest::Match::No;
+        }
+        let Ok(members) = crate::ingest::json_pick::skim_members(path, crate::ingest::DETECT_LIMIT)
+        else {
+            return crate::ingest::Match::No;
+        };
+        let has = |key: &str| members.iter().any(|m| m.key == key);
+        let only_meta = members
+            .iter()
+            .all(|m| matches!(m.key.as_str(), "id" | "timestamp" | "instructions" | "git"));
+        crate::ingest::Match::strong_if(
+            only_meta && has("id") && has("timestamp") && has("instructions"),
+        )
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+        read(input, sink)
+    }
+}
+
+impl crate::ingest::Format {
+    #[allow(non_upper_case_globals)]
+    pub const Codex: crate::ingest::Format = crate::ingest::Format(&CodexAdapter);
+}

@@ -1,0 +1,412 @@
+//! Claude Code transcripts, Codex rollouts and bare message lists on real files: the excerpts in
+//! `testdata/`, and (when the shared data set sits beside the checkout) its files. Each file's
+//! tool calls are counted independently from the raw lines and compared with the landings read.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use traceaudit::{read_head, read_path, Collect, Format, Severity};
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Distinct `tool_use` ids in the transcript's assistant entries, and how many of them a
+/// `tool_result` block answers.
+fn claude_calls(path: &Path) -> (usize, usize) {
+    let mut calls = BTreeSet::new();
+    let mut results = BTreeSet::new();
+    for entry in lines(path) {
+        if let Some(blocks) = entry["message"]["content"].as_array() {
+            for b in blocks {
+                if entry["type"] == "assistant" && b["type"] == "tool_use" {
+                    calls.insert(b["id"].as_str().unwrap().to_string());
+                }
+                if entry["type"] == "user" && b["type"] == "tool_result" {
+                    results.insert(b["tool_use_id"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    (calls.len(), calls.intersection(&results).count())
+}
+
+/// Call items of the rollout, in either layout (an envelope's payload or the bare item), and
+/// how many of them an output item answers.
+fn codex_calls(path: &Path) -> (usize, usize) {
+    let mut calls = Vec::new();
+    let mut results = BTreeSet::new();
+    for l in lines(path) {
+        let item = if l["type"] == "response_item" {
+            &l["payload"]
+        } else {
+            &l
+        };
+        let id = item["call_id"].as_str().unwrap_or("").to_string();
+        match item["type"].as_str() {
+            Some("function_call" | "custom_tool_call" | "local_shell_call") => calls.push(id),
+            Some(t) if t.ends_with("_output") => {
+                results.insert(id);
+            }
+            _ => {}
+        }
+    }
+    let answered = calls.iter().filter(|c| results.contains(*c)).count();
+    (calls.len(), answered)
+}
+
+fn landings(sink: &Collect) -> (usize, usize) {
+    let all: Vec<_> = sink
+        .conversations
+        .iter()
+        .flat_map(|(c, _)| c.runs.iter())
+        .flat_map(|r| r.landings())
+        .collect();
+    let answered = all.iter().filter(|l| l.text.is_some()).count();
+    (all.len(), answered)
+}
+
+fn dropped(sink: &Collect) -> usize {
+    sink.quarantined
+        .iter()
+        .filter(|q| q.severity == Severity::Dropped)
+        .count()
+}
+
+fn check(path: &Path, format: Format, count: fn(&Path) -> (usize, usize)) -> Collect {
+    assert_eq!(
+        Format::detect_file(path, &read_head(path).unwrap()),
+        Some(format),
+        "{}",
+        path.display()
+    );
+    let sink = read_path(path, None).unwrap();
+    assert_eq!(
+        dropped(&sink),
+        0,
+        "{}: {:?}",
+        path.display(),
+        sink.quarantined
+    );
+    assert_eq!(sink.records as usize, lines(path).len());
+    assert_eq!(landings(&sink), count(path), "{}", path.display());
+    sink
+}
+
+/// The shared data set's files of a format, and those under `$TRACEAUDIT_CODING_SAMPLES/<dir>`
+/// (more real files, when given).
+fn shared(dir: &str) -> Vec<PathBuf> {
+    let mut roots = vec![Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(dir)];
+    if let Some(more) = std::env::var_os("TRACEAUDIT_CODING_SAMPLES") {
+        roots.push(Path::new(&more).join(dir));
+    }
+    let mut out = Vec::new();
+    for root in roots {
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            eprintln!("note: {} is absent; testdata only", root.display());
+            continue;
+        };
+        out.extend(
+            entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl")),
+        );
+    }
+    out.sort();
+    out
+}
+
+fn testdata(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(path)
+}
+
+#[test]
+fn claude_code_transcripts() {
+    let path = testdata("claude-code/agentcmd-full-session-two.excerpt.jsonl");
+    let sink = check(&path, Format::ClaudeCode, claude_calls);
+    assert_eq!(landings(&sink).0, 5);
+    let (conversation, _) = &sink.conversations[0];
+    assert_eq!(conversation.id, "8a2518dd-ff41-4d5f-83a1-407b03598cc6");
+    let run = &conversation.runs[0];
+    assert_eq!(run.model.as_deref(), Some("claude-sonnet-4-5-20250929"));
+    assert!(run.user_message.is_some() && run.answer.is_some());
+    for path in shared("claude-code") {
+        let sink = check(&path, Format::ClaudeCode, claude_calls);
+        eprintln!(
+            "{}: (landings, answered) {:?}",
+            path.display(),
+            landings(&sink)
+        );
+    }
+}
+
+#[test]
+fn codex_rollouts() {
+    let path = testdata("codex/rollout-2025-09-24T20-12-23-01997ea4.excerpt.jsonl");
+    let sink = check(&path, Format::Codex, codex_calls);
+    assert_eq!(landings(&sink).0, 6);
+    let (conversation, _) = &sink.conversations[0];
+    assert_eq!(conversation.id, "01997ea4-a70d-7da3-8c20-c736db82a7c5");
+    // The excerpt's first work has no prompt (left out for size): turn 0, then the second prompt.
+    let turns: Vec<u32> = conversation.runs.iter().map(|r| r.turn).collect();
+    assert_eq!(turns, [0, 1]);
+    assert_eq!(conversation.runs[1].model.as_deref(), Some("gpt-5-codex"));
+    assert!(conversation.runs[1].answer.is_some());
+    for path in shared("codex") {
+        let sink = check(&path, Format::Codex, codex_calls);
+        eprintln!(
+            "{}: (landings, answered) {:?}",
+            path.display(),
+            landings(&sink)
+        );
+    }
+}
+
+#[test]
+fn older_codex_layout_and_broken_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rollout-2025-05-01T10-00-00-abc.jsonl");
+    let text = [
+        r#"{"id":"abc","timestamp":"2025-05-01T10:00:00.000Z","instructions":null,"git":null}"#,
+        r#"{"record_type":"state"}"#,
+        r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>cwd</environment_context>"}]}"#,
+        r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"list files"}]}"#,
+        r#"{"type":"local_shell_call","call_id":"c1","status":"completed","action":{"type":"exec","command":["ls"]}}"#,
+        r#"{"type":"function_call_output","call_id":"c1","output":"{\"output\":\"no such dir\",\"metadata\":{\"exit_code\":1}}"}"#,
+        r#"{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\",\"-a\"]}","call_id":"c2"}"#,
+        "{not json",
+        r#"{"type":"function_call_output","call_id":"c2","output":"a b"}"#,
+        r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a and b"}]}"#,
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    assert_eq!(
+        Format::detect(&read_head(&path).unwrap()),
+        Some(Format::Codex)
+    );
+    let sink = read_path(&path, None).unwrap();
+    assert_eq!(sink.records, 10);
+    assert_eq!(dropped(&sink), 1);
+    let (conversation, _) = &sink.conversations[0];
+    assert_eq!(conversation.id, "abc");
+    assert_eq!(conversation.runs.len(), 1);
+    let run = &conversation.runs[0];
+    assert_eq!(run.user_message.as_deref(), Some("list files"));
+    assert_eq!(run.answer.as_deref(), Some("a and b"));
+    let l: Vec<_> = run.landings().collect();
+    assert_eq!(l.len(), 2);
+    assert_eq!(l[0].tool_name.as_deref(), Some("local_shell"));
+    assert!(l[0].error && !l[1].error);
+}
+
+#[test]
+fn bare_message_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.json");
+    let text = r#"[
+      {"role": "system", "content": "You are a helpful assistant."},
+      {"role": "user", "content": [{"type": "text", "text": "What is in a.txt?"}]},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "t1", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a.txt\"}"}}]},
+      {"role": "tool", "tool_call_id": "t1", "content": "hello"},
+      {"role": "assistant", "content": "It says hello."},
+      {"role": "user", "content": "And b.txt?"},
+      {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "t2", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"b.txt\"}"}}]},
+      {"role": "tool", "tool_call_id": "t2", "content": "bye"},
+      {"role": "critic", "content": "?"},
+      {"role": "assistant", "content": "It says bye."}
+    ]"#;
+    std::fs::write(&path, text).unwrap();
+    assert_eq!(
+        Format::detect(&read_head(&path).unwrap()),
+        Some(Format::MessageList)
+    );
+    let sink = read_path(&path, None).unwrap();
+    assert_eq!(sink.records, 1);
+    assert_eq!(dropped(&sink), 0);
+    assert_eq!(sink.quarantined.len(), 1, "the unknown role is a note");
+    let runs = &sink.conversations[0].0.runs;
+    assert_eq!(runs.len(), 2, "each user message starts a run");
+    assert_eq!(runs[1].answer.as_deref(), Some("It says bye."));
+    assert_eq!(landings(&sink), (2, 2));
+    // Lists other formats own are not taken.
+    assert_eq!(
+        Format::detect(br#"[{"task_id": 1, "traj": [{"role": "user"}]}]"#),
+        Some(Format::TauBench)
+    );
+    assert_eq!(Format::detect(br#"[{"reward": 1.0, "info": {}}]"#), None);
+}
+
+#[test]
+fn claude_side_chains_run_through_entries_that_are_not_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s1.jsonl");
+    let entry = |v: Value| v.to_string();
+    let base = |uuid: &str, parent: Option<&str>, side: bool| {
+        serde_json::json!({
+            "parentUuid": parent, "isSidechain": side, "userType": "external",
+            "sessionId": "s1", "uuid": uuid, "timestamp": "2025-10-01T10:00:00.000Z"
+        })
+    };
+    let with = |mut v: Value, kind: &str, message: Value| {
+        v["type"] = Value::from(kind);
+        v["message"] = message;
+        v
+    };
+    let user = |text: &str| serde_json::json!({"role": "user", "content": text});
+    let text = [
+        entry(with(base("u1", None, false), "user", user("look at the repo"))),
+        entry(with(
+            base("a1", Some("u1"), false),
+            "assistant",
+            serde_json::json!({"id": "m1", "role": "assistant", "model": "claude-x", "content": [
+                {"type": "tool_use", "id": "task1", "name": "Task", "input": {"prompt": "count files"}}
+            ]}),
+        )),
+        // The sub-agent's side chain: its prompt, a system entry, then its call and result.
+        entry(with(base("s-u1", None, true), "user", user("count files"))),
+        entry({
+            let mut v = base("s-sys", Some("s-u1"), true);
+            v["type"] = Value::from("system");
+            v["content"] = Value::from("a hook ran");
+            v
+        }),
+        entry(with(
+            base("s-a1", Some("s-sys"), true),
+            "assistant",
+            serde_json::json!({"id": "m2", "role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls | wc -l"}},
+                {"type": "hologram", "data": "?"}
+            ]}),
+        )),
+        entry(with(
+            base("s-u2", Some("s-a1"), true),
+            "user",
+            serde_json::json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "3"}
+            ]}),
+        )),
+        entry(with(
+            base("s-a2", Some("s-u2"), true),
+            "assistant",
+            serde_json::json!({"id": "m3", "role": "assistant", "content": [
+                {"type": "text", "text": "3 files"}
+            ]}),
+        )),
+        entry(with(
+            base("u2", Some("a1"), false),
+            "user",
+            serde_json::json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "task1", "content": "3 files"}
+            ]}),
+        )),
+        entry(with(
+            base("a2", Some("u2"), false),
+            "assistant",
+            serde_json::json!({"id": "m4", "role": "assistant", "content": [
+                {"type": "text", "text": "The repo has 3 files."}
+            ]}),
+        )),
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let sink = check(&path, Format::ClaudeCode, claude_calls);
+    let ids: Vec<&str> = sink
+        .conversations
+        .iter()
+        .map(|(c, _)| c.id.as_str())
+        .collect();
+    assert_eq!(ids, ["s1", "s1/sidechain-1"], "one side chain, not two");
+    let side = &sink.conversations[1].0.runs;
+    assert_eq!(side.len(), 1);
+    assert_eq!(side[0].user_message.as_deref(), Some("count files"));
+    assert_eq!(side[0].answer.as_deref(), Some("3 files"));
+    assert_eq!(side[0].landings().count(), 1);
+    let notes: Vec<&str> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("\"hologram\""), "{notes:?}");
+}
+
+#[test]
+fn older_codex_layout_with_long_instructions_is_detected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rollout-2025-05-01T10-00-00-long.jsonl");
+    let meta = serde_json::json!({
+        "id": "long",
+        "timestamp": "2025-05-01T10:00:00.000Z",
+        "instructions": "Follow the project rules.\n".repeat(4_000),
+    });
+    let text = [
+        meta.to_string(),
+        r#"{"record_type":"state"}"#.to_string(),
+        r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"list files"}]}"#.to_string(),
+        r#"{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"c1"}"#.to_string(),
+        r#"{"type":"function_call_output","call_id":"c1","output":"a b"}"#.to_string(),
+        r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a and b"}]}"#.to_string(),
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let head = read_head(&path).unwrap();
+    assert_eq!(
+        Format::detect(&head),
+        None,
+        "the head holds the first line only"
+    );
+    assert_eq!(Format::detect_file(&path, &head), Some(Format::Codex));
+    let sink = read_path(&path, None).unwrap();
+    assert_eq!(dropped(&sink), 0);
+    assert_eq!(landings(&sink), (1, 1));
+}
+
+/// Assistant replies holding exactly one fenced command block, and how many a user message
+/// answers (the next message is the user's): mini-swe-agent's own rule, counted on the raw list.
+fn fenced_calls(path: &Path) -> (usize, usize) {
+    let list: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut calls = 0;
+    let mut answered = 0;
+    for (i, m) in list.iter().enumerate() {
+        let text = m["content"].as_str().unwrap_or("");
+        let blocks =
+            text.matches("```bash\n").count() + text.matches("```mswea_bash_command\n").count();
+        if m["role"] == "assistant" && blocks == 1 {
+            calls += 1;
+            if list.get(i + 1).is_some_and(|n| n["role"] == "user") {
+                answered += 1;
+            }
+        }
+    }
+    (calls, answered)
+}
+
+#[test]
+fn bare_message_lists_as_early_mini_swe_agent_saved_them() {
+    let path = testdata("message-list/github_issue.traj.json");
+    assert_eq!(
+        Format::detect_file(&path, &read_head(&path).unwrap()),
+        Some(Format::MessageList)
+    );
+    let sink = read_path(&path, None).unwrap();
+    assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+    assert_eq!(sink.records, 1);
+    assert_eq!(landings(&sink), fenced_calls(&path));
+    assert_eq!(landings(&sink), (10, 10));
+    let runs = &sink.conversations[0].0.runs;
+    assert_eq!(runs.len(), 1, "the observations are no new prompts");
+    assert_eq!(runs[0].format, "message-list");
+    let first = runs[0].landings().next().unwrap();
+    assert_eq!(first.tool_name.as_deref(), Some("cat"));
+    assert!(first
+        .text_or_empty()
+        .starts_with("<returncode>1</returncode>"));
+}
