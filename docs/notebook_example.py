@@ -39,13 +39,13 @@ def fail_rates(corpus: pathlib.Path) -> pl.DataFrame:
         dispositions.join(runs, on="run_id", how="left")
         .with_columns(pl.col("model").fill_null("(unrecorded)"))
         .filter(pl.col("disposition").is_in(["checked-pass", "checked-fail"]))
-        .group_by("check", "model")
+        .group_by("check_name", "model")
         .agg(
             checked=pl.len(),
             failed=(pl.col("disposition") == "checked-fail").sum(),
         )
         .with_columns(fail_rate=pl.col("failed") / pl.col("checked"))
-        .sort("check", "model")
+        .sort("check_name", "model")
         .collect()
     )
 
@@ -146,14 +146,14 @@ def main() -> int:
     findings = pl.read_parquet(corpus / "findings.parquet")
     # Nested columns: each witness is a struct whose subject is a struct.
     witnesses = (
-        findings.select("finding_id", "check", "witnesses")
+        findings.select("finding_id", "check_name", "witnesses")
         .explode("witnesses")
         .unnest("witnesses")
         .unnest("subject")
     )
-    print(witnesses.select("check", "kind", "id", "predicate", "value").head(5))
+    print(witnesses.select("check_name", "kind", "id", "predicate", "value").head(5))
     loops = (
-        findings.filter(pl.col("check") == "repeated-call")
+        findings.filter(pl.col("check_name") == "repeated-call")
         .group_by("tool_name")
         .agg(
             findings=pl.len(),
@@ -169,7 +169,7 @@ def main() -> int:
     # The notebook's numbers are the audit's: failed runs per check match the manifest.
     manifest = json.loads((corpus / "manifest.json").read_text())
     for counts in manifest["counts"]:
-        failed = rates.filter(pl.col("check") == counts["check"])["failed"].sum()
+        failed = rates.filter(pl.col("check_name") == counts["check"])["failed"].sum()
         assert failed == counts["checked_fail"], (counts["check"], failed, counts["checked_fail"])
 
     if args.plot:
@@ -178,7 +178,7 @@ def main() -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        labels = [f"{c} · {m}" for c, m in zip(rates["check"], rates["model"])]
+        labels = [f"{c} · {m}" for c, m in zip(rates["check_name"], rates["model"])]
         fig, ax = plt.subplots(figsize=(8, 0.35 * len(labels) + 1.2))
         ax.barh(labels, (rates["fail_rate"] * 100).to_list(), color="#4a78c2")
         ax.set_xlabel("fail rate, % of checked runs")

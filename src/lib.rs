@@ -34,7 +34,7 @@ pub(crate) mod terminal;
 // programs that embed the engine (the Python module among them). `model` is public whole: its
 // rows are what reading a file gives back.
 pub use config::{Config, RepeatedWhen};
-pub use corpus::{Disposition, Finding};
+pub use corpus::{Disposition, Finding, CHECK_COLUMN};
 pub use ingest::{read_head, read_path, Collect, Format, Limits, Quarantined, Severity};
 pub use passes::{registry as checks, Pass, PassContext, RunOutcome};
 pub use pipeline::audit::{audit, AuditOptions, AuditSummary};

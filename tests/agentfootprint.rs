@@ -125,7 +125,7 @@ fn repeated_call_agrees_with_the_framework() {
     let keys: Vec<String> = findings
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["check"] == "repeated-call")
+        .filter(|v| v["check_name"] == "repeated-call")
         .map(|v| {
             format!(
                 "{} {} {}",
@@ -268,7 +268,7 @@ fn prior_turn_evidence_matches_the_sample_manifest() {
     let findings: Vec<serde_json::Value> = lines
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|f: &serde_json::Value| f["check"] == "prior-turn-evidence")
+        .filter(|f: &serde_json::Value| f["check_name"] == "prior-turn-evidence")
         .collect();
     assert_eq!(findings.len(), 1);
     let f = &findings[0];

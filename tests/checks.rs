@@ -112,7 +112,7 @@ fn audit_case(check: &str, case: &Path) -> Value {
     let mut dispositions: Vec<Value> = disposition_rows(&out)
         .into_iter()
         .map(|r| {
-            assert_eq!(r["check"], check);
+            assert_eq!(r["check_name"], check);
             json!({
                 "run_id": r["run_id"],
                 "turn": r["turn"],
@@ -127,7 +127,7 @@ fn audit_case(check: &str, case: &Path) -> Value {
         .lines()
         .map(|l| {
             let f: Value = serde_json::from_str(l).unwrap();
-            assert_eq!(f["check"], check);
+            assert_eq!(f["check_name"], check);
             json!({
                 "run_id": f["run_id"],
                 "kind": f["kind"],

@@ -1106,7 +1106,7 @@ fn audit_files_repeated_call_findings_for_the_shared_data() {
         let findings: Vec<Value> = lines
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
-            .filter(|f: &Value| f["check"] == "repeated-call")
+            .filter(|f: &Value| f["check_name"] == "repeated-call")
             .collect();
         let content = !sub.ends_with("nocontent");
         let mut by_conversation: BTreeMap<String, u64> = BTreeMap::new();
@@ -1220,7 +1220,7 @@ fn audit_schema_attempts_for_every_shared_directory() {
         .unwrap();
         let dispositions: Vec<Value> = table_rows(&out.join("dispositions.parquet"))
             .into_iter()
-            .filter(|d| d["check"] == "schema-attempt")
+            .filter(|d| d["check_name"] == "schema-attempt")
             .collect();
         let attempts = table_rows(&out.join("attempts.parquet"));
         let runs = dispositions.len() as u64;

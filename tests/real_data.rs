@@ -42,7 +42,7 @@ fn check_counts<'a>(manifest: &'a serde_json::Value, check: &str) -> &'a serde_j
 fn repeated_keys(findings: &[serde_json::Value]) -> String {
     findings
         .iter()
-        .filter(|f| f["check"] == "repeated-call")
+        .filter(|f| f["check_name"] == "repeated-call")
         .map(|f| {
             format!(
                 "{} turn {} {} at {} x{}",

@@ -257,6 +257,89 @@ fn dispositions_this_engine_does_not_write_stop_every_reader() {
     assert_eq!(run(&["diff", b, b]).0, 0);
 }
 
+/// Rename column `from` to `to` in every table of `corpus` (an older corpus's layout).
+fn rename_table_columns(corpus: &Path, from: &str, to: &str) {
+    for entry in std::fs::read_dir(corpus).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "parquet") {
+            continue;
+        }
+        let file = std::fs::File::open(&path).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let batches: Vec<arrow::record_batch::RecordBatch> = reader.map(|b| b.unwrap()).collect();
+        let schema = batches[0].schema();
+        let fields: Vec<arrow::datatypes::Field> = schema
+            .fields()
+            .iter()
+            .map(|f| match f.name() == from {
+                true => f.as_ref().clone().with_name(to),
+                false => f.as_ref().clone(),
+            })
+            .collect();
+        let renamed = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
+        let out = std::fs::File::create(&path).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(out, renamed.clone(), None).unwrap();
+        for b in &batches {
+            let b =
+                arrow::record_batch::RecordBatch::try_new(renamed.clone(), b.columns().to_vec());
+            w.write(&b.unwrap()).unwrap();
+        }
+        w.close().unwrap();
+    }
+}
+
+#[test]
+fn the_check_column_is_named_for_sql_and_older_corpora_read_the_same() {
+    // `check` is reserved in DuckDB, PostgreSQL and Spark SQL; every table names the column
+    // `check_name`, and a corpus written with `check` reads exactly as before.
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("new");
+    let old = dir.path().join("old");
+    audit(&["testdata"], &new);
+    audit(&["testdata"], &old);
+    for table in ["findings", "dispositions", "ledger", "agreement"] {
+        let path = new.join(format!("{table}.parquet"));
+        let file = std::fs::File::open(&path).unwrap();
+        let builder =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        let names: Vec<String> = builder
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert!(
+            names.contains(&"check_name".to_string()),
+            "{table}: {names:?}"
+        );
+        assert!(!names.contains(&"check".to_string()), "{table}: {names:?}");
+    }
+    let line = std::fs::read_to_string(new.join("findings.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    assert!(first.get("check_name").is_some() && first.get("check").is_none());
+    rename_table_columns(&old, "check_name", "check");
+    let (n, o) = (path_str(&new), path_str(&old));
+    for args in [
+        vec!["report"],
+        vec!["report", "--format", "json"],
+        vec!["report", "--by", "tool"],
+        vec!["report", "--format", "html"],
+    ] {
+        let with = |c: &str| {
+            let mut a = vec![args[0], c];
+            a.extend_from_slice(&args[1..]);
+            ok(&a).replace("/old", "/new").replace("old", "new")
+        };
+        assert_eq!(with(o), with(n), "{args:?}");
+    }
+    // A nights folder may mix the two.
+    assert_eq!(run(&["diff", o, n]).0, 0);
+    assert_eq!(run(&["trend", o, n]).0, 0);
+}
+
 #[test]
 fn a_corpus_takes_only_the_store_it_was_audited_from() {
     let dir = tempfile::tempdir().unwrap();

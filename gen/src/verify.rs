@@ -80,8 +80,11 @@ pub fn read_dispositions(corpus: &Path) -> io::Result<HashMap<(String, String), 
                 .cloned()
                 .ok_or_else(|| io::Error::other(format!("dispositions.{name} is not text")))
         };
-        let (runs, checks, dispositions) =
-            (column("run_id")?, column("check")?, column("disposition")?);
+        let (runs, checks, dispositions) = (
+            column("run_id")?,
+            column(traceaudit::CHECK_COLUMN)?,
+            column("disposition")?,
+        );
         for i in 0..batch.num_rows() {
             out.insert(
                 (runs.value(i).to_string(), checks.value(i).to_string()),

@@ -95,10 +95,17 @@ pub struct FindingColumns {
     pub schema_retries: Option<u32>,
 }
 
+/// The name of the column that says which check a corpus row belongs to, in every table and in
+/// `findings.jsonl`. Not `check`: that is a reserved word in DuckDB, PostgreSQL and Spark SQL,
+/// where `select check from ...` is a syntax error. Corpora written before the rename hold
+/// `check`; the reports read both.
+pub const CHECK_COLUMN: &str = "check_name";
+
 /// One filed observation, as the corpus stores it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     pub finding_id: String,
+    #[serde(rename = "check_name", alias = "check")]
     pub check: String,
     pub kind: String,
     pub seam: String,
@@ -157,6 +164,7 @@ pub fn finding_id(check: &str, run_id: &str, draft: &Draft) -> String {
 /// Whether the engine and the recording framework agree about one key of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgreementRow {
+    #[serde(rename = "check_name", alias = "check")]
     pub check: String,
     pub conversation_id: String,
     pub run_id: String,
@@ -177,6 +185,7 @@ pub struct DispositionRow<'a> {
     pub conversation_id: &'a str,
     pub turn: u32,
     pub source: &'a str,
+    #[serde(rename = "check_name")]
     pub check: &'a str,
     pub disposition: Disposition,
     pub reason: &'a str,
@@ -185,6 +194,7 @@ pub struct DispositionRow<'a> {
 /// The disposition ledger row of one check x seam.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LedgerRow {
+    #[serde(rename = "check_name", alias = "check")]
     pub check: String,
     pub seam: String,
     /// checked-pass + checked-fail.

@@ -3,7 +3,7 @@
 //! nulls come out typed; `schemas/corpus.md` documents every column and a test keeps the two
 //! in step.
 
-use crate::corpus::{DispositionRow, LedgerRow};
+use crate::corpus::{DispositionRow, LedgerRow, CHECK_COLUMN};
 use crate::store::write::{to_io, writer_properties};
 use arrow::array::{ArrayRef, StringBuilder, UInt32Builder};
 use arrow::datatypes::{DataType, Field, Fields, Schema};
@@ -33,7 +33,7 @@ pub fn findings_schema() -> Arc<Schema> {
     ]));
     Arc::new(Schema::new(vec![
         utf8("finding_id", false),
-        utf8("check", false),
+        utf8(CHECK_COLUMN, false),
         utf8("kind", false),
         utf8("seam", false),
         utf8("predicate", false),
@@ -91,7 +91,7 @@ pub fn dispositions_schema() -> Arc<Schema> {
         utf8("conversation_id", false),
         Field::new("turn", DataType::UInt32, false),
         utf8("source", false),
-        utf8("check", false),
+        utf8(CHECK_COLUMN, false),
         utf8("disposition", false),
         utf8("reason", false),
     ]))
@@ -99,7 +99,7 @@ pub fn dispositions_schema() -> Arc<Schema> {
 
 pub fn ledger_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
-        utf8("check", false),
+        utf8(CHECK_COLUMN, false),
         utf8("seam", false),
         Field::new("checked", DataType::UInt64, false),
         Field::new("findings", DataType::UInt64, false),
@@ -112,7 +112,7 @@ pub fn ledger_schema() -> Arc<Schema> {
 
 pub fn agreement_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
-        utf8("check", false),
+        utf8(CHECK_COLUMN, false),
         utf8("conversation_id", false),
         utf8("run_id", false),
         utf8("source", false),

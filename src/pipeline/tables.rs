@@ -183,7 +183,7 @@ mod tests {
         let (run_id, conversation, check, disposition, reason) = (
             column("run_id"),
             column("conversation_id"),
-            column("check"),
+            column(crate::corpus::CHECK_COLUMN),
             column("disposition"),
             column("reason"),
         );

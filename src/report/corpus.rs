@@ -2,6 +2,7 @@
 //! and lazy Polars scans over them. Every report reads the Parquet files through these scans,
 //! so a notebook and a report see the same data.
 
+use crate::corpus::CHECK_COLUMN;
 use crate::model::vocab::Disposition;
 use crate::model::PLAUSIBLE_WALL_CLOCK_MS;
 use polars::prelude::*;
@@ -134,8 +135,8 @@ impl CorpusDir {
         let path = self.dir.join("dispositions.parquet");
         let df = self
             .table("dispositions")?
-            .select([col("check"), col("disposition")])
-            .group_by([col("check"), col("disposition")])
+            .select([col(CHECK_COLUMN), col("disposition")])
+            .group_by([col(CHECK_COLUMN), col("disposition")])
             .agg([len().alias("rows")])
             .collect()
             .map_err(|e| {
@@ -147,7 +148,7 @@ impl CorpusDir {
         let checks = self.checks();
         let known: Vec<&str> = Disposition::ALL.iter().map(|d| d.as_str()).collect();
         let rows = counts(&df, "rows")?;
-        for ((check, disposition), n) in strs(&df, "check")?
+        for ((check, disposition), n) in strs(&df, CHECK_COLUMN)?
             .into_iter()
             .zip(strs(&df, "disposition")?)
             .zip(rows)
@@ -187,7 +188,14 @@ impl CorpusDir {
     }
 
     pub fn table(&self, name: &str) -> io::Result<LazyFrame> {
-        scan(&self.dir.join(format!("{name}.parquet")))
+        let mut lf = scan(&self.dir.join(format!("{name}.parquet")))?;
+        // A corpus written before the check column was renamed names it `check`.
+        let names = columns(&mut lf)?;
+        let old = "check";
+        if names.iter().any(|c| c == old) && !names.iter().any(|c| c == CHECK_COLUMN) {
+            lf = lf.rename([old], [CHECK_COLUMN], true);
+        }
+        Ok(lf)
     }
 
     /// The checks the audit ran, in registry order.

@@ -4,6 +4,7 @@
 //! that appear or vanish, and the runs present in only one corpus. `--fail-on` rules decide the
 //! exit status: 0 no regression, 1 regression, 2 error.
 
+use crate::corpus::CHECK_COLUMN;
 use crate::report::corpus::{pl, strings, strs, u64s, CorpusDir};
 use crate::report::groups::{group_counts, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{newcombe, rate};
@@ -265,7 +266,7 @@ fn keys(c: &CorpusDir) -> io::Result<KeyTable> {
     };
     let df = lf
         .select([
-            col("check"),
+            col(CHECK_COLUMN),
             col("run_id"),
             pick("tool_name"),
             pick("args_fingerprint"),
@@ -273,7 +274,7 @@ fn keys(c: &CorpusDir) -> io::Result<KeyTable> {
         ])
         .collect()
         .map_err(pl)?;
-    let check = strings(&df, "check")?;
+    let check = strings(&df, CHECK_COLUMN)?;
     let run = strings(&df, "run_id")?;
     let tool = strs(&df, "tool_name")?;
     let args = strs(&df, "args_fingerprint")?;

@@ -4,6 +4,7 @@
 //! answer, and every finding placed where it fired, with its reason and witnesses; then each
 //! check's disposition. Recorded text is bounded and the output says what it cut.
 
+use crate::corpus::CHECK_COLUMN;
 use crate::passes::repeated_call::arguments_text;
 use crate::report::corpus::{
     columns, counts, f64s, one_of, pl, rows_where, strings, strs, u64s, CorpusDir,
@@ -190,7 +191,7 @@ fn findings_of(
         .select([
             col("run_id"),
             col("finding_id"),
-            col("check"),
+            col(CHECK_COLUMN),
             col("kind"),
             col("seam"),
             col("advisory"),
@@ -253,7 +254,7 @@ fn findings_of(
 
     let run = strings(&df, "run_id")?;
     let id = strings(&df, "finding_id")?;
-    let check = strings(&df, "check")?;
+    let check = strings(&df, CHECK_COLUMN)?;
     let kind = strings(&df, "kind")?;
     let seam = strings(&df, "seam")?;
     let advisory = counts(
@@ -391,7 +392,7 @@ pub fn build_many(
         .filter(one_of("run_id", run_ids))
         .select([
             col("run_id"),
-            col("check"),
+            col(CHECK_COLUMN),
             col("disposition"),
             col("reason"),
         ])
@@ -563,7 +564,7 @@ fn tell(
         }
     }
 
-    let mut dispositions: Vec<DispositionView> = strings(&disp, "check")?
+    let mut dispositions: Vec<DispositionView> = strings(&disp, CHECK_COLUMN)?
         .into_iter()
         .zip(strings(&disp, "disposition")?)
         .zip(strings(&disp, "reason")?)

@@ -3,6 +3,7 @@
 //! wasted landings or turns back, then the most recently started run), bounded per kind with
 //! the count of the rest, and each listed finding's run told as `explain` tells it.
 
+use crate::corpus::CHECK_COLUMN;
 use crate::report::corpus::{columns, pl, strings, strs, u64s, CorpusDir};
 use crate::report::explain::{self, ExplainOptions, Explanation};
 use crate::report::text::Preview;
@@ -92,7 +93,7 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
     };
     let lf = lf.select([
         col("finding_id"),
-        col("check"),
+        col(CHECK_COLUMN),
         col("kind"),
         col("advisory").cast(DataType::UInt64).alias("advisory"),
         col("run_id"),
@@ -141,7 +142,7 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
         .collect()
         .map_err(pl)?;
     let id = strings(&df, "finding_id")?;
-    let check = strings(&df, "check")?;
+    let check = strings(&df, CHECK_COLUMN)?;
     let kind = strings(&df, "kind")?;
     let advisory = u64s(&df, "advisory")?;
     let run = strings(&df, "run_id")?;

@@ -4,6 +4,7 @@
 //! (store events) and counts a run as failed for a tool when one of the check's findings names
 //! that tool.
 
+use crate::corpus::CHECK_COLUMN;
 use crate::report::corpus::{counts, pl, strings, CorpusDir};
 use polars::prelude::*;
 use serde::Serialize;
@@ -105,7 +106,7 @@ pub fn group_counts(corpus: &CorpusDir, by: Option<GroupBy>) -> io::Result<Vec<G
         return tool_counts(corpus);
     }
     let disp = with_group(corpus, corpus.table("dispositions")?, by)?
-        .group_by([col("check"), col("group")])
+        .group_by([col(CHECK_COLUMN), col("group")])
         .agg(disposition_sums())
         .collect()
         .map_err(pl)?;
@@ -113,15 +114,15 @@ pub fn group_counts(corpus: &CorpusDir, by: Option<GroupBy>) -> io::Result<Vec<G
         corpus,
         corpus
             .table("findings")?
-            .select([col("run_id"), col("source"), col("check")]),
+            .select([col("run_id"), col("source"), col(CHECK_COLUMN)]),
         by,
     )?
-    .group_by([col("check"), col("group")])
+    .group_by([col(CHECK_COLUMN), col("group")])
     .agg([len().cast(DataType::UInt64).alias("findings")])
     .collect()
     .map_err(pl)?;
     let mut finding_rows: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for ((check, group), n) in strings(&finds, "check")?
+    for ((check, group), n) in strings(&finds, CHECK_COLUMN)?
         .into_iter()
         .zip(strings(&finds, "group")?)
         .zip(counts(&finds, "findings")?)
@@ -140,7 +141,7 @@ pub fn group_counts(corpus: &CorpusDir, by: Option<GroupBy>) -> io::Result<Vec<G
 }
 
 fn rows_of(df: &DataFrame) -> io::Result<Vec<GroupCounts>> {
-    let check = strings(df, "check")?;
+    let check = strings(df, CHECK_COLUMN)?;
     let group = strings(df, "group")?;
     let runs = counts(df, "runs")?;
     let pass = counts(df, "checked_pass")?;
@@ -173,7 +174,7 @@ pub fn sort_rows(rows: &mut [GroupCounts], checks: &[String]) {
 fn tool_scoped_checks(corpus: &CorpusDir) -> io::Result<(Vec<String>, Vec<String>)> {
     let df = corpus
         .table("findings")?
-        .group_by([col("check")])
+        .group_by([col(CHECK_COLUMN)])
         .agg([col("tool_name")
             .is_not_null()
             .cast(DataType::UInt64)
@@ -183,7 +184,7 @@ fn tool_scoped_checks(corpus: &CorpusDir) -> io::Result<(Vec<String>, Vec<String
         .map_err(pl)?;
     let mut with = Vec::new();
     let mut without = Vec::new();
-    for (check, named) in strings(&df, "check")?
+    for (check, named) in strings(&df, CHECK_COLUMN)?
         .into_iter()
         .zip(counts(&df, "named")?)
     {
@@ -219,16 +220,16 @@ fn tool_counts(corpus: &CorpusDir) -> io::Result<Vec<GroupCounts>> {
         .unique(None, UniqueKeepStrategy::Any);
     let disp = corpus
         .table("dispositions")?
-        .select([col("run_id"), col("check"), col("disposition")])
+        .select([col("run_id"), col(CHECK_COLUMN), col("disposition")])
         .inner_join(run_tools, col("run_id"), col("run_id"))
-        .group_by([col("check"), col("group")])
+        .group_by([col(CHECK_COLUMN), col("group")])
         .agg(disposition_sums())
         .collect()
         .map_err(pl)?;
     let findings = corpus
         .table("findings")?
         .filter(col("tool_name").is_not_null())
-        .group_by([col("check"), col("tool_name").alias("group")])
+        .group_by([col(CHECK_COLUMN), col("tool_name").alias("group")])
         .agg([
             len().cast(DataType::UInt64).alias("findings"),
             col("run_id")
@@ -239,7 +240,7 @@ fn tool_counts(corpus: &CorpusDir) -> io::Result<Vec<GroupCounts>> {
         .collect()
         .map_err(pl)?;
     let mut failed: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
-    for (((check, group), n), runs) in strings(&findings, "check")?
+    for (((check, group), n), runs) in strings(&findings, CHECK_COLUMN)?
         .into_iter()
         .zip(strings(&findings, "group")?)
         .zip(counts(&findings, "findings")?)

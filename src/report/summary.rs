@@ -4,6 +4,7 @@
 //! most stale answers, findings by kind); the agreement with recorded framework verdicts.
 //! Every number comes from lazy Polars scans over the corpus Parquet files.
 
+use crate::corpus::CHECK_COLUMN;
 use crate::report::corpus::{counts, f64s, pl, strings, CorpusDir};
 use crate::report::groups::{checks_without_tools, group_counts, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{rate, wilson};
@@ -310,7 +311,7 @@ fn stale(findings: LazyFrame, top: usize) -> io::Result<Vec<StaleRow>> {
 
 fn kinds(findings: LazyFrame, checks: Vec<String>) -> io::Result<Vec<KindRow>> {
     let df = findings
-        .group_by([col("check"), col("kind")])
+        .group_by([col(CHECK_COLUMN), col("kind")])
         .agg([
             len().cast(DataType::UInt64).alias("findings"),
             col("run_id")
@@ -324,7 +325,7 @@ fn kinds(findings: LazyFrame, checks: Vec<String>) -> io::Result<Vec<KindRow>> {
         ])
         .collect()
         .map_err(pl)?;
-    let check = strings(&df, "check")?;
+    let check = strings(&df, CHECK_COLUMN)?;
     let kind = strings(&df, "kind")?;
     let n = counts(&df, "findings")?;
     let runs = counts(&df, "runs")?;
@@ -351,7 +352,7 @@ fn agreement(
     let is = |s: &str| col("status").eq(lit(s)).cast(DataType::UInt64).sum();
     let df = table
         .clone()
-        .group_by([col("check")])
+        .group_by([col(CHECK_COLUMN)])
         .agg([
             col("run_id")
                 .n_unique()
@@ -364,7 +365,7 @@ fn agreement(
         ])
         .collect()
         .map_err(pl)?;
-    let check = strings(&df, "check")?;
+    let check = strings(&df, CHECK_COLUMN)?;
     let runs = counts(&df, "runs")?;
     let agrees = counts(&df, "agrees")?;
     let differs = counts(&df, "differs")?;
@@ -387,7 +388,7 @@ fn agreement(
     let df = table
         .filter(col("status").neq(lit("agrees")))
         .select([
-            col("check"),
+            col(CHECK_COLUMN),
             col("run_id"),
             col("key"),
             col("status"),
@@ -396,7 +397,7 @@ fn agreement(
         .limit(top as IdxSize)
         .collect()
         .map_err(pl)?;
-    let check = strings(&df, "check")?;
+    let check = strings(&df, CHECK_COLUMN)?;
     let run = strings(&df, "run_id")?;
     let key = strings(&df, "key")?;
     let status = strings(&df, "status")?;
