@@ -7,13 +7,14 @@
 //! the store only conversations stored in more than one piece). The corpus is byte for byte
 //! the one an audit of the store would write.
 
+pub use super::counts::CheckCounts;
+use super::counts::{Contribution, PartAudit, RunKey};
 use super::ingest::{ingest_tapped, IngestOptions};
-use super::parts::PartAudit;
 use super::tables::{tables_of, PartTables};
 use super::tap::{Tap, Tapped};
 use crate::config::Config;
 use crate::corpus::write::{CorpusTables, TableWriter};
-use crate::corpus::{finding_id, AgreementRow, Disposition, DispositionRow, Finding, LedgerRow};
+use crate::corpus::{finding_id, DispositionRow, Finding, LedgerRow};
 use crate::ingest::Format;
 use crate::model::vocab::source_family;
 use crate::model::Conversation;
@@ -21,8 +22,8 @@ use crate::passes::{agreement_rows, select, Pass, PassContext};
 use crate::store::atomic::{write_file, AtomicDir};
 use crate::store::{Origin, Store, StoreManifest};
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -41,26 +42,6 @@ pub struct AuditOptions {
     pub limits: crate::ingest::Limits,
 }
 
-/// Counts per check, for the manifest and the terminal table.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct CheckCounts {
-    pub check: String,
-    pub runs: u64,
-    pub checked_pass: u64,
-    pub checked_fail: u64,
-    pub not_applicable: u64,
-    pub unreachable: u64,
-    pub findings: u64,
-    pub agreement: BTreeMap<String, u64>,
-}
-
-impl CheckCounts {
-    pub fn fail_rate(&self) -> Option<f64> {
-        let checked = self.checked_pass + self.checked_fail;
-        (checked > 0).then(|| self.checked_fail as f64 / checked as f64)
-    }
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct CorpusManifest {
     pub engine: String,
@@ -77,32 +58,6 @@ pub struct CorpusManifest {
     pub threads: usize,
     pub seconds: f64,
     pub ingest_seconds: Option<f64>,
-}
-
-/// Everything one conversation contributes to the corpus. Serialisable: an audit of raw inputs
-/// checks conversations while they are ingested and files these by store part until the
-/// corpus is written.
-#[derive(Default, Serialize, Deserialize)]
-pub(super) struct Contribution {
-    pub(super) conversation_id: String,
-    /// The conversation's runs, in its order.
-    pub(super) runs: Vec<RunKey>,
-    /// Per check, in the order the checks were run, each run's disposition and reason (the
-    /// dispositions table's rows, which repeat the run's and conversation's keys).
-    pub(super) dispositions: Vec<Vec<(Disposition, String)>>,
-    pub(super) findings: Vec<Finding>,
-    pub(super) agreement: Vec<AgreementRow>,
-    /// Rows of the checks' own tables: (table, row).
-    pub(super) rows: Vec<(String, serde_json::Value)>,
-}
-
-/// What the corpus tables say of a run beside each of its rows.
-#[derive(Default, Serialize, Deserialize)]
-pub(super) struct RunKey {
-    pub(super) run_id: String,
-    pub(super) turn: u32,
-    /// The source family ([`source_family`]).
-    pub(super) source: String,
 }
 
 impl Contribution {
@@ -596,27 +551,6 @@ fn audit_parts(
         }
         Ok(())
     })
-}
-
-/// Add one conversation's rows to the counts per check (`counts` in the order the checks
-/// were run, as the contribution's dispositions are).
-pub(super) fn count(counts: &mut [CheckCounts], r: &Contribution) {
-    debug_assert_eq!(counts.len(), r.dispositions.len());
-    for (c, outcomes) in counts.iter_mut().zip(&r.dispositions) {
-        for (disposition, _) in outcomes {
-            c.runs += 1;
-            match disposition {
-                Disposition::CheckedPass => c.checked_pass += 1,
-                Disposition::CheckedFail => c.checked_fail += 1,
-                Disposition::NotApplicable => c.not_applicable += 1,
-                Disposition::Unreachable => c.unreachable += 1,
-            }
-        }
-        c.findings += r.findings.iter().filter(|f| f.check == c.check).count() as u64;
-        for a in r.agreement.iter().filter(|a| a.check == c.check) {
-            *c.agreement.entry(a.status.clone()).or_default() += 1;
-        }
-    }
 }
 
 pub(super) fn ledger_rows(passes: &[&'static dyn Pass], counts: &[CheckCounts]) -> Vec<LedgerRow> {

@@ -7,6 +7,7 @@
 //! and nothing here takes the command line's argument structs.
 
 pub mod audit;
+pub mod counts;
 pub mod ingest;
 pub mod inputs;
 pub mod parts;

@@ -8,9 +8,11 @@
 //! `part-NNNNN.parquet` files instead of one file, and `findings.jsonl` is not written.
 
 use super::audit::{
-    audit_conversation, check_part, count, ledger_rows, refuse_missing_envelopes, AuditOptions,
-    CheckCounts, Contribution, CorpusManifest,
+    audit_conversation, check_part, ledger_rows, refuse_missing_envelopes, AuditOptions,
+    CorpusManifest,
 };
+use super::counts::Contribution;
+pub use super::counts::PartAudit;
 pub use super::tables::CorpusTable;
 use super::tables::{part_tables, tables_of};
 use crate::corpus::write::{ledger_schema, BatchBuilder, TableWriter};
@@ -21,72 +23,8 @@ use crate::store::write::part_file_name;
 use crate::store::{Store, StoreManifest};
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
-
-/// What the audit of one part (or of tables in memory) counted, for [`finish_corpus`].
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct PartAudit {
-    pub conversations: u64,
-    pub runs: u64,
-    pub findings: u64,
-    /// Per check, in the order of the checks run.
-    pub counts: Vec<CheckCounts>,
-}
-
-impl PartAudit {
-    pub(super) fn new(passes: &[&'static dyn Pass]) -> PartAudit {
-        PartAudit {
-            counts: passes
-                .iter()
-                .map(|p| CheckCounts {
-                    check: p.name().to_string(),
-                    ..CheckCounts::default()
-                })
-                .collect(),
-            ..PartAudit::default()
-        }
-    }
-
-    pub(super) fn add(&mut self, r: &Contribution) {
-        self.conversations += 1;
-        self.runs += r.runs.len() as u64;
-        self.findings += r.findings.len() as u64;
-        count(&mut self.counts, r);
-    }
-
-    /// Add another part's counts (the checks must be the same, in the same order).
-    pub(super) fn merge(&mut self, other: &PartAudit) -> io::Result<()> {
-        let same = self.counts.len() == other.counts.len()
-            && self
-                .counts
-                .iter()
-                .zip(&other.counts)
-                .all(|(a, b)| a.check == b.check);
-        if !same {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the parts were audited with different checks",
-            ));
-        }
-        self.conversations += other.conversations;
-        self.runs += other.runs;
-        self.findings += other.findings;
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            a.runs += b.runs;
-            a.checked_pass += b.checked_pass;
-            a.checked_fail += b.checked_fail;
-            a.not_applicable += b.not_applicable;
-            a.unreachable += b.unreachable;
-            a.findings += b.findings;
-            for (status, n) in &b.agreement {
-                *a.agreement.entry(status.clone()).or_default() += n;
-            }
-        }
-        Ok(())
-    }
-}
 
 /// The checks `opts` selects, and their context.
 fn checks_of(opts: &AuditOptions) -> io::Result<(Vec<&'static dyn Pass>, PassContext)> {

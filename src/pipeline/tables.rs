@@ -3,8 +3,7 @@
 //! them. Every audit, whole-store, per part or in memory, makes its tables here, so they
 //! hold the same rows in the same batches.
 
-use super::audit::Contribution;
-use super::parts::PartAudit;
+use super::counts::{Contribution, PartAudit};
 use crate::corpus::write::{
     agreement_schema, dispositions_batch, dispositions_schema, findings_schema, jsonl_lines,
     rows_batch, TABLE_BATCH_ROWS,
@@ -129,7 +128,7 @@ pub(super) fn tables_of(
 mod tests {
     use super::*;
     use crate::model::vocab::Disposition;
-    use crate::pipeline::audit::RunKey;
+    use crate::pipeline::counts::RunKey;
     use arrow::array::AsArray;
 
     /// Conversation `c` with `runs` runs, each disposed of by each of `checks` checks.

@@ -1,7 +1,7 @@
 //! Agreement: when the recording carries the framework's own ledger, the rebuilt ledger is
 //! compared with it row by row (`agrees`, `differs`, `recorded-only`, `engine-only`).
 
-use super::ledger::AttemptRow;
+use super::row::AttemptRow;
 
 /// Compare the rebuilt ledger with the recorded one.
 pub(super) fn agreement(

@@ -2,19 +2,13 @@
 //! judged answers, the corrections in the history, and the contract itself (as the recording or
 //! the configuration states it).
 
-use super::ledger::AttemptRow;
+use super::row::{u32_of, AttemptRow};
 use crate::js;
 use crate::model::vocab::{self, SCHEMA_FRAME_PREFIX, TURN_NEUTRAL_FRAMES};
 use crate::model::{Conversation, Event, EventKind, HistoryMessage, Role, Run};
 use crate::passes::PassContext;
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-pub(super) fn u32_of(v: Option<&Value>) -> Option<u32> {
-    v.and_then(Value::as_f64)
-        .filter(|n| *n >= 0.0 && n.fract() == 0.0 && *n <= u32::MAX as f64)
-        .map(|n| n as u32)
-}
 
 fn str_of(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)

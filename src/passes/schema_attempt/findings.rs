@@ -3,7 +3,7 @@
 //! attempts, stages, keywords and bounded field paths, never answers or validator messages.
 
 use super::facts::{retries_known, Facts};
-use super::ledger::AttemptRow;
+use super::row::AttemptRow;
 use crate::corpus::{Draft, FindingColumns, Subject, Witness};
 use serde_json::{json, Value};
 

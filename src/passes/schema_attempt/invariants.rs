@@ -6,8 +6,9 @@
 
 use super::facts::{retries_known, Facts, RetryVerdict, UnmetVerdict};
 use super::findings::{witness, Checker, BROKEN_INVARIANT};
-use super::ledger::{answer_of, AttemptRow};
-use super::table::RowCheck;
+use super::judge::RowCheck;
+use super::ledger::answer_of;
+use super::row::AttemptRow;
 use crate::corpus::{Subject, Witness};
 use crate::js;
 use crate::model::Role;

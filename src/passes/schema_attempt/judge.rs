@@ -4,8 +4,8 @@
 
 use super::facts::Contract;
 use super::findings::{bounded, witness, Checker, VERDICT_DRIFT};
-use super::ledger::{answer_of, AttemptRow};
-use super::table::RowCheck;
+use super::ledger::answer_of;
+use super::row::AttemptRow;
 use crate::js;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -200,4 +200,15 @@ fn drift(row: &AttemptRow, verdict: &Judgement) -> Option<String> {
             _ => None,
         },
     }
+}
+
+/// What the pass concluded about one ledger row, for the `attempts` table.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RowCheck {
+    pub(super) hash_joined: Option<bool>,
+    pub(super) event_joined: Option<bool>,
+    /// The joins that apply to the row (`retry-verdict`, `correction-hash`, `unmet-verdict`).
+    pub(super) joins: Vec<&'static str>,
+    pub(super) judgement: Option<Judgement>,
+    pub(super) answer_fingerprint: Option<String>,
 }

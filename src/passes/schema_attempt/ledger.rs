@@ -1,54 +1,13 @@
 //! The attempt ledger: its rows as the framework records them, and the ledger rebuilt from the
 //! judged answers, the verdicts and the history when the recording carries none.
 
-use super::facts::{correction_error, u32_of, Candidate, Correction, Facts};
+use super::facts::{correction_error, Candidate, Correction, Facts};
+use super::row::AttemptRow;
 use crate::js;
 use crate::model::Role;
-use serde_json::Value;
 
 /// Stops under which a structured answer fails whatever its text says.
 const NATIVE_STOPS: [&str; 3] = ["refusal", "max_tokens", "model_context_window_exceeded"];
-
-/// One row of an attempt ledger, recorded or rebuilt.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AttemptRow {
-    /// 1-based; 0 when the recorded row had no usable number.
-    pub attempt: u32,
-    pub iteration: Option<u32>,
-    pub outcome: String,
-    pub stage: Option<String>,
-    pub error: Option<String>,
-    pub path: Option<String>,
-    pub corrective_message_hash: Option<String>,
-    pub broken_by: Option<String>,
-    pub stop_reason: Option<String>,
-    /// The outcome was not recorded: the engine concluded it (a source that records no terminal
-    /// verdict, judged by the validator).
-    pub inferred: bool,
-}
-
-impl AttemptRow {
-    /// Read a recorded ledger row (`{attempt, iteration, outcome, stage?, ...}`).
-    pub fn from_recorded(v: &Value) -> AttemptRow {
-        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-        AttemptRow {
-            attempt: u32_of(v.get("attempt")).unwrap_or(0),
-            iteration: u32_of(v.get("iteration")),
-            outcome: s("outcome").unwrap_or_default(),
-            stage: s("stage"),
-            error: s("error"),
-            path: s("path"),
-            corrective_message_hash: s("correctiveMessageHash"),
-            broken_by: s("brokenBy"),
-            stop_reason: s("stopReason"),
-            inferred: false,
-        }
-    }
-
-    pub(super) fn failed(&self) -> bool {
-        self.outcome != "passed"
-    }
-}
 
 /// Rebuild the ledger from the run's judged answers, verdicts and history.
 pub(super) fn rebuild(f: &Facts<'_>) -> Vec<AttemptRow> {

@@ -43,6 +43,7 @@ mod findings;
 mod invariants;
 mod judge;
 mod ledger;
+mod row;
 mod table;
 
 #[cfg(test)]
@@ -51,7 +52,7 @@ use facts::correction_error;
 use invariants::INVARIANTS;
 #[cfg(test)]
 use judge::{compile_schema, judge, Judgement};
-pub use ledger::AttemptRow;
+pub use row::AttemptRow;
 pub use table::{attempts_schema, TABLE};
 
 use crate::corpus::{Disposition, Draft};

@@ -1,7 +1,7 @@
 //! The `attempts` corpus table: one row per ledger row, with what the pass concluded about it.
 
-use super::judge::Judgement;
-use super::ledger::AttemptRow;
+use super::judge::{Judgement, RowCheck};
+use super::row::AttemptRow;
 use crate::model::{vocab, Run};
 use arrow::datatypes::{DataType, Field, Schema};
 use serde_json::{json, Map, Value};
@@ -9,17 +9,6 @@ use std::sync::Arc;
 
 /// The corpus table this pass owns.
 pub const TABLE: &str = "attempts";
-
-/// What the pass concluded about one ledger row, for the `attempts` table.
-#[derive(Debug, Clone, Default)]
-pub(super) struct RowCheck {
-    pub(super) hash_joined: Option<bool>,
-    pub(super) event_joined: Option<bool>,
-    /// The joins that apply to the row (`retry-verdict`, `correction-hash`, `unmet-verdict`).
-    pub(super) joins: Vec<&'static str>,
-    pub(super) judgement: Option<Judgement>,
-    pub(super) answer_fingerprint: Option<String>,
-}
 
 /// One `attempts` table row.
 pub(super) fn table_row(

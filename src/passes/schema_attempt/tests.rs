@@ -1,4 +1,5 @@
-use super::facts::{attempt_of, u32_of};
+use super::facts::attempt_of;
+use super::row::u32_of;
 use super::*;
 use crate::config::Config;
 use crate::corpus::Disposition;
