@@ -3,7 +3,7 @@
 //!
 //! The index's reference walk ([`super::index`]) parses a result into a `Value` and visits its
 //! keys and leaves in JavaScript property order. Building that tree (an ordered map per object,
-//! a `String` per leaf) was most of the cost of auditing a store. This module visits the same
+//! a `String` per leaf) costs more than the checks that read it on an audit of a store. This module visits the same
 //! keys and leaves as the parser meets them and writes their normalised forms into one reused
 //! buffer. Its output equals the reference walk's whenever the two can be told apart only by
 //! order or by duplicates:

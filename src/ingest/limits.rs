@@ -35,13 +35,14 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// 32 MiB per record: a record at the limit took 257 MB at peak through ingest as an
-    /// agentfootprint line and 346 MB as a tau2 simulation (30 MiB each, against a 512 MB
-    /// budget); the largest record in the shared real data is 3.9 MiB.
+    /// 32 MiB per record: a record of ordinary items takes about ten times its size while it is
+    /// parsed, so one at the limit stays inside a 512 MB budget, and real records are far
+    /// smaller (the README's Limits section has the measured peaks).
     pub const DEFAULT_RECORD_BYTES: u64 = 32 << 20;
 
-    /// 250,000 rows: about 300 MB held by the audit for one conversation at that size; the
-    /// largest conversation in the shared real data has 312 rows.
+    /// 250,000 rows: the audit holds a conversation whole, at about 1.3 KB a row, so this keeps
+    /// one conversation to a few hundred MB; real conversations are orders of magnitude
+    /// smaller (see the README's Limits section).
     pub const DEFAULT_CONVERSATION_ROWS: u64 = 250_000;
 
     /// The record limit as a `usize` (saturating on 32-bit targets).
