@@ -1,4 +1,7 @@
+use super::yaml::{yaml_shape, YamlShape};
 use super::*;
+use crate::ingest::limits::NESTING_LIMIT;
+use crate::ingest::Limits;
 use crate::ingest::{read_path, Collect, Format, Severity};
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,0 +1,362 @@
+//! Cassette text as values: YAML documents turned into JSON values, with their nesting and
+//! alias expansion bounded before and while they are built.
+
+use crate::ingest::encoding::base64_lenient;
+use crate::ingest::limits::NESTING_LIMIT;
+use crate::ingest::Limits;
+use serde::de::{DeserializeSeed, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor};
+use serde_json::{json, Map, Value};
+use std::cell::Cell;
+
+pub(super) fn yaml_to_json(v: serde_norway::Value) -> Value {
+    use serde_norway::Value as Y;
+    match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                json!(i)
+            } else if let Some(u) = n.as_u64() {
+                json!(u)
+            } else {
+                n.as_f64()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null)
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect()),
+        Y::Mapping(m) => {
+            let mut out = Map::new();
+            for (k, v) in m {
+                let key = match k {
+                    Y::String(s) => s,
+                    other => serde_norway::to_string(&other)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string(),
+                };
+                out.insert(key, yaml_to_json(v));
+            }
+            Value::Object(out)
+        }
+        Y::Tagged(t) => {
+            // `!!binary` scalars: the decoded text when it is UTF-8, else nothing. (The YAML
+            // parser resolves the core `!!binary` tag itself and hands over the base64 text as a
+            // string: `body_of` decodes those.)
+            let tag = t.tag.to_string();
+            match (tag.trim_start_matches('!'), t.value) {
+                ("binary", Y::String(s)) => base64_lenient(&s)
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .map(Value::String)
+                    .unwrap_or(Value::Null),
+                (_, value) => yaml_to_json(value),
+            }
+        }
+    }
+}
+
+/// What a look over a YAML text finds before it is parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct YamlShape {
+    /// The deepest nesting of flow collections (`[...]`, `{...}`), counted up to one past
+    /// [`NESTING_LIMIT`].
+    pub(super) flow_depth: usize,
+    /// Aliases (`*name`): each repeats the node its anchor names.
+    pub(super) aliases: usize,
+}
+
+/// Look over a YAML text for the deepest nesting of flow collections and for aliases, in one
+/// linear pass, so that a text the parser would take too long on (its cost grows with the square
+/// of the flow depth) is refused before it sees it. Quoted scalars, comments and block scalars
+/// are stepped over; where the text is ambiguous the pass counts a bracket rather than miss
+/// one, so it can only overstate the depth of a malformed text. It stops once the depth passes
+/// the limit.
+pub(super) fn yaml_shape(text: &str) -> YamlShape {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Quote {
+        None,
+        Single,
+        Double,
+    }
+    let mut shape = YamlShape::default();
+    let mut depth = 0usize;
+    let mut quote = Quote::None;
+    let mut escaped = false;
+    // A block scalar being stepped over: the indentation of the node that owns it, and that of
+    // its content once its first line is seen.
+    let mut block: Option<(usize, Option<usize>)> = None;
+    // A plain scalar in block context that the next line may continue: its node's column.
+    let mut plain_from: Option<usize> = None;
+    // Whether a node may start here, and (in block context) a key.
+    let mut at_node = true;
+    let mut at_key = true;
+    for line in text.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let bytes = line.as_bytes();
+        let indent = bytes.iter().take_while(|b| **b == b' ').count();
+        let blank = bytes.iter().all(|b| matches!(b, b' ' | b'\t'));
+        if let Some((owner, content)) = block {
+            match content {
+                _ if blank => continue,
+                Some(content) if indent >= content => continue,
+                None if indent > owner => {
+                    block = Some((owner, Some(indent)));
+                    continue;
+                }
+                _ => block = None,
+            }
+        }
+        let mut i = 0;
+        if quote == Quote::None {
+            if depth == 0 {
+                // A line indented past the node of a plain scalar continues that scalar.
+                at_node = plain_from.is_none_or(|from| indent <= from);
+                at_key = at_node;
+                if at_node {
+                    plain_from = None;
+                }
+                if bytes.starts_with(b"---") && bytes.get(3).is_none_or(|b| *b == b' ') {
+                    i = 3;
+                }
+            }
+            escaped = false;
+        }
+        // The column of the block node being read (a key, or a sequence entry).
+        let mut node_col = indent;
+        while i < bytes.len() {
+            let byte = bytes[i];
+            match quote {
+                Quote::Double => {
+                    if escaped {
+                        escaped = false;
+                    } else if byte == b'\\' {
+                        escaped = true;
+                    } else if byte == b'"' {
+                        quote = Quote::None;
+                        at_node = false;
+                    }
+                    i += 1;
+                    continue;
+                }
+                Quote::Single => {
+                    if byte == b'\'' {
+                        if bytes.get(i + 1) == Some(&b'\'') {
+                            i += 1;
+                        } else {
+                            quote = Quote::None;
+                            at_node = false;
+                        }
+                    }
+                    i += 1;
+                    continue;
+                }
+                Quote::None => {}
+            }
+            let next_blank = bytes.get(i + 1).is_none_or(|b| matches!(b, b' ' | b'\t'));
+            let after_blank = i == 0 || matches!(bytes[i - 1], b' ' | b'\t');
+            match byte {
+                b' ' | b'\t' => {}
+                b'#' if after_blank => break,
+                b'[' | b'{' if depth > 0 || at_node => {
+                    depth += 1;
+                    shape.flow_depth = shape.flow_depth.max(depth);
+                    if depth > NESTING_LIMIT {
+                        return shape;
+                    }
+                    at_node = true;
+                    plain_from = None;
+                }
+                b']' | b'}' if depth > 0 => {
+                    depth -= 1;
+                    at_node = false;
+                }
+                b',' if depth > 0 => at_node = true,
+                b'"' | b'\'' if at_node => {
+                    quote = if byte == b'"' {
+                        Quote::Double
+                    } else {
+                        Quote::Single
+                    };
+                    escaped = false;
+                    if depth == 0 && at_key {
+                        node_col = i;
+                    }
+                    at_key = false;
+                }
+                b'-' | b'?' if depth == 0 && at_node && next_blank => {
+                    node_col = i;
+                    at_key = true;
+                }
+                b':' if next_blank => {
+                    at_node = true;
+                    at_key = false;
+                    plain_from = None;
+                }
+                b'|' | b'>' if depth == 0 && at_node => {
+                    let rest = line[i + 1..]
+                        .trim_start_matches(|c: char| c.is_ascii_digit() || c == '+' || c == '-');
+                    let rest = rest.trim_start_matches([' ', '\t']);
+                    if rest.is_empty() || rest.starts_with('#') {
+                        block = Some((node_col, None));
+                        at_node = false;
+                        break;
+                    }
+                    at_node = false;
+                    at_key = false;
+                    plain_from = Some(node_col);
+                }
+                b'&' | b'!' | b'*' if at_node => {
+                    if byte == b'*' {
+                        shape.aliases += 1;
+                    }
+                    // The anchor, tag or alias name runs to the next blank (or flow indicator).
+                    while i + 1 < bytes.len()
+                        && !matches!(
+                            bytes[i + 1],
+                            b' ' | b'\t' | b',' | b'[' | b']' | b'{' | b'}'
+                        )
+                    {
+                        i += 1;
+                    }
+                    at_node = byte != b'*';
+                }
+                _ => {
+                    if at_node && depth == 0 {
+                        // A plain scalar (a key, or a value) starts here.
+                        if at_key {
+                            node_col = i;
+                        }
+                        plain_from = Some(node_col);
+                    }
+                    at_node = false;
+                    at_key = false;
+                }
+            }
+            i += 1;
+        }
+    }
+    shape
+}
+
+/// Parse a cassette's YAML, refusing (with the reason) a text nested too deep for the parser to
+/// read in reasonable time, or one whose aliases would expand it past the record limit.
+pub(super) fn parse_yaml(text: &str, limits: &Limits) -> Result<serde_norway::Value, String> {
+    let shape = yaml_shape(text);
+    if shape.flow_depth > NESTING_LIMIT {
+        return Err(format!(
+            "the cassette {}; it was not parsed",
+            crate::ingest::limits::too_deep()
+        ));
+    }
+    let not_yaml = |e: serde_norway::Error| {
+        let text = e.to_string();
+        match text.strip_prefix("recursion limit exceeded") {
+            Some(at) => format!("the cassette {}{at}", crate::ingest::limits::too_deep()),
+            None => format!("cassette is not valid YAML: {text}"),
+        }
+    };
+    if shape.aliases > 0 {
+        // Counted before anything is built: an alias repeats its anchor's whole node.
+        let total = Cell::new(0);
+        let counted = Expanded {
+            total: &total,
+            limit: limits.record_bytes,
+        }
+        .deserialize(serde_norway::Deserializer::from_str(text));
+        if let Err(e) = counted {
+            return Err(if total.get() > limits.record_bytes {
+                format!(
+                    "the cassette's {} alias(es) expand it past the {} record limit; it was not \
+                     read",
+                    shape.aliases,
+                    crate::ingest::limits::size_text(limits.record_bytes)
+                )
+            } else {
+                not_yaml(e)
+            });
+        }
+    }
+    serde_norway::from_str::<serde_norway::Value>(text).map_err(not_yaml)
+}
+
+/// Counts what a YAML document expands to, aliases repeated (a node costs its text and
+/// [`NODE_BYTES`]), and gives up once the count passes `limit`.
+#[derive(Clone, Copy)]
+pub(super) struct Expanded<'a> {
+    total: &'a Cell<u64>,
+    limit: u64,
+}
+
+/// What [`Expanded`] counts for a node besides its text: about what the parsed value takes.
+pub(super) const NODE_BYTES: u64 = 32;
+
+impl Expanded<'_> {
+    fn add<E: serde::de::Error>(&self, text: usize) -> Result<(), E> {
+        let total = self.total.get() + text as u64 + NODE_BYTES;
+        self.total.set(total);
+        if total > self.limit {
+            return Err(E::custom("expands past the limit"));
+        }
+        Ok(())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Expanded<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Expanded<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a YAML node")
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        self.add(0)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        self.add(0)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        self.add(0)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        self.add(0)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        self.add(v.len())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.add(0)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
+        self.add(0)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.add(0)?;
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.add(0)?;
+        while map.next_key_seed(self)?.is_some() {
+            map.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+        // A tagged node: its tag, then the node.
+        let (tag, node) = data.variant::<String>()?;
+        self.add(tag.len())?;
+        node.newtype_variant_seed(self)
+    }
+}
