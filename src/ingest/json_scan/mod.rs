@@ -408,8 +408,10 @@ impl<R: Read + Seek> Scanner<R> {
                 return Ok(value);
             }
         }
+        // A value the file cuts short is patched too: its error must be the one serde_json
+        // meets past the Python numbers in it.
         let patched = match (&span.kind, self.python) {
-            (SpanKind::Whole, true) => Patched::new(bytes),
+            (SpanKind::Whole | SpanKind::Cut(None), true) => Patched::new(bytes),
             _ => None,
         };
         let text = patched.as_ref().map_or(bytes, |p| &p.bytes);
@@ -426,7 +428,7 @@ impl<R: Read + Seek> Scanner<R> {
                 self.pos = span.end;
                 return Err(ScanError::Skipped(crate::ingest::limits::too_deep()));
             }
-            (Err(err), SpanKind::Whole) if patched.is_some() => {
+            (Err(err), SpanKind::Whole | SpanKind::Cut(None)) if patched.is_some() => {
                 let patched = patched.as_ref().expect("patched");
                 return Err(self.patched_error(err, span.start, span.end, patched));
             }
