@@ -452,3 +452,186 @@ fn any_value(v: AnyValue) -> Option<Value> {
         V::StringValueStrindex(_) => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::Collect;
+    use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValueList};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Status};
+
+    fn kv(key: &str, v: any_value::Value) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(v) }),
+            ..KeyValue::default()
+        }
+    }
+
+    /// Every kind of value, the status, events, remote flags and a parent, as protobuf and as
+    /// the JSON an exporter writes for the same span, read into equal spans.
+    #[test]
+    fn every_value_kind_reads_as_the_json_mapping_reads() {
+        use any_value::Value as V;
+        let span = pb::Span {
+            trace_id: (1..=16).collect(),
+            span_id: vec![0xAB; 8],
+            parent_span_id: vec![0, 0, 0, 0, 0, 0, 0, 7],
+            flags: 0x301,
+            name: "chat m".into(),
+            start_time_unix_nano: 1_700_000_000_000_000_000,
+            end_time_unix_nano: 1_700_000_000_500_000_000,
+            attributes: vec![
+                kv("s", V::StringValue("text".into())),
+                kv("i", V::IntValue(-9_007_199_254_740_993)),
+                kv("d", V::DoubleValue(0.25)),
+                kv("nan", V::DoubleValue(f64::NAN)),
+                kv("inf", V::DoubleValue(f64::NEG_INFINITY)),
+                kv("b", V::BoolValue(true)),
+                kv("raw", V::BytesValue(vec![0xfb, 0xff, 0x00])),
+                kv(
+                    "list",
+                    V::ArrayValue(ArrayValue {
+                        values: vec![
+                            AnyValue {
+                                value: Some(V::IntValue(1)),
+                            },
+                            AnyValue { value: None },
+                            AnyValue {
+                                value: Some(V::StringValue("x".into())),
+                            },
+                        ],
+                    }),
+                ),
+                kv(
+                    "map",
+                    V::KvlistValue(KeyValueList {
+                        values: vec![kv("k", V::BoolValue(false))],
+                    }),
+                ),
+                KeyValue {
+                    key: "empty".into(),
+                    value: Some(AnyValue { value: None }),
+                    ..KeyValue::default()
+                },
+                kv("gen_ai.tool.definitions", V::StringValue("[]".into())),
+                kv(
+                    "gen_ai.input.messages",
+                    V::StringValue(r#"[{"role":"user","parts":[]}]"#.into()),
+                ),
+            ],
+            events: vec![
+                pb::span::Event {
+                    time_unix_nano: 1_700_000_000_100_000_000,
+                    name: "exception".into(),
+                    attributes: vec![
+                        kv("exception.message", V::StringValue("boom".into())),
+                        kv("exception.stacktrace", V::StringValue("...".into())),
+                    ],
+                    ..Default::default()
+                },
+                pb::span::Event::default(),
+            ],
+            status: Some(Status {
+                message: "failed".into(),
+                code: 2,
+            }),
+            ..pb::Span::default()
+        };
+        let request = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![span],
+                    ..ScopeSpans::default()
+                }],
+                ..ResourceSpans::default()
+            }],
+        };
+        let json = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{
+            "traceId":"0102030405060708090A0B0C0D0E0F10","spanId":"q6urq6urq6s=",
+            "parentSpanId":"0000000000000007","flags":769,"name":"chat m",
+            "startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000500000000",
+            "attributes":[
+              {"key":"s","value":{"stringValue":"text"}},
+              {"key":"i","value":{"intValue":"-9007199254740993"}},
+              {"key":"d","value":{"doubleValue":0.25}},
+              {"key":"nan","value":{"doubleValue":"NaN"}},
+              {"key":"inf","value":{"doubleValue":"-Infinity"}},
+              {"key":"b","value":{"boolValue":true}},
+              {"key":"raw","value":{"bytesValue":"+/8A"}},
+              {"key":"list","value":{"arrayValue":{"values":[{"intValue":1},{},{"stringValue":"x"}]}}},
+              {"key":"map","value":{"kvlistValue":{"values":[{"key":"k","value":{"boolValue":false}}]}}},
+              {"key":"empty","value":{}},
+              {"key":"gen_ai.tool.definitions","value":{"stringValue":"[]"}},
+              {"key":"gen_ai.input.messages","value":{"stringValue":"[{\"role\":\"user\",\"parts\":[]}]"}}
+            ],
+            "events":[{"timeUnixNano":"1700000000100000000","name":"exception","attributes":[
+              {"key":"exception.message","value":{"stringValue":"boom"}},
+              {"key":"exception.stacktrace","value":{"stringValue":"..."}}]},
+              {"timeUnixNano":"0"}],
+            "status":{"code":"STATUS_CODE_ERROR","message":"failed"}}]}]}]}"#;
+        let mut sink = Collect::default();
+        let from_json = super::super::wire::parse(json.as_bytes(), "f", &mut sink);
+        assert!(sink.quarantined.is_empty(), "{:?}", sink.quarantined);
+        let mut reader = Reader::new("f", &mut sink);
+        request_spans(&mut reader, request);
+        let from_proto = std::mem::take(&mut reader.spans);
+        assert_eq!(sink.records, 2);
+        let json_spans: Vec<&Span> = from_json.traces.iter().flat_map(|(_, s)| s).collect();
+        assert_eq!(json_spans.len(), 1);
+        assert_eq!(from_proto.len(), 1);
+        let got = &from_proto[0];
+        assert_eq!(got, json_spans[0]);
+        assert_eq!(got.trace_id, "0102030405060708090a0b0c0d0e0f10");
+        assert_eq!(got.parent_id.as_deref(), Some("0000000000000007"));
+        assert!(got.remote_parent);
+        assert_eq!(
+            (got.status, got.status_message.as_deref()),
+            (2, Some("failed"))
+        );
+        assert_eq!(got.attrs["raw"], "+/8A");
+        assert_eq!(got.attrs["nan"], "NaN");
+        assert_eq!(got.attrs["list"], serde_json::json!([1, "x"]));
+        assert!(got.attrs["gen_ai.input.messages"].is_array());
+        assert!(
+            !got.attrs.contains_key("empty") && !got.attrs.contains_key("gen_ai.tool.definitions")
+        );
+        assert_eq!(got.events.len(), 1);
+        assert!(!got.events[0].attrs.contains_key("exception.stacktrace"));
+    }
+
+    /// A span without a trace or span id is a dropped record, as in JSON.
+    #[test]
+    fn a_span_without_ids_is_dropped() {
+        let request = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![
+                        pb::Span::default(),
+                        pb::Span {
+                            trace_id: vec![1; 16],
+                            span_id: vec![0; 8],
+                            ..pb::Span::default()
+                        },
+                    ],
+                    ..ScopeSpans::default()
+                }],
+                ..ResourceSpans::default()
+            }],
+        };
+        let mut sink = Collect::default();
+        let mut reader = Reader::new("f", &mut sink);
+        request_spans(&mut reader, request);
+        assert!(reader.spans.is_empty());
+        let reasons: Vec<&str> = sink.quarantined.iter().map(|q| q.reason.as_str()).collect();
+        assert_eq!(sink.records, 2);
+        assert_eq!(
+            reasons,
+            [
+                "span has no traceId",
+                "span in trace 01010101010101010101010101010101 has no spanId"
+            ]
+        );
+        assert_eq!(sink.quarantined[1].locator, Locator::Record(1));
+    }
+}
