@@ -369,6 +369,62 @@ fn otel(n: usize) -> Vec<u8> {
     otlp_document(spans)
 }
 
+/// The [`otel`] export as one OTLP protobuf request (the S3 exporter's shape, read whole like
+/// the JSON document).
+fn otlp_proto(n: usize) -> Vec<u8> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use prost::Message as _;
+    let doc: Value = serde_json::from_slice(&otel(n)).unwrap();
+    let id = |v: &Value| -> Vec<u8> {
+        let hex = v.as_str().unwrap_or("");
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    };
+    let time = |v: &Value| v.as_str().unwrap().parse::<u64>().unwrap();
+    let spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| Span {
+            trace_id: id(&s["traceId"]),
+            span_id: id(&s["spanId"]),
+            parent_span_id: id(&s["parentSpanId"]),
+            name: s["name"].as_str().unwrap().to_string(),
+            start_time_unix_nano: time(&s["startTimeUnixNano"]),
+            end_time_unix_nano: time(&s["endTimeUnixNano"]),
+            attributes: s["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|kv| KeyValue {
+                    key: kv["key"].as_str().unwrap().to_string(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::StringValue(
+                            kv["value"]["stringValue"].as_str().unwrap().to_string(),
+                        )),
+                    }),
+                    ..KeyValue::default()
+                })
+                .collect(),
+            ..Span::default()
+        })
+        .collect();
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..ScopeSpans::default()
+            }],
+            ..ResourceSpans::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
 /// An any-agent trace: an `invoke_agent` span, and under it per item a `call_llm` span whose
 /// output asks for a tool call and the `execute_tool` span answering it (paired by tool name and
 /// arguments: any-agent's model outputs carry no call id).
@@ -914,6 +970,13 @@ const CASES: &[Case] = &[
         name: "openinference",
         file: "linear.json",
         make: openinference,
+        runs: 1,
+        n: 400,
+    },
+    Case {
+        name: "otlp-proto",
+        file: "linear.binpb",
+        make: otlp_proto,
         runs: 1,
         n: 400,
     },

@@ -2,13 +2,15 @@
 //!
 //! Adapters hold one record at a time: an NDJSON line (an OpenHands `output.jsonl`, Claude Code
 //! transcript or Codex rollout line is one too), one element of a streamed list (a tau2
-//! simulation, a tau-bench record, an Inspect sample), one decompressed archive member, or the
-//! whole document for formats read whole (an agentfootprint Recording, a VCR cassette, a
-//! SWE-agent trajectory, an OpenHands event stream, an any-agent trace, a bare message list, an
-//! OTLP JSON document). Parsed into values and built into rows, such a
-//! record takes up to about ten times its size at once, so the limit is set where a record at the
-//! limit still fits the engine's memory budget (512 MB) with room to spare. Sizes are checked before anything is allocated: a file's length or an
-//! archive member's declared size up front, and every read is bounded as well, since a declared
+//! simulation, a tau-bench record, an Inspect sample), one length-prefixed OTLP protobuf
+//! request, one decompressed archive member, or the whole document for formats read whole (an
+//! agentfootprint Recording, a VCR cassette, a SWE-agent trajectory, an OpenHands event stream,
+//! an any-agent trace, a bare message list, an OTLP JSON document, a one-request OTLP protobuf
+//! file). Parsed into values and built into rows, such a record takes up to about ten times its
+//! size at once, so the limit is set where a record at the limit still fits the engine's memory
+//! budget (512 MB) with room to spare. Sizes are checked before anything is allocated: a file's
+//! length, an archive member's declared size or a protobuf request's length prefix up front, and
+//! every read is bounded as well, since a declared
 //! size can lie. What is over a limit is quarantined with the limit named, and reading goes on
 //! with the next record.
 //!

@@ -23,6 +23,9 @@ pub struct Head<'a> {
     /// The same as text (invalid UTF-8 replaced), without a byte-order mark and leading white
     /// space.
     pub text: &'a str,
+    /// The file, when detection is asked about one (not about bytes alone): for a binary format
+    /// without a magic number, whose name and length are part of what identifies it.
+    pub path: Option<&'a Path>,
 }
 
 /// How an adapter answers for a head.
@@ -111,6 +114,7 @@ impl Format {
         Format::MiniSweAgent,
         Format::Otel,
         Format::OpenInference,
+        Format::OtlpProto,
         Format::AnyAgent,
         Format::AgentfootprintNdjson,
         Format::AgentfootprintRecording,
@@ -149,7 +153,7 @@ impl Format {
     ///
     /// [`read_head`]: crate::ingest::read_head
     pub fn detect_file(path: &Path, head: &[u8]) -> Option<Format> {
-        if let Some(format) = Format::detect(head) {
+        if let Some(format) = Format::detect_in(head, Some(path)) {
             return Some(format);
         }
         let longer = std::fs::metadata(path).is_ok_and(|m| m.len() > head.len() as u64);
@@ -160,6 +164,7 @@ impl Format {
         let head = Head {
             bytes: head,
             text: text.trim_start_matches('\u{feff}').trim_start(),
+            path: Some(path),
         };
         let mut weak = None;
         for &format in Format::ALL {
@@ -175,10 +180,16 @@ impl Format {
     /// Guess the format from the first bytes of a file (at least a few KiB when available).
     /// Returns `None` when nothing matches; the caller quarantines the file.
     pub fn detect(head: &[u8]) -> Option<Format> {
+        Format::detect_in(head, None)
+    }
+
+    /// [`Format::detect`], with the file the head is of when there is one.
+    fn detect_in(head: &[u8], path: Option<&Path>) -> Option<Format> {
         let text = String::from_utf8_lossy(head);
         let head = Head {
             bytes: head,
             text: text.trim_start_matches('\u{feff}').trim_start(),
+            path,
         };
         let mut weak = None;
         for &format in Format::ALL {

@@ -1,8 +1,9 @@
 //! OpenTelemetry GenAI spans (and OpenInference spans, see [`super::openinference`]) from OTLP
-//! JSON exports.
+//! exports, JSON or protobuf.
 //!
 //! # Wire shapes
-//! Two shapes are read, and give the same runs: one OTLP/JSON `ExportTraceServiceRequest`
+//! OTLP protobuf (the `otlp-proto` format) is read by [`proto`] into the same spans as JSON;
+//! see there for its two shapes. Two JSON shapes are read, and give the same runs: one OTLP/JSON `ExportTraceServiceRequest`
 //! document (`{"resourceSpans":[{resource, scopeSpans:[{scope, spans:[...]}]}]}`), and the
 //! collector file exporter's output, one such request per line (streamed: the traces completed
 //! so far are handed on every 32 MiB of input). Attribute values are
@@ -85,6 +86,7 @@ use crate::ingest::{Format, Input, Sink};
 mod assemble;
 mod messages;
 mod output;
+pub mod proto;
 mod run;
 mod stitch;
 #[cfg(test)]
@@ -187,7 +189,38 @@ impl crate::ingest::Adapter for OpenInferenceAdapter {
     }
 }
 
+/// OTLP protobuf trace exports: one `ExportTraceServiceRequest` a file (the Collector's S3
+/// exporter), or the Collector file exporter's length-prefixed messages. Read into the same
+/// spans as JSON and joined by the same stitcher, so a trace split over JSON and protobuf files
+/// is one trace; runs are stored as `otel` or `openinference` by their spans, as from JSON.
+pub struct OtlpProtoAdapter;
+
+impl crate::ingest::Adapter for OtlpProtoAdapter {
+    fn name(&self) -> &'static str {
+        "otlp-proto"
+    }
+    fn family(&self) -> &'static str {
+        "otlp-proto"
+    }
+    fn about(&self) -> &'static str {
+        "OpenTelemetry GenAI or OpenInference spans in an OTLP protobuf export (*.binpb, *.pb): \
+         one request a file, or length-prefixed requests; runs are stored as otel or \
+         openinference"
+    }
+    fn detect(&self, head: &crate::ingest::Head<'_>) -> crate::ingest::Match {
+        proto::detect(head.bytes, head.path)
+    }
+    fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
+        proto::read(input, sink)
+    }
+    fn stitcher(&self) -> Option<Box<dyn crate::ingest::Stitch>> {
+        Some(Box::new(Stitcher::default()))
+    }
+}
+
 impl Format {
+    #[allow(non_upper_case_globals)]
+    pub const OtlpProto: Format = Format(&OtlpProtoAdapter);
     #[allow(non_upper_case_globals)]
     pub const Otel: Format = Format(&OtelAdapter);
     #[allow(non_upper_case_globals)]

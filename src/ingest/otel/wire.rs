@@ -265,15 +265,18 @@ fn trim_line(line: &[u8]) -> &[u8] {
     &line[start..]
 }
 
-struct Reader<'a> {
-    file: Arc<str>,
-    sink: &'a mut dyn Sink,
-    spans: Vec<Span>,
-    next_record: u64,
+/// One file's spans as they are read: records counted, what cannot be used quarantined, the
+/// usable spans held until they are handed on.
+pub(super) struct Reader<'a> {
+    pub(super) file: Arc<str>,
+    pub(super) sink: &'a mut dyn Sink,
+    pub(super) spans: Vec<Span>,
+    /// The next span's 0-based position among the spans of the file.
+    pub(super) next_record: u64,
 }
 
 impl<'a> Reader<'a> {
-    fn new(display: &str, sink: &'a mut dyn Sink) -> Reader<'a> {
+    pub(super) fn new(display: &str, sink: &'a mut dyn Sink) -> Reader<'a> {
         Reader {
             file: Arc::from(display),
             sink,
@@ -282,7 +285,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn drop(&mut self, locator: Locator, reason: impl Into<String>) {
+    pub(super) fn drop(&mut self, locator: Locator, reason: impl Into<String>) {
         let mut q = Quarantined::dropped(&self.file, locator, reason);
         q.format = Some(FORMAT);
         self.sink.quarantine(q);
@@ -342,7 +345,7 @@ impl<'a> Reader<'a> {
 
     /// Hand the spans read so far to the sink: only the complete traces when `complete_only`
     /// (the others wait for more of the file), else all of them.
-    fn flush(&mut self, complete_only: bool) {
+    pub(super) fn flush(&mut self, complete_only: bool) {
         let batch = group_by_trace(std::mem::take(&mut self.spans));
         let (ready, waiting): (Vec<_>, Vec<_>) = batch
             .traces
@@ -450,9 +453,63 @@ fn parse_span(v: &Value, file: &Arc<str>, locator: Locator, record: u64) -> Resu
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
         .map(str::to_string);
-    let mut attrs = attributes(v.get("attributes"), |k| {
-        SKIPPED_KEYS.contains(&k) || SKIPPED_PREFIXES.iter().any(|p| k.starts_with(p))
-    });
+    let mut attrs = attributes(v.get("attributes"), skipped_key);
+    tidy_attrs(&mut attrs);
+    let events = v
+        .get("events")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|e| {
+                    Some(SpanEvent {
+                        name: e.get("name")?.as_str()?.to_string(),
+                        time_ns: field(e, "timeUnixNano", "time_unix_nano").and_then(time_of),
+                        attrs: attributes(e.get("attributes"), skipped_event_key),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Span {
+        trace_id,
+        span_id,
+        parent_id,
+        remote_parent: is_remote_parent(flags),
+        name: v
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        start_ns: field(v, "startTimeUnixNano", "start_time_unix_nano").and_then(time_of),
+        end_ns: field(v, "endTimeUnixNano", "end_time_unix_nano").and_then(time_of),
+        status: status_code,
+        status_message,
+        attrs,
+        events,
+        file: file.clone(),
+        locator,
+        record,
+    })
+}
+
+/// A span attribute dropped on reading.
+pub(super) fn skipped_key(k: &str) -> bool {
+    SKIPPED_KEYS.contains(&k) || SKIPPED_PREFIXES.iter().any(|p| k.starts_with(p))
+}
+
+/// A span event attribute dropped on reading.
+pub(super) fn skipped_event_key(k: &str) -> bool {
+    SKIPPED_EVENT_KEYS.contains(&k)
+}
+
+/// The W3C remote flag of a span's `flags` (its "has remote" and "is remote" bits both set).
+pub(super) fn is_remote_parent(flags: i64) -> bool {
+    flags & 0x300 == 0x300
+}
+
+/// A span's attributes as read, whatever the wire: the JSON text of the structures the builder
+/// reads parsed, and pydantic-ai's request parameters cut down to the output declaration.
+pub(super) fn tidy_attrs(attrs: &mut Map<String, Value>) {
     for key in JSON_KEYS {
         if let Some(Value::String(text)) = attrs.get(key) {
             if let Ok(parsed @ (Value::Array(_) | Value::Object(_))) = js::parse_json(text) {
@@ -472,41 +529,6 @@ fn parse_span(v: &Value, file: &Arc<str>, locator: Locator, record: u64) -> Resu
             }
         }
     }
-    let events = v
-        .get("events")
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(|e| {
-                    Some(SpanEvent {
-                        name: e.get("name")?.as_str()?.to_string(),
-                        time_ns: field(e, "timeUnixNano", "time_unix_nano").and_then(time_of),
-                        attrs: attributes(e.get("attributes"), |k| SKIPPED_EVENT_KEYS.contains(&k)),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Span {
-        trace_id,
-        span_id,
-        parent_id,
-        remote_parent: flags & 0x300 == 0x300,
-        name: v
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        start_ns: field(v, "startTimeUnixNano", "start_time_unix_nano").and_then(time_of),
-        end_ns: field(v, "endTimeUnixNano", "end_time_unix_nano").and_then(time_of),
-        status: status_code,
-        status_message,
-        attrs,
-        events,
-        file: file.clone(),
-        locator,
-        record,
-    })
 }
 
 /// A trace or span id as lower-case hex. Hex ids are lower-cased; base64 ids (the plain
