@@ -543,3 +543,134 @@ fn codex_calls_seen_twice_and_rollouts_without_messages() {
     assert_eq!(notes(&sink).len(), 1);
     assert!(notes(&sink)[0].contains("no message"), "{:?}", notes(&sink));
 }
+
+#[test]
+fn claude_slash_command_prompts() {
+    let sink = check(
+        &fixture("claude-code/claude-code-viewer-init.excerpt.jsonl"),
+        Format::ClaudeCode,
+        claude_calls,
+    );
+    assert_eq!(landings(&sink), (6, 6));
+    let runs = &sink.conversations[0].0.runs;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].turn, 1);
+    assert_eq!(runs[0].user_message.as_deref(), Some("/init"));
+
+    // A command the model answers is a prompt, with its arguments; a local command (its output
+    // follows) is not, nor is a compaction summary.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s2.jsonl");
+    let entry = |uuid: &str, kind: &str, extra: Value, message: Value| {
+        let mut v = serde_json::json!({
+            "parentUuid": null, "isSidechain": false, "sessionId": "s2", "uuid": uuid,
+            "type": kind, "timestamp": "2025-10-01T10:00:00.000Z", "message": message
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string()
+    };
+    let user = |text: &str| serde_json::json!({"role": "user", "content": text});
+    let reply = |id: &str, text: &str| serde_json::json!({"id": id, "role": "assistant", "content": [{"type": "text", "text": text}]});
+    let none = serde_json::json!({});
+    let meta = serde_json::json!({"isMeta": true});
+    let text = [
+        entry("u1", "user", none.clone(), user("<command-name>/clear</command-name>\n<command-message>clear</command-message>\n<command-args></command-args>")),
+        entry("u2", "user", none.clone(), user("<local-command-stdout></local-command-stdout>")),
+        entry("u3", "user", none.clone(), user("<command-message>review is running…</command-message>\n<command-name>/review</command-name>\n<command-args>src/lib.rs</command-args>")),
+        entry("u4", "user", meta, user("Review the file named in the arguments.")),
+        entry("a1", "assistant", none.clone(), reply("m1", "It looks fine.")),
+        entry("u5", "user", serde_json::json!({"isCompactSummary": true}), user("Summary of the conversation so far.")),
+        entry("u6", "user", none.clone(), user("<command-name>/cost</command-name>")),
+        entry("a2", "assistant", none, reply("m2", "Nothing was spent.")),
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let sink = check(&path, Format::ClaudeCode, claude_calls);
+    let prompts: Vec<Option<&str>> = sink.conversations[0]
+        .0
+        .runs
+        .iter()
+        .map(|r| r.user_message.as_deref())
+        .collect();
+    assert_eq!(prompts, [Some("/review src/lib.rs"), Some("/cost")]);
+
+    let sink = check(
+        &fixture("claude-code/inspect-scout-compaction_session.jsonl"),
+        Format::ClaudeCode,
+        claude_calls,
+    );
+    let prompts: Vec<Option<&str>> = sink.conversations[0]
+        .0
+        .runs
+        .iter()
+        .map(|r| r.user_message.as_deref())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            Some("Start a long conversation"),
+            Some("Continue where we left off")
+        ]
+    );
+}
+
+#[test]
+fn claude_record_shapes_of_agent_sessions() {
+    let sink = check(
+        &fixture("claude-code/agent-sessions-small.excerpt.jsonl"),
+        Format::ClaudeCode,
+        claude_calls,
+    );
+    // Every entry type is known; the messages sharing one trimmed uuid are each read.
+    let found = notes(&sink);
+    assert!(
+        found.iter().all(|n| !n.contains("unknown type")),
+        "{found:?}"
+    );
+    assert_eq!(landings(&sink).0, 3);
+
+    // Entries without parentUuid, and entry types no Claude Code writes: read, with notes.
+    let sink = check(
+        &fixture("claude-code/agent-sessions-schema_drift.jsonl"),
+        Format::ClaudeCode,
+        claude_calls,
+    );
+    let runs = &sink.conversations[0].0.runs;
+    assert_eq!(runs[0].user_message.as_deref(), Some("Open README"));
+    assert_eq!(
+        notes(&sink),
+        [
+            "entries of the unknown type \"tool_use\" are not messages; left out",
+            "entries of the unknown type \"tool_result\" are not messages; left out"
+        ]
+    );
+}
+
+#[test]
+fn qwen_code_transcripts_are_not_claude_code() {
+    // Qwen Code's transcripts carry Claude Code's links, with Gemini `parts` for content.
+    let user = r#"{"uuid":"q1","parentUuid":null,"sessionId":"s","timestamp":"2026-01-01T00:00:00.000Z","type":"user","cwd":"/w","version":"0.21.0","message":{"role":"user","parts":[{"text":"hi"}]}}"#;
+    let system = r#"{"uuid":"q2","parentUuid":"q1","sessionId":"s","timestamp":"2026-01-01T00:00:00.000Z","type":"system","subtype":"ui_telemetry","systemPayload":{"uiEvent":{}}}"#;
+    for head in [user, system] {
+        assert_ne!(
+            Format::detect(head.as_bytes()),
+            Some(Format::ClaudeCode),
+            "{head}"
+        );
+    }
+    // Claude Code's own first lines: a message entry, and entries that are not messages.
+    for head in [
+        r#"{"parentUuid":null,"isSidechain":false,"sessionId":"s","type":"user","message":{"role":"user","content":"hi"},"uuid":"u1"}"#,
+        r#"{"type":"queue-operation","operation":"dequeue","timestamp":"2026-01-01T00:00:00.000Z","sessionId":"s"}"#,
+        r#"{"type":"permission-mode","permissionMode":"default","sessionId":"s"}"#,
+        r#"{"type":"summary","summary":"A title","leafUuid":"u9"}"#,
+    ] {
+        assert_eq!(
+            Format::detect(head.as_bytes()),
+            Some(Format::ClaudeCode),
+            "{head}"
+        );
+    }
+}
