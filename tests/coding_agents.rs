@@ -61,11 +61,12 @@ fn codex_calls(path: &Path) -> (usize, usize) {
         };
         let id = item["call_id"].as_str().unwrap_or("").to_string();
         match item["type"].as_str() {
-            Some("function_call" | "custom_tool_call" | "local_shell_call") => {
-                if seen.insert(id.clone()) {
-                    calls.push(id);
-                }
+            Some("function_call" | "custom_tool_call" | "local_shell_call")
+                if seen.insert(id.clone()) =>
+            {
+                calls.push(id)
             }
+            Some("function_call" | "custom_tool_call" | "local_shell_call") => {}
             Some(t) if t.ends_with("_output") => {
                 results.insert(id);
             }
