@@ -675,3 +675,85 @@ fn qwen_code_transcripts_are_not_claude_code() {
         );
     }
 }
+
+#[test]
+fn claude_sub_agent_files_keep_their_own_ids() {
+    // The session and its sub-agent's own file, both under the session's id: the sub-agent's
+    // chain and the session's own side chain are distinct conversations.
+    let dir = tempfile::tempdir().unwrap();
+    let entry = |uuid: &str, parent: Option<&str>, side: bool, kind: &str, extra: Value| {
+        let mut v = serde_json::json!({
+            "parentUuid": parent, "isSidechain": side, "sessionId": "s3", "uuid": uuid,
+            "type": kind, "timestamp": "2025-10-01T10:00:00.000Z"
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string()
+    };
+    let user = |text: &str| serde_json::json!({"message": {"role": "user", "content": text}});
+    let reply = |id: &str, text: &str| serde_json::json!({"message": {"id": id, "role": "assistant", "content": [{"type": "text", "text": text}]}});
+    let session = dir.path().join("s3.jsonl");
+    let text = [
+        entry("u1", None, false, "user", user("survey the repo")),
+        entry(
+            "a1",
+            Some("u1"),
+            false,
+            "assistant",
+            reply("m1", "Surveying."),
+        ),
+        entry("s1", None, true, "user", user("list the modules")),
+        entry(
+            "s2",
+            Some("s1"),
+            true,
+            "assistant",
+            reply("m2", "api, core"),
+        ),
+    ]
+    .join("\n");
+    std::fs::write(&session, text).unwrap();
+    let subagents = dir.path().join("s3/subagents");
+    std::fs::create_dir_all(&subagents).unwrap();
+    let with_agent = |mut v: Value, agent: Option<&str>| {
+        if let Some(agent) = agent {
+            v["agentId"] = Value::from(agent);
+        }
+        v
+    };
+    for (file, agent) in [("agent-x1.jsonl", Some("x1")), ("agent-x2.jsonl", None)] {
+        let text = [
+            entry(
+                "g1",
+                None,
+                true,
+                "user",
+                with_agent(user("count files"), agent),
+            ),
+            entry(
+                "g2",
+                Some("g1"),
+                true,
+                "assistant",
+                with_agent(reply("m3", "3 files"), agent),
+            ),
+        ]
+        .join("\n");
+        std::fs::write(subagents.join(file), text).unwrap();
+    }
+    let mut ids = Vec::new();
+    for path in [
+        session,
+        subagents.join("agent-x1.jsonl"),
+        subagents.join("agent-x2.jsonl"),
+    ] {
+        let sink = check(&path, Format::ClaudeCode, claude_calls);
+        ids.extend(sink.conversations.iter().map(|(c, _)| c.id.clone()));
+    }
+    assert_eq!(
+        ids,
+        ["s3", "s3/sidechain-1", "s3/agent-x1", "s3/agent-x2"],
+        "each chain its own conversation"
+    );
+}

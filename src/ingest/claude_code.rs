@@ -4,7 +4,11 @@
 //! A file is one session: its main chain is one conversation (the entries' `sessionId`, else the
 //! file name), and each sub-agent's side chain (`isSidechain: true`, the Task tool's work) is a
 //! conversation of its own, `<session>/sidechain-<n>` in the order the chains start, so that its
-//! prompt is a run of its own and does not count as a turn of the person's session.
+//! prompt is a run of its own and does not count as a turn of the person's session. A chain whose
+//! entries name their sub-agent (`agentId`) is `<session>/agent-<agentId>`, and a file holding
+//! side chains only (a sub-agent's own file, `<session>/subagents/agent-<id>.jsonl`, under the
+//! parent's `sessionId`) names its chain after the file, `<session>/<file stem>`: the parent's
+//! own side chains keep their ids.
 //! - A `user` entry whose content is text is the person's prompt and starts a run; one whose
 //!   `isMeta` or `isCompactSummary` is set, a local command's echo and output (`<command-name>`,
 //!   `<local-command-stdout>`) and an interruption notice (`[Request interrupted by user`) are
@@ -126,6 +130,8 @@ struct Chain {
     /// answers it (its expansion, or a reply, comes next), system text if a local command's
     /// output does.
     command: Option<(usize, String)>,
+    /// The sub-agent whose chain this is (`agentId`), when the entries name it.
+    agent: Option<String>,
     first_line: u64,
 }
 
@@ -203,9 +209,24 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         model: session.model.clone(),
     };
     let Session { main, sides, .. } = session;
+    // A sub-agent's own file (`<session>/subagents/agent-<id>.jsonl`) holds side-chain entries
+    // only, under the parent's `sessionId`: named by its agent or file, its chain does not take
+    // the id of the parent's first side chain.
+    let own_file = main.messages.is_empty();
+    let stem = input
+        .path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned());
     let mut chains = vec![(id.clone(), main)];
     for (n, chain) in sides.into_iter().enumerate() {
-        chains.push((format!("{id}/sidechain-{}", n + 1), chain));
+        let name = match (&chain.agent, &stem) {
+            (Some(agent), _) if id == format!("agent-{agent}") => id.clone(),
+            (Some(agent), _) => format!("{id}/agent-{agent}"),
+            (None, Some(stem)) if own_file && n == 0 => format!("{id}/{stem}"),
+            (None, Some(stem)) if own_file => format!("{id}/{stem}/sidechain-{}", n + 1),
+            _ => format!("{id}/sidechain-{}", n + 1),
+        };
+        chains.push((name, chain));
     }
     for (id, chain) in chains {
         if chain.messages.is_empty() {
@@ -377,6 +398,7 @@ impl Session {
             None => {
                 self.sides.push(Chain {
                     first_line: line,
+                    agent: text_of(entry.get("agentId")),
                     ..Chain::default()
                 });
                 self.sides.len() - 1
