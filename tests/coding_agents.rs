@@ -8,13 +8,23 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use traceaudit::{read_head, read_path, Collect, Format, Severity};
 
+/// The file's non-blank lines: the JSON objects among them, and how many are not JSON objects
+/// (the lines a reader drops).
+fn raw_lines(path: &Path) -> (Vec<Value>, usize) {
+    let text = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
+    let mut objects = Vec::new();
+    let mut others = 0;
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Value>(l) {
+            Ok(v @ Value::Object(_)) => objects.push(v),
+            _ => others += 1,
+        }
+    }
+    (objects, others)
+}
+
 fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    raw_lines(path).0
 }
 
 /// Distinct `tool_use` ids in the transcript's assistant entries, and how many of them a
@@ -26,10 +36,10 @@ fn claude_calls(path: &Path) -> (usize, usize) {
         if let Some(blocks) = entry["message"]["content"].as_array() {
             for b in blocks {
                 if entry["type"] == "assistant" && b["type"] == "tool_use" {
-                    calls.insert(b["id"].as_str().unwrap().to_string());
+                    calls.insert(b["id"].as_str().unwrap_or("").to_string());
                 }
                 if entry["type"] == "user" && b["type"] == "tool_result" {
-                    results.insert(b["tool_use_id"].as_str().unwrap().to_string());
+                    results.insert(b["tool_use_id"].as_str().unwrap_or("").to_string());
                 }
             }
         }
@@ -37,10 +47,11 @@ fn claude_calls(path: &Path) -> (usize, usize) {
     (calls.len(), calls.intersection(&results).count())
 }
 
-/// Call items of the rollout, in either layout (an envelope's payload or the bare item), and
-/// how many of them an output item answers.
+/// Call items of the rollout, in either layout (an envelope's payload or the bare item), each
+/// call id once, and how many of them an output item answers.
 fn codex_calls(path: &Path) -> (usize, usize) {
     let mut calls = Vec::new();
+    let mut seen = BTreeSet::new();
     let mut results = BTreeSet::new();
     for l in lines(path) {
         let item = if l["type"] == "response_item" {
@@ -50,7 +61,12 @@ fn codex_calls(path: &Path) -> (usize, usize) {
         };
         let id = item["call_id"].as_str().unwrap_or("").to_string();
         match item["type"].as_str() {
-            Some("function_call" | "custom_tool_call" | "local_shell_call") => calls.push(id),
+            Some("function_call" | "custom_tool_call" | "local_shell_call")
+                if seen.insert(id.clone()) =>
+            {
+                calls.push(id)
+            }
+            Some("function_call" | "custom_tool_call" | "local_shell_call") => {}
             Some(t) if t.ends_with("_output") => {
                 results.insert(id);
             }
@@ -87,14 +103,15 @@ fn check(path: &Path, format: Format, count: fn(&Path) -> (usize, usize)) -> Col
         path.display()
     );
     let sink = read_path(path, None).unwrap();
+    let (objects, others) = raw_lines(path);
     assert_eq!(
         dropped(&sink),
-        0,
-        "{}: {:?}",
+        others,
+        "each line that is not a JSON object, and no other, is dropped: {}: {:?}",
         path.display(),
         sink.quarantined
     );
-    assert_eq!(sink.records as usize, lines(path).len());
+    assert_eq!(sink.records as usize, objects.len() + others);
     assert_eq!(landings(&sink), count(path), "{}", path.display());
     sink
 }
@@ -122,6 +139,16 @@ fn shared(dir: &str) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
+}
+
+fn notes(sink: &Collect) -> Vec<&str> {
+    sink.quarantined.iter().map(|q| q.reason.as_str()).collect()
 }
 
 fn testdata(path: &str) -> PathBuf {
@@ -409,4 +436,324 @@ fn bare_message_lists_as_early_mini_swe_agent_saved_them() {
     assert!(first
         .text_or_empty()
         .starts_with("<returncode>1</returncode>"));
+}
+
+#[test]
+fn codex_rollouts_of_claude_code_log() {
+    // Content items as a custom tool's output; an envelope entry of an unknown type.
+    let sink = check(
+        &fixture("codex/rollout-2026-01-02T03-04-05-11111111-1111-4111-8111-111111111111.jsonl"),
+        Format::Codex,
+        codex_calls,
+    );
+    assert_eq!(landings(&sink), (3, 3));
+    let run = &sink.conversations[0].0.runs[0];
+    assert_eq!(
+        run.user_message.as_deref(),
+        Some("List the synthetic files.")
+    );
+    let patch = run.landings().nth(1).unwrap();
+    assert_eq!(patch.tool_name.as_deref(), Some("apply_patch"));
+    assert_eq!(patch.text_or_empty(), "Done!");
+    assert_eq!(
+        notes(&sink),
+        ["entries of the unknown type \"future_synthetic_record\" are not read; left out"]
+    );
+
+    // The older layout, its session meta without `instructions`.
+    let path = fixture("codex/rollout-44444444-4444-4444-8444-444444444444.jsonl");
+    let sink = check(&path, Format::Codex, codex_calls);
+    let run = &sink.conversations[0].0.runs[0];
+    assert_eq!(
+        sink.conversations[0].0.id,
+        "44444444-4444-4444-8444-444444444444"
+    );
+    assert_eq!(
+        run.answer.as_deref(),
+        Some("The synthetic legacy session is open.")
+    );
+
+    // A prompt held only as an event; then the same with a line that is not JSON.
+    for (name, prompt) in [
+        (
+            "codex/rollout-55555555-5555-4555-8555-555555555555.jsonl",
+            "Archived synthetic prompt.",
+        ),
+        (
+            "codex/rollout-66666666-6666-4666-8666-666666666666.jsonl",
+            "Safe line before malformed input.",
+        ),
+    ] {
+        let sink = check(&fixture(name), Format::Codex, codex_calls);
+        let runs = &sink.conversations[0].0.runs;
+        assert_eq!(runs.len(), 1, "{name}");
+        assert_eq!(runs[0].user_message.as_deref(), Some(prompt));
+    }
+}
+
+#[test]
+fn codex_record_shapes_of_agent_sessions() {
+    let sink = check(
+        &fixture("codex/agent-sessions-small.excerpt.jsonl"),
+        Format::Codex,
+        codex_calls,
+    );
+    assert!(sink.quarantined.is_empty(), "{:?}", notes(&sink));
+    let run = &sink.conversations[0].0.runs[0];
+    assert_eq!(run.user_message.as_deref(), Some("List the files"));
+    assert_eq!(run.answer.as_deref(), Some("Found 2 files."));
+    // The outputs: a list of content items, and one content item.
+    let texts: Vec<&str> = run.landings().map(|l| l.text_or_empty()).collect();
+    assert_eq!(texts, ["a.txt\nb.txt\n", "a.txt\n"]);
+}
+
+#[test]
+fn codex_calls_seen_twice_and_rollouts_without_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rollout-2026-01-01T00-00-00-dup.jsonl");
+    let item = |v: Value| {
+        serde_json::json!({"timestamp": "2026-01-01T00:00:00.000Z", "type": "response_item", "payload": v})
+            .to_string()
+    };
+    let text = [
+        r#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"dup"}}"#
+            .to_string(),
+        item(serde_json::json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]})),
+        item(serde_json::json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"})),
+        item(serde_json::json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"})),
+        item(serde_json::json!({"type": "function_call_output", "call_id": "c1", "output": "ok"})),
+        item(serde_json::json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]})),
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let sink = check(&path, Format::Codex, codex_calls);
+    assert_eq!(landings(&sink), (1, 1));
+    assert!(sink.quarantined.is_empty(), "{:?}", notes(&sink));
+
+    // Token counts only, and no session meta line: still a rollout, with a note that it holds
+    // nothing to read.
+    let path = dir.path().join("rollout-2026-01-01T00-00-00-tokens.jsonl");
+    let text = [
+        r#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"turn_context","payload":{"model":"gpt-5"}}"#,
+        r#"{"timestamp":"2026-01-01T00:00:01.000Z","type":"event_msg","payload":{"type":"token_count","info":null}}"#,
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let sink = check(&path, Format::Codex, codex_calls);
+    assert!(sink.conversations.is_empty());
+    assert_eq!(notes(&sink).len(), 1);
+    assert!(notes(&sink)[0].contains("no message"), "{:?}", notes(&sink));
+}
+
+#[test]
+fn claude_slash_command_prompts() {
+    let sink = check(
+        &fixture("claude-code/claude-code-viewer-init.excerpt.jsonl"),
+        Format::ClaudeCode,
+        claude_calls,
+    );
+    assert_eq!(landings(&sink), (6, 6));
+    let runs = &sink.conversations[0].0.runs;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].turn, 1);
+    assert_eq!(runs[0].user_message.as_deref(), Some("/init"));
+
+    // A command the model answers is a prompt, with its arguments; a local command (its output
+    // follows) is not, nor is a compaction summary.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s2.jsonl");
+    let entry = |uuid: &str, kind: &str, extra: Value, message: Value| {
+        let mut v = serde_json::json!({
+            "parentUuid": null, "isSidechain": false, "sessionId": "s2", "uuid": uuid,
+            "type": kind, "timestamp": "2025-10-01T10:00:00.000Z", "message": message
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string()
+    };
+    let user = |text: &str| serde_json::json!({"role": "user", "content": text});
+    let reply = |id: &str, text: &str| serde_json::json!({"id": id, "role": "assistant", "content": [{"type": "text", "text": text}]});
+    let none = serde_json::json!({});
+    let meta = serde_json::json!({"isMeta": true});
+    let text = [
+        entry("u1", "user", none.clone(), user("<command-name>/clear</command-name>\n<command-message>clear</command-message>\n<command-args></command-args>")),
+        entry("u2", "user", none.clone(), user("<local-command-stdout></local-command-stdout>")),
+        entry("u3", "user", none.clone(), user("<command-message>review is running…</command-message>\n<command-name>/review</command-name>\n<command-args>src/lib.rs</command-args>")),
+        entry("u4", "user", meta, user("Review the file named in the arguments.")),
+        entry("a1", "assistant", none.clone(), reply("m1", "It looks fine.")),
+        entry("u5", "user", serde_json::json!({"isCompactSummary": true}), user("Summary of the conversation so far.")),
+        entry("u6", "user", none.clone(), user("<command-name>/cost</command-name>")),
+        entry("a2", "assistant", none, reply("m2", "Nothing was spent.")),
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let sink = check(&path, Format::ClaudeCode, claude_calls);
+    let prompts: Vec<Option<&str>> = sink.conversations[0]
+        .0
+        .runs
+        .iter()
+        .map(|r| r.user_message.as_deref())
+        .collect();
+    assert_eq!(prompts, [Some("/review src/lib.rs"), Some("/cost")]);
+
+    let sink = check(
+        &fixture("claude-code/inspect-scout-compaction_session.jsonl"),
+        Format::ClaudeCode,
+        claude_calls,
+    );
+    let prompts: Vec<Option<&str>> = sink.conversations[0]
+        .0
+        .runs
+        .iter()
+        .map(|r| r.user_message.as_deref())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            Some("Start a long conversation"),
+            Some("Continue where we left off")
+        ]
+    );
+}
+
+#[test]
+fn claude_record_shapes_of_agent_sessions() {
+    let sink = check(
+        &fixture("claude-code/agent-sessions-small.excerpt.jsonl"),
+        Format::ClaudeCode,
+        claude_calls,
+    );
+    // Every entry type is known; the messages sharing one trimmed uuid are each read.
+    let found = notes(&sink);
+    assert!(
+        found.iter().all(|n| !n.contains("unknown type")),
+        "{found:?}"
+    );
+    assert_eq!(landings(&sink).0, 3);
+
+    // Entries without parentUuid, and entry types no Claude Code writes: read, with notes.
+    let sink = check(
+        &fixture("claude-code/agent-sessions-schema_drift.jsonl"),
+        Format::ClaudeCode,
+        claude_calls,
+    );
+    let runs = &sink.conversations[0].0.runs;
+    assert_eq!(runs[0].user_message.as_deref(), Some("Open README"));
+    assert_eq!(
+        notes(&sink),
+        [
+            "entries of the unknown type \"tool_use\" are not messages; left out",
+            "entries of the unknown type \"tool_result\" are not messages; left out"
+        ]
+    );
+}
+
+#[test]
+fn qwen_code_transcripts_are_not_claude_code() {
+    // Qwen Code's transcripts carry Claude Code's links, with Gemini `parts` for content.
+    let user = r#"{"uuid":"q1","parentUuid":null,"sessionId":"s","timestamp":"2026-01-01T00:00:00.000Z","type":"user","cwd":"/w","version":"0.21.0","message":{"role":"user","parts":[{"text":"hi"}]}}"#;
+    let system = r#"{"uuid":"q2","parentUuid":"q1","sessionId":"s","timestamp":"2026-01-01T00:00:00.000Z","type":"system","subtype":"ui_telemetry","systemPayload":{"uiEvent":{}}}"#;
+    for head in [user, system] {
+        assert_ne!(
+            Format::detect(head.as_bytes()),
+            Some(Format::ClaudeCode),
+            "{head}"
+        );
+    }
+    // Claude Code's own first lines: a message entry, and entries that are not messages.
+    for head in [
+        r#"{"parentUuid":null,"isSidechain":false,"sessionId":"s","type":"user","message":{"role":"user","content":"hi"},"uuid":"u1"}"#,
+        r#"{"type":"queue-operation","operation":"dequeue","timestamp":"2026-01-01T00:00:00.000Z","sessionId":"s"}"#,
+        r#"{"type":"permission-mode","permissionMode":"default","sessionId":"s"}"#,
+        r#"{"type":"summary","summary":"A title","leafUuid":"u9"}"#,
+    ] {
+        assert_eq!(
+            Format::detect(head.as_bytes()),
+            Some(Format::ClaudeCode),
+            "{head}"
+        );
+    }
+}
+
+#[test]
+fn claude_sub_agent_files_keep_their_own_ids() {
+    // The session and its sub-agent's own file, both under the session's id: the sub-agent's
+    // chain and the session's own side chain are distinct conversations.
+    let dir = tempfile::tempdir().unwrap();
+    let entry = |uuid: &str, parent: Option<&str>, side: bool, kind: &str, extra: Value| {
+        let mut v = serde_json::json!({
+            "parentUuid": parent, "isSidechain": side, "sessionId": "s3", "uuid": uuid,
+            "type": kind, "timestamp": "2025-10-01T10:00:00.000Z"
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string()
+    };
+    let user = |text: &str| serde_json::json!({"message": {"role": "user", "content": text}});
+    let reply = |id: &str, text: &str| serde_json::json!({"message": {"id": id, "role": "assistant", "content": [{"type": "text", "text": text}]}});
+    let session = dir.path().join("s3.jsonl");
+    let text = [
+        entry("u1", None, false, "user", user("survey the repo")),
+        entry(
+            "a1",
+            Some("u1"),
+            false,
+            "assistant",
+            reply("m1", "Surveying."),
+        ),
+        entry("s1", None, true, "user", user("list the modules")),
+        entry(
+            "s2",
+            Some("s1"),
+            true,
+            "assistant",
+            reply("m2", "api, core"),
+        ),
+    ]
+    .join("\n");
+    std::fs::write(&session, text).unwrap();
+    let subagents = dir.path().join("s3/subagents");
+    std::fs::create_dir_all(&subagents).unwrap();
+    let with_agent = |mut v: Value, agent: Option<&str>| {
+        if let Some(agent) = agent {
+            v["agentId"] = Value::from(agent);
+        }
+        v
+    };
+    for (file, agent) in [("agent-x1.jsonl", Some("x1")), ("agent-x2.jsonl", None)] {
+        let text = [
+            entry(
+                "g1",
+                None,
+                true,
+                "user",
+                with_agent(user("count files"), agent),
+            ),
+            entry(
+                "g2",
+                Some("g1"),
+                true,
+                "assistant",
+                with_agent(reply("m3", "3 files"), agent),
+            ),
+        ]
+        .join("\n");
+        std::fs::write(subagents.join(file), text).unwrap();
+    }
+    let mut ids = Vec::new();
+    for path in [
+        session,
+        subagents.join("agent-x1.jsonl"),
+        subagents.join("agent-x2.jsonl"),
+    ] {
+        let sink = check(&path, Format::ClaudeCode, claude_calls);
+        ids.extend(sink.conversations.iter().map(|(c, _)| c.id.clone()));
+    }
+    assert_eq!(
+        ids,
+        ["s3", "s3/sidechain-1", "s3/agent-x1", "s3/agent-x2"],
+        "each chain its own conversation"
+    );
 }

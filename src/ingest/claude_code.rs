@@ -4,26 +4,34 @@
 //! A file is one session: its main chain is one conversation (the entries' `sessionId`, else the
 //! file name), and each sub-agent's side chain (`isSidechain: true`, the Task tool's work) is a
 //! conversation of its own, `<session>/sidechain-<n>` in the order the chains start, so that its
-//! prompt is a run of its own and does not count as a turn of the person's session.
+//! prompt is a run of its own and does not count as a turn of the person's session. A chain whose
+//! entries name their sub-agent (`agentId`) is `<session>/agent-<agentId>`, and a file holding
+//! side chains only (a sub-agent's own file, `<session>/subagents/agent-<id>.jsonl`, under the
+//! parent's `sessionId`) names its chain after the file, `<session>/<file stem>`: the parent's
+//! own side chains keep their ids.
 //! - A `user` entry whose content is text is the person's prompt and starts a run; one whose
-//!   `isMeta` is set, a slash command's echo (`<command-name>`, `<local-command-stdout>`) and an
-//!   interruption notice (`[Request interrupted by user`) are system text. The `tool_result`
-//!   blocks of a user entry are tool results, joined to their `tool_use` by `tool_use_id`
-//!   (`is_error` kept).
+//!   `isMeta` or `isCompactSummary` is set, a local command's echo and output (`<command-name>`,
+//!   `<local-command-stdout>`) and an interruption notice (`[Request interrupted by user`) are
+//!   system text. A slash command the model answers (its echo followed by its expansion, an
+//!   `isMeta` text, or by a reply) is the person's prompt, read as typed: `/name args`. The
+//!   `tool_result` blocks of a user entry are tool results, joined to their `tool_use` by
+//!   `tool_use_id` (`is_error` kept).
 //! - `assistant` entries are the model's messages; entries sharing one `message.id` (a reply
 //!   written block by block) are one message. `text` blocks are its text, `tool_use` blocks its
 //!   calls (`name`, `input`); `thinking` blocks are not read. The model is the first
 //!   `message.model` other than `<synthetic>`.
-//! - An entry seen again under the same `uuid`, or a `tool_use` id seen again, is read once.
-//! - `summary`, `system`, `file-history-snapshot` and other entry types are not messages; an
-//!   entry type never seen in Claude Code's files is a partial note, and so is a content block
-//!   kind never seen there (reasoning, media and server-tool blocks are not read, silently). An
-//!   entry that is not a message still links its side chain: the entries after it name it as
-//!   their parent. A line that is not JSON, or over the record limit, is dropped with its
-//!   reason.
+//! - An entry seen again (the same `uuid` and `message`), or a `tool_use` id seen again, is read
+//!   once.
+//! - `summary`, `system`, `file-history-snapshot` and the other entry types of [`NOT_MESSAGES`]
+//!   are not messages; an entry type never seen in Claude Code's files is a partial note, and so
+//!   is a content block kind never seen there (reasoning, media, server-tool and model-fallback
+//!   blocks are not read, silently). An entry that is not a message still links its side chain:
+//!   the entries after it name it as their parent. A line that is not JSON, or over the record
+//!   limit, is dropped with its reason.
 //! - Token usage (`message.usage`) is not read: the run model has no place for it.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::io;
 
 use serde_json::{Map, Value};
@@ -44,14 +52,26 @@ const NOT_MESSAGES: &[&str] = &[
     "progress",
     "attachment",
     "custom-title",
+    "ai-title",
     "tag",
     "agent-name",
     "last-prompt",
+    "permission-mode",
+    "mode",
+    "pr-link",
+    "frame-link",
+    "worktree-state",
+    "relocated",
+    "bridge-session",
+    "atis-latch",
+    "started",
+    "result",
 ];
 
-/// Content block kinds Claude Code writes that are not read: reasoning, media, and the server
-/// tools whose results sit in the same reply.
+/// Content block kinds Claude Code writes that are not read: reasoning, media, the server
+/// tools whose results sit in the same reply, and the notice of a fallback to another model.
 const NOT_READ_BLOCKS: &[&str] = &[
+    "fallback",
     "thinking",
     "redacted_thinking",
     "image",
@@ -62,15 +82,42 @@ const NOT_READ_BLOCKS: &[&str] = &[
     "code_execution_tool_result",
 ];
 
-/// Does the head look like a Claude Code transcript? JSON lines carrying the entry links
-/// (`parentUuid` with `sessionId`), or starting with a `summary` / `file-history-snapshot`
-/// entry.
+/// Does the head look like a Claude Code transcript? A first line that is an entry carrying the
+/// session's links (`sessionId` with `parentUuid`, or a `user` / `assistant` entry with its
+/// `uuid`), or one of the entries that are not messages (a `summary`, a `file-history-snapshot`,
+/// or another of [`NOT_MESSAGES`] naming its `sessionId`). Its message, if any, holds Anthropic
+/// `content`: the transcripts of Qwen Code (Gemini `parts`, a `systemPayload`) share the links
+/// and are not Claude Code's.
 pub(crate) fn is_transcript(text: &str) -> bool {
     let first = text.lines().next().unwrap_or("");
-    first.starts_with('{')
-        && ((first.contains("\"parentUuid\"") && first.contains("\"sessionId\""))
-            || (first.contains("\"type\":\"summary\"") && first.contains("\"leafUuid\""))
-            || first.contains("\"type\":\"file-history-snapshot\""))
+    if !first.starts_with('{') {
+        return false;
+    }
+    let Ok(entry) = serde_json::from_str::<Map<String, Value>>(first) else {
+        // Cut short by the head: the string test on what there is.
+        return !first.contains("\"systemPayload\"")
+            && !first.contains("\"parts\":[")
+            && ((first.contains("\"parentUuid\"") && first.contains("\"sessionId\""))
+                || (first.contains("\"type\":\"summary\"") && first.contains("\"leafUuid\""))
+                || first.contains("\"type\":\"file-history-snapshot\""));
+    };
+    let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
+    let session = entry.get("sessionId").is_some_and(Value::is_string);
+    match kind {
+        "summary" => entry.contains_key("leafUuid"),
+        "file-history-snapshot" => true,
+        k if NOT_MESSAGES.contains(&k) && k != "system" => session,
+        _ => {
+            let anthropic = match entry.get("message") {
+                None => true,
+                Some(Value::Object(m)) => m.contains_key("content") && !m.contains_key("parts"),
+                Some(_) => false,
+            };
+            let linked = entry.contains_key("parentUuid")
+                || (matches!(kind, "user" | "assistant") && entry.contains_key("uuid"));
+            session && linked && anthropic && !entry.contains_key("systemPayload")
+        }
+    }
 }
 
 /// One chain of the session being rebuilt.
@@ -79,7 +126,26 @@ struct Chain {
     messages: Vec<ChatMessage>,
     /// `message.id` of an assistant reply -> its index in `messages`.
     replies: HashMap<String, usize>,
+    /// A slash command's echo, the last message: the person's prompt if the model is what
+    /// answers it (its expansion, or a reply, comes next), system text if a local command's
+    /// output does.
+    command: Option<(usize, String)>,
+    /// The sub-agent whose chain this is (`agentId`), when the entries name it.
+    agent: Option<String>,
     first_line: u64,
+}
+
+impl Chain {
+    /// The next message of the chain has come: it settles a pending command echo.
+    fn settle(&mut self, prompted: bool) {
+        if let Some((at, prompt)) = self.command.take() {
+            if prompted {
+                let echo = &mut self.messages[at];
+                echo.role = Role::User;
+                echo.text = prompt;
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -90,7 +156,9 @@ struct Session {
     /// Side chains in the order they start; `roots` maps an entry's uuid to its chain.
     sides: Vec<Chain>,
     side_of: HashMap<String, usize>,
-    seen_uuids: HashSet<String>,
+    /// The uuid of each message entry read -> a hash of its `message`: an entry repeated is read
+    /// once, another message under a uuid already seen is read.
+    seen_uuids: HashMap<String, u64>,
     seen_calls: HashSet<String>,
     unknown_types: Vec<String>,
     unknown_blocks: Vec<String>,
@@ -120,12 +188,12 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         ));
     }
     for kind in &session.unknown_types {
-        sink.quarantine(partial(
-            input,
-            FORMAT,
-            Locator::File,
-            format!("entries of the unknown type {kind:?} are not messages; left out"),
-        ));
+        let reason = if kind.is_empty() {
+            "entries without a type are not messages; left out".to_string()
+        } else {
+            format!("entries of the unknown type {kind:?} are not messages; left out")
+        };
+        sink.quarantine(partial(input, FORMAT, Locator::File, reason));
     }
     let id = session.id.clone().unwrap_or_else(|| {
         input
@@ -141,9 +209,24 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         model: session.model.clone(),
     };
     let Session { main, sides, .. } = session;
+    // A sub-agent's own file (`<session>/subagents/agent-<id>.jsonl`) holds side-chain entries
+    // only, under the parent's `sessionId`: named by its agent or file, its chain does not take
+    // the id of the parent's first side chain.
+    let own_file = main.messages.is_empty();
+    let stem = input
+        .path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned());
     let mut chains = vec![(id.clone(), main)];
     for (n, chain) in sides.into_iter().enumerate() {
-        chains.push((format!("{id}/sidechain-{}", n + 1), chain));
+        let name = match (&chain.agent, &stem) {
+            (Some(agent), _) if id == format!("agent-{agent}") => id.clone(),
+            (Some(agent), _) => format!("{id}/agent-{agent}"),
+            (None, Some(stem)) if own_file && n == 0 => format!("{id}/{stem}"),
+            (None, Some(stem)) if own_file => format!("{id}/{stem}/sidechain-{}", n + 1),
+            _ => format!("{id}/sidechain-{}", n + 1),
+        };
+        chains.push((name, chain));
     }
     for (id, chain) in chains {
         if chain.messages.is_empty() {
@@ -167,7 +250,10 @@ impl Session {
             return;
         }
         if let Some(uuid) = entry.get("uuid").and_then(Value::as_str) {
-            if !self.seen_uuids.insert(uuid.to_string()) {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            hash_value(entry.get("message").unwrap_or(&Value::Null), &mut hasher);
+            let hash = hasher.finish();
+            if self.seen_uuids.insert(uuid.to_string(), hash) == Some(hash) {
                 return;
             }
         }
@@ -220,6 +306,7 @@ impl Session {
                 text.push(s.to_string());
             }
             let chain = self.chain_mut(chain);
+            chain.settle(true);
             let reply = text_of(message.get("id"));
             if let Some(&at) = reply.as_ref().and_then(|r| chain.replies.get(r)) {
                 let merged = &mut chain.messages[at];
@@ -242,6 +329,7 @@ impl Session {
             return;
         }
         let meta = entry.get("isMeta").and_then(Value::as_bool) == Some(true);
+        let summary = entry.get("isCompactSummary").and_then(Value::as_bool) == Some(true);
         let mut text = Vec::new();
         match message.get("content") {
             Some(Value::String(s)) => text.push(s.clone()),
@@ -268,18 +356,31 @@ impl Session {
                 }
             }
         }
+        let mut command = None;
+        let mut prompted = false;
         if !text.is_empty() {
             let text = text.join("\n");
-            let role = if meta || is_harness_text(&text) || !out.is_empty() {
+            let harness = is_harness_text(&text);
+            let role = if meta || summary || harness || !out.is_empty() {
                 Role::System
             } else {
                 Role::User
             };
+            // A command's expansion, written as meta text after its echo, is the model's prompt.
+            prompted = meta && !harness && out.is_empty();
+            if harness && out.is_empty() {
+                command = command_prompt(&text);
+            }
             let mut chat = ChatMessage::new(role, text);
             chat.timestamp_ms = timestamp_ms;
             out.push(chat);
         }
-        self.chain_mut(chain).messages.extend(out);
+        let chain = self.chain_mut(chain);
+        chain.settle(prompted);
+        if let Some(prompt) = command {
+            chain.command = Some((chain.messages.len(), prompt));
+        }
+        chain.messages.extend(out);
     }
 
     /// Which chain an entry belongs to: `None` for the main chain, else the side chain its
@@ -297,6 +398,7 @@ impl Session {
             None => {
                 self.sides.push(Chain {
                     first_line: line,
+                    agent: text_of(entry.get("agentId")),
                     ..Chain::default()
                 });
                 self.sides.len() - 1
@@ -348,6 +450,52 @@ fn is_harness_text(text: &str) -> bool {
         || t.starts_with("<local-command-stdout>")
         || t.starts_with("<local-command-stderr>")
         || t.starts_with("[Request interrupted by user")
+}
+
+/// A slash command's echo (`<command-name>/review</command-name>`, its `<command-args>`): the
+/// command as the person typed it.
+fn command_prompt(text: &str) -> Option<String> {
+    let inner = |tag: &str| {
+        let open = format!("<{tag}>");
+        let close = format!("</{tag}>");
+        let start = text.find(&open)? + open.len();
+        let end = start + text[start..].find(&close)?;
+        Some(text[start..end].trim())
+    };
+    let name = inner("command-name").filter(|n| !n.is_empty())?;
+    let mut prompt = if name.starts_with('/') {
+        name.to_string()
+    } else {
+        format!("/{name}")
+    };
+    if let Some(args) = inner("command-args").filter(|a| !a.is_empty()) {
+        prompt.push(' ');
+        prompt.push_str(args);
+    }
+    Some(prompt)
+}
+
+/// Feed a JSON value to a hasher, members in their order.
+fn hash_value(value: &Value, state: &mut impl Hasher) {
+    match value {
+        Value::Null => 0u8.hash(state),
+        Value::Bool(b) => (1u8, b).hash(state),
+        Value::Number(n) => (2u8, n.to_string()).hash(state),
+        Value::String(s) => (3u8, s).hash(state),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(state);
+            for item in items {
+                hash_value(item, state);
+            }
+        }
+        Value::Object(members) => {
+            (5u8, members.len()).hash(state);
+            for (key, member) in members {
+                key.hash(state);
+                hash_value(member, state);
+            }
+        }
+    }
 }
 
 /// The content blocks of a message: its list, or none.

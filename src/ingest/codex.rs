@@ -3,23 +3,30 @@
 //! Two layouts, told apart line by line:
 //! - the envelope (Codex 0.3x and later): `{"timestamp", "type", "payload"}` with `type`
 //!   `session_meta` (the session's `id`), `turn_context` (the `model`), `response_item` (an item
-//!   of the Responses API, below), `event_msg` and `compacted`;
+//!   of the Responses API, below), `event_msg`, `compacted`, `world_state` and
+//!   `inter_agent_communication_metadata`;
 //! - the older bare layout: a first line holding the session meta itself (`id`, `timestamp`,
-//!   `instructions`), then response items one per line, and `{"record_type": "state"}` lines.
+//!   and `instructions` when there were any), then response items one per line, and
+//!   `{"record_type": "state"}` lines.
 //!
 //! A file is one conversation (the session id, else the file name). Response items read:
 //! `message` (role `user`, `assistant`, `developer`/`system`; parts `input_text`,
 //! `output_text`), `function_call` / `function_call_output`, `custom_tool_call` /
-//! `custom_tool_call_output` and `local_shell_call`, joined to their outputs by `call_id`. A user
-//! message is the person's prompt and starts a run, except the texts Codex injects
-//! (`<environment_context>`, `<user_instructions>`, `# AGENTS.md instructions`), which are system
-//! text. A shell output of the form `{"output", "metadata": {"exit_code"}}` with a non-zero exit
-//! code is an error, as is a `success: false` output. `reasoning` items and `event_msg` entries
-//! (which repeat the items as UI events) are not messages; `web_search_call` items carry no
-//! result and are not read as landings. Token counts (`token_count` events) are not read: the
-//! run model has no place for them. An unknown item type is a partial note; a line that is not
-//! JSON is dropped with its reason.
+//! `custom_tool_call_output` and `local_shell_call`, joined to their outputs by `call_id`; a call
+//! id seen again is read once. A user message is the person's prompt and starts a run, except the
+//! texts Codex injects (`<environment_context>`, `<user_instructions>`, `# AGENTS.md
+//! instructions`), which are system text. An output is its text, or its content items' `text`;
+//! a shell output of the form `{"output", "metadata": {"exit_code"}}` with a non-zero exit code
+//! is an error, as is a `success: false` output. `reasoning` items and `event_msg` entries (which
+//! repeat the items as UI events) are not messages, except that a file holding no `message` item
+//! at all is read from its `user_message` and `agent_message` events. `web_search_call`,
+//! `image_generation_call` and `tool_search_call` / `tool_search_output` items (built-in tools
+//! whose work is not a call of the agent's tools) and sub-agents' `agent_message` items are not
+//! read. Token counts (`token_count` events) are not read: the run model has no place for them.
+//! An unknown item or entry type is a partial note; a line that is not JSON is dropped with its
+//! reason.
 
+use std::collections::HashSet;
 use std::io;
 
 use serde_json::{Map, Value};
@@ -31,30 +38,73 @@ use crate::model::Role;
 
 const FORMAT: &str = "codex";
 
-/// Item types that are not messages.
+/// Item types that are not messages: reasoning, snapshots, the built-in tools whose results
+/// sit in the item itself or in no item (web search, image generation, tool search), and the
+/// messages sub-agents send each other.
 const NOT_MESSAGES: &[&str] = &[
     "reasoning",
     "web_search_call",
     "compaction",
     "ghost_snapshot",
+    "image_generation_call",
+    "tool_search_call",
+    "tool_search_output",
+    "agent_message",
+];
+
+/// Envelope types that carry no item: session state and the sub-agents' bookkeeping.
+const NOT_ITEMS: &[&str] = &[
+    "event_msg",
+    "compacted",
+    "world_state",
+    "inter_agent_communication_metadata",
 ];
 
 /// Does the head look like a Codex rollout? A first line that is a `session_meta` envelope, or
-/// the older bare session meta (`id`, `timestamp`, `instructions`) followed by response items.
+/// another envelope (`{timestamp, type, payload}` and nothing else, of a type Codex writes: a
+/// rollout whose meta line was cut off), or the older bare session meta (`id`, `timestamp`, and
+/// optionally `instructions` and `git`) followed by response items.
 pub(crate) fn is_rollout(text: &str) -> bool {
     let mut lines = text.lines();
     let first = lines.next().unwrap_or("");
     if !first.starts_with('{') {
         return false;
     }
+    let parsed = serde_json::from_str::<Map<String, Value>>(first).ok();
+    if let Some(entry) = &parsed {
+        let envelope = entry.len() == 3
+            && entry.get("timestamp").is_some_and(Value::is_string)
+            && entry.get("payload").is_some_and(Value::is_object)
+            && entry.get("type").and_then(Value::as_str).is_some_and(|t| {
+                matches!(
+                    t,
+                    "session_meta" | "turn_context" | "response_item" | "event_msg"
+                )
+            });
+        if envelope {
+            return true;
+        }
+    }
     let compact = |l: &str| l.replace("\": ", "\":");
     let first = compact(first);
     if first.contains("\"type\":\"session_meta\"") && first.contains("\"payload\":") {
         return true;
     }
-    first.contains("\"id\":")
-        && first.contains("\"timestamp\":")
-        && first.contains("\"instructions\":")
+    let bare_meta = match &parsed {
+        Some(entry) => {
+            entry.get("id").is_some_and(Value::is_string)
+                && entry.contains_key("timestamp")
+                && entry
+                    .keys()
+                    .all(|k| matches!(k.as_str(), "id" | "timestamp" | "instructions" | "git"))
+        }
+        None => {
+            first.contains("\"id\":")
+                && first.contains("\"timestamp\":")
+                && first.contains("\"instructions\":")
+        }
+    };
+    bare_meta
         && lines.next().is_some_and(|second| {
             let second = compact(second);
             second.starts_with('{')
@@ -70,7 +120,12 @@ struct Rollout {
     id: Option<String>,
     model: Option<String>,
     agent: Option<String>,
-    messages: Vec<ChatMessage>,
+    /// The messages in file order, each marked whether it comes from an `event_msg` (read only
+    /// when the file holds no `message` item).
+    messages: Vec<(bool, ChatMessage)>,
+    message_items: bool,
+    seen_calls: HashSet<String>,
+    /// Partial notes, each once.
     unknown: Vec<String>,
 }
 
@@ -90,15 +145,22 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             )),
         }
     })?;
-    for kind in &rollout.unknown {
+    for note in &rollout.unknown {
+        sink.quarantine(partial(input, FORMAT, Locator::File, note.clone()));
+    }
+    let from_events = !rollout.message_items;
+    let messages: Vec<ChatMessage> = std::mem::take(&mut rollout.messages)
+        .into_iter()
+        .filter(|(event, _)| from_events || !event)
+        .map(|(_, m)| m)
+        .collect();
+    if messages.is_empty() {
         sink.quarantine(partial(
             input,
             FORMAT,
             Locator::File,
-            format!("items of the unknown type {kind:?} are not read; left out"),
+            "the rollout holds no message and no tool call; no run is read".to_string(),
         ));
-    }
-    if rollout.messages.is_empty() {
         return Ok(());
     }
     let id = rollout.id.clone().unwrap_or_else(|| {
@@ -114,7 +176,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         agent: rollout.agent.clone().or_else(|| Some("codex".to_string())),
         model: rollout.model.clone(),
     };
-    let conversation = trajectory::build(&id, rollout.messages, &template, sink, Locator::File);
+    let conversation = trajectory::build(&id, messages, &template, sink, Locator::File);
     sink.conversation(conversation, 0);
     Ok(())
 }
@@ -136,13 +198,33 @@ impl Rollout {
                 }
             }
             (Some("response_item"), Some(Value::Object(item))) => self.item(item, timestamp_ms),
-            (Some("event_msg" | "compacted"), _) => {}
+            (Some("event_msg"), Some(Value::Object(event))) => self.event(event, timestamp_ms),
+            (Some(kind), Some(_)) if NOT_ITEMS.contains(&kind) => {}
             // The older layout: the first line is the session meta, the others bare items.
             (None, _) if first && entry.contains_key("id") => self.meta(entry),
             (None, _) if entry.contains_key("record_type") => {}
             (Some(_), None) => self.item(entry, timestamp_ms),
-            (kind, _) => self.note(kind.unwrap_or("(none)")),
+            (kind, _) => self.note(format!(
+                "entries of the unknown type {:?} are not read; left out",
+                kind.unwrap_or("(none)")
+            )),
         }
+    }
+
+    /// The events that repeat a message: the person's prompt and the agent's reply, read when
+    /// the file holds no `message` item (a rollout whose items were not kept).
+    fn event(&mut self, event: &Map<String, Value>, timestamp_ms: Option<i64>) {
+        let role = match event.get("type").and_then(Value::as_str) {
+            Some("user_message") => Role::User,
+            Some("agent_message") => Role::Assistant,
+            _ => return,
+        };
+        let Some(text) = event.get("message").and_then(Value::as_str) else {
+            return;
+        };
+        let mut chat = ChatMessage::new(role, text);
+        chat.timestamp_ms = timestamp_ms;
+        self.messages.push((true, chat));
     }
 
     fn meta(&mut self, meta: &Map<String, Value>) {
@@ -154,10 +236,16 @@ impl Rollout {
         }
     }
 
-    fn note(&mut self, kind: &str) {
-        if !self.unknown.iter().any(|k| k == kind) {
-            self.unknown.push(kind.to_string());
+    fn note(&mut self, note: String) {
+        if !self.unknown.contains(&note) {
+            self.unknown.push(note);
         }
+    }
+
+    fn note_item(&mut self, kind: &str) {
+        self.note(format!(
+            "items of the unknown type {kind:?} are not read; left out"
+        ));
     }
 
     fn item(&mut self, item: &Map<String, Value>, timestamp_ms: Option<i64>) {
@@ -170,8 +258,9 @@ impl Rollout {
                     Some("user") => Role::User,
                     Some("assistant") => Role::Assistant,
                     Some("developer" | "system") => Role::System,
-                    _ => return self.note("message of an unknown role"),
+                    _ => return self.note_item("message of an unknown role"),
                 };
+                self.message_items = true;
                 ChatMessage::new(role, text)
             }
             "function_call" | "custom_tool_call" | "local_shell_call" => {
@@ -189,9 +278,15 @@ impl Rollout {
                     "local_shell_call" => Some("local_shell".to_string()),
                     _ => text_of(item.get("name")),
                 };
+                let id = text_of(item.get("call_id")).or_else(|| text_of(item.get("id")));
+                if let Some(id) = &id {
+                    if !self.seen_calls.insert(id.clone()) {
+                        return;
+                    }
+                }
                 let mut chat = ChatMessage::new(Role::Assistant, String::new());
                 chat.tool_calls.push(ChatToolCall {
-                    id: text_of(item.get("call_id")).or_else(|| text_of(item.get("id"))),
+                    id,
                     name: name.unwrap_or_default(),
                     arguments,
                 });
@@ -202,10 +297,10 @@ impl Rollout {
                 ChatMessage::tool(text_of(item.get("call_id")), None, text, error)
             }
             k if NOT_MESSAGES.contains(&k) => return,
-            k => return self.note(k),
+            k => return self.note_item(k),
         };
         chat.timestamp_ms = timestamp_ms;
-        self.messages.push(chat);
+        self.messages.push((false, chat));
     }
 }
 
@@ -234,7 +329,8 @@ fn parts_text(content: Option<&Value>) -> String {
     }
 }
 
-/// A call's output and whether it failed: the text as written; a shell result's non-zero
+/// A call's output and whether it failed: the text as written, or the `text` of its content
+/// items one per line (a list, or an object's `content`); a shell result's non-zero
 /// `metadata.exit_code`, or `success: false`, is a failure.
 fn output(value: Option<&Value>) -> (String, bool) {
     let failed = |o: &Map<String, Value>| {
@@ -252,9 +348,11 @@ fn output(value: Option<&Value>) -> (String, bool) {
             };
             (s.clone(), error)
         }
+        Some(Value::Array(_)) => (parts_text(value), false),
         Some(Value::Object(o)) => {
-            let text = match o.get("content") {
-                Some(Value::String(s)) => s.clone(),
+            let text = match (o.get("content"), o.get("text")) {
+                (Some(Value::String(s)), _) | (None, Some(Value::String(s))) => s.clone(),
+                (Some(parts @ Value::Array(_)), _) => parts_text(Some(parts)),
                 _ => Value::Object(o.clone()).to_string(),
             };
             (text, failed(o))
