@@ -1,5 +1,5 @@
 //! OpenInference span attributes (Arize Phoenix and the `openinference-instrumentation-*`
-//! packages), as [`super::otel`] reads them.
+//! packages), as the OpenTelemetry reader (`otel/`) reads them.
 //!
 //! OpenInference marks every span with `openinference.span.kind` (`AGENT`, `LLM`, `TOOL`,
 //! `CHAIN`, ...). The vocabulary the run builder needs:
@@ -16,7 +16,7 @@
 //! Processors that rewrite GenAI spans in place (openinference-instrumentation-pydantic-ai) keep
 //! the GenAI keys; the builder reads those first and falls back to the keys here.
 
-use crate::ingest::otel::{unflatten, Span};
+use crate::ingest::otel::span::{unflatten, Span};
 use serde_json::Value;
 
 /// The span-kind attribute.

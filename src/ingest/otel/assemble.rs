@@ -5,8 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::messages::{input_messages, output_messages, tool_call_id};
 use super::run::{build_run, RunSpans};
-use super::wire::Span;
-use super::FORMAT;
+use super::span::{Span, FORMAT};
 use crate::ingest::openinference as oi;
 use crate::ingest::{Quarantined, Severity, Sink};
 use crate::model::{Conversation, Run};

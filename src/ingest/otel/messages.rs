@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::wire::{unflatten, Span};
+use super::span::{unflatten, Span};
 use crate::ingest::openinference as oi;
 use crate::js;
 use crate::model::Role;

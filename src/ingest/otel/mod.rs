@@ -88,22 +88,18 @@ mod messages;
 mod output;
 pub mod proto;
 mod run;
+pub(crate) mod span;
 mod stitch;
 #[cfg(test)]
 mod tests;
 mod wire;
 
+pub use span::{Span, SpanEvent};
 #[cfg(test)]
 pub use stitch::assemble_batch;
 pub use stitch::Stitcher;
 #[cfg(test)]
 pub use wire::parse;
-pub use wire::{unflatten, Span, SpanEvent};
-
-/// The format name of runs read from GenAI spans.
-pub const FORMAT: &str = "otel";
-/// The format name of runs whose spans carry OpenInference attributes.
-pub const FORMAT_OPENINFERENCE: &str = "openinference";
 
 /// Is this the start of an OTLP trace export (a document, or one per line)? Its first key is the
 /// resource-spans list. Spans carrying OpenInference attributes make it [`Format::OpenInference`].
@@ -125,7 +121,7 @@ pub fn detect(head: &str) -> Option<Format> {
 /// built at once, as if no other input existed (a reader whose files each hold whole traces).
 pub(crate) fn assemble_spans(traces: Vec<(String, Vec<Span>)>, sink: &mut dyn Sink) {
     let mut stitcher = Stitcher::default();
-    stitcher.add(wire::SpanBatch { traces }, sink);
+    stitcher.add(span::SpanBatch { traces }, sink);
     stitcher.finish(sink);
 }
 

@@ -50,9 +50,8 @@ use opentelemetry_proto::tonic::trace::v1 as pb;
 use prost::Message as _;
 use serde_json::{Map, Value};
 
-use super::wire::{
-    is_remote_parent, skipped_event_key, skipped_key, tidy_attrs, Reader, Span, SpanEvent,
-};
+use super::span::{Span, SpanEvent};
+use super::wire::{is_remote_parent, skipped_event_key, skipped_key, tidy_attrs, Reader};
 use crate::ingest::limits::read_bounded;
 use crate::ingest::{Input, Locator, Match, Sink};
 

@@ -10,8 +10,7 @@ use super::messages::{
     output_messages, text_of, tool_arguments, tool_call_id, tool_name, tool_result, Msg,
 };
 use super::output;
-use super::wire::Span;
-use super::{FORMAT, FORMAT_OPENINFERENCE};
+use super::span::{Span, FORMAT, FORMAT_OPENINFERENCE};
 use crate::ingest::openinference as oi;
 use crate::js;
 use crate::model::{Event, EventKind, LandingFlags, Role, Run};

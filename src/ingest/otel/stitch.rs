@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::assemble::{assemble, note, Built};
-use super::wire::{Span, SpanBatch};
+use super::span::{is_complete, Span, SpanBatch};
 use crate::ingest::{Severity, Sink};
 
 /// Joins the spans of each trace across the files of one ingest, and builds a trace's runs once
@@ -158,21 +158,6 @@ pub fn assemble_batch(batch: SpanBatch, sink: &mut dyn Sink) {
     let mut stitcher = Stitcher::default();
     stitcher.add(batch, sink);
     stitcher.finish(sink);
-}
-
-/// A trace whose spans are all present: a root, and every parent a span names.
-pub(super) fn is_complete<'a>(spans: impl Iterator<Item = &'a Span> + Clone) -> bool {
-    let ids: HashSet<&str> = spans.clone().map(|s| s.span_id.as_str()).collect();
-    let mut roots = 0;
-    for s in spans {
-        match &s.parent_id {
-            None => roots += 1,
-            Some(_) if s.remote_parent => roots += 1,
-            Some(p) if ids.contains(p.as_str()) => {}
-            Some(_) => return false,
-        }
-    }
-    roots > 0
 }
 
 impl crate::ingest::Stitch for Stitcher {

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 
+use super::span::{unflatten, FORMAT_OPENINFERENCE};
 use super::wire::{any_value, attributes, normalize_id, read_flushing};
 use super::*;
 use crate::ingest::{Collect, Input, Locator, Severity};
