@@ -1,5 +1,6 @@
 //! The house's one rule, checked on the source: data flows one way, so a module may use only the
-//! modules below it. Each top-level module of `src/` has a layer; every `crate::MODULE` path in
+//! modules below it, and inside a folder no two files import each other, directly or around a
+//! circle. Each top-level module of `src/` has a layer; every `crate::MODULE` path in
 //! a module's code (tests left out) must point to a lower layer. The few arrows that still point
 //! up are listed with the reason they remain; an arrow that is gone must leave the list too, so
 //! the list only shrinks.
@@ -125,5 +126,164 @@ fn data_flows_one_way() {
     assert!(
         gone.is_empty(),
         "these arrows are gone: take them off KNOWN_UPWARD: {gone:?}"
+    );
+}
+
+/// A source file's module path (`ingest/otel/mod.rs` is `ingest::otel`), for every file of
+/// `src/` but the crate roots and test files.
+fn module_files(src: &Path) -> BTreeMap<Vec<String>, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path
+                .strip_prefix(src)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if !rel.ends_with(".rs")
+                || rel == "lib.rs"
+                || rel == "main.rs"
+                || rel.ends_with("tests.rs")
+            {
+                continue;
+            }
+            let mut module: Vec<String> = rel
+                .trim_end_matches(".rs")
+                .split('/')
+                .map(str::to_string)
+                .collect();
+            if module.last().is_some_and(|m| m == "mod") {
+                module.pop();
+            }
+            out.insert(module, rel);
+        }
+    }
+    out
+}
+
+/// Every path a file's code names from `crate::`, `super::` or `self::` (grouped imports
+/// `a::{b, c::d}` expanded, and `use child::...` of its own submodules), as module paths. Test
+/// code, comments and `pub use` re-exports (a folder's facade naming what its files hold) are
+/// left out.
+fn named_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
+    let code = text.split("\n#[cfg(test)]").next().unwrap_or("");
+    let code: String = code
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .filter(|l| {
+            !l.trim_start().starts_with("pub use") && !l.trim_start().starts_with("pub(crate) use")
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut paths: Vec<String> = Vec::new();
+    for (i, _) in code.match_indices("::") {
+        // The path this `::` belongs to, from its first segment.
+        let start = code[..i]
+            .rfind(|c: char| !(ident(c) || c == ':'))
+            .map_or(0, |p| p + 1);
+        let head = &code[start..i];
+        let first = head.split("::").next().unwrap_or("");
+        if !matches!(first, "crate" | "super" | "self") || !head.starts_with(first) {
+            continue;
+        }
+        let rest = &code[i + 2..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let inner = group.split('}').next().unwrap_or("");
+            for item in inner.split(',') {
+                let item = item.split(" as ").next().unwrap_or("").trim();
+                if !item.is_empty() && !item.contains('{') {
+                    paths.push(format!("{head}::{item}"));
+                }
+            }
+        } else {
+            let tail: String = rest
+                .chars()
+                .take_while(|c| ident(*c) || *c == ':')
+                .collect();
+            paths.push(format!("{head}::{tail}"));
+        }
+    }
+    for line in code.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("use ") else {
+            continue;
+        };
+        let first: String = rest.chars().take_while(|c| ident(*c)).collect();
+        if rest[first.len()..].starts_with("::")
+            && !matches!(first.as_str(), "crate" | "super" | "self")
+            && first.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        {
+            paths.push(format!("self::{first}"));
+        }
+    }
+    paths
+        .into_iter()
+        .map(|p| {
+            let mut segments = p.split("::").filter(|s| !s.is_empty());
+            let mut base: Vec<String> = module.to_vec();
+            let mut out = Vec::new();
+            match segments.next() {
+                Some("crate") => base.clear(),
+                Some("self") => {}
+                Some("super") => {
+                    base.pop();
+                }
+                _ => {}
+            }
+            for s in segments {
+                if s == "super" && out.is_empty() {
+                    base.pop();
+                } else {
+                    out.push(s.to_string());
+                }
+            }
+            base.extend(out);
+            base
+        })
+        .collect()
+}
+
+#[test]
+fn no_two_files_import_each_other() {
+    // One-way inside folders too: an arrow between two files of one folder that is answered,
+    // directly or through others, is a circle; the shared piece belongs in a file below both.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = module_files(&src);
+    let resolve = |path: &[String]| -> Option<&String> {
+        (1..=path.len()).rev().find_map(|n| files.get(&path[..n]))
+    };
+    let mut edges: BTreeMap<&String, BTreeSet<&String>> = BTreeMap::new();
+    for (module, rel) in &files {
+        let text = std::fs::read_to_string(src.join(rel)).unwrap();
+        for path in named_paths(module, &text) {
+            if let Some(to) = resolve(&path).filter(|to| *to != rel) {
+                edges.entry(rel).or_default().insert(to);
+            }
+        }
+    }
+    // A file is in a circle when it reaches itself.
+    let mut circles = BTreeSet::new();
+    for start in files.values() {
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<&String> = edges.get(start).into_iter().flatten().copied().collect();
+        while let Some(f) = stack.pop() {
+            if f == start {
+                circles.insert(start.clone());
+                break;
+            }
+            if seen.insert(f) {
+                stack.extend(edges.get(f).into_iter().flatten().copied());
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "files in import circles (move the shared piece into a file below them): {circles:?}"
     );
 }
