@@ -31,9 +31,10 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|row| row.contains(&module))
 }
 
-/// Every `crate::NAME` a module's non-test code names, by top-level module.
-fn edges(src: &Path) -> BTreeMap<(String, String), Vec<String>> {
-    let mut out: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+/// Every `.rs` file of `src/` but the crate roots and test files, as paths relative to `src/`
+/// (`ingest/otel/mod.rs`).
+fn source_files(src: &Path) -> Vec<String> {
+    let mut out = Vec::new();
     let mut stack = vec![src.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
@@ -42,35 +43,46 @@ fn edges(src: &Path) -> BTreeMap<(String, String), Vec<String>> {
                 stack.push(path);
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let rel = path.strip_prefix(src).unwrap();
-            let top = rel
-                .components()
-                .next()
+            let rel = path
+                .strip_prefix(src)
                 .unwrap()
-                .as_os_str()
                 .to_string_lossy()
-                .trim_end_matches(".rs")
-                .to_string();
-            let file = rel.to_string_lossy().into_owned();
-            if top == "lib" || top == "main" || file.ends_with("tests.rs") {
-                continue;
+                .into_owned();
+            if rel.ends_with(".rs")
+                && rel != "lib.rs"
+                && rel != "main.rs"
+                && !rel.ends_with("tests.rs")
+            {
+                out.push(rel);
             }
-            let text = std::fs::read_to_string(&path).unwrap();
-            // Unit tests may reach anywhere.
-            let code = text.split("\n#[cfg(test)]").next().unwrap_or("");
-            for (i, _) in code.match_indices("crate::") {
-                let name: String = code[i + "crate::".len()..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if name != top && layer_of(&name).is_some() {
-                    out.entry((top.clone(), name))
-                        .or_default()
-                        .push(file.clone());
-                }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every `crate::NAME` a module's non-test code names, by top-level module.
+fn edges(src: &Path) -> BTreeMap<(String, String), Vec<String>> {
+    let mut out: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for file in source_files(src) {
+        let top = file
+            .split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string();
+        let text = std::fs::read_to_string(src.join(&file)).unwrap();
+        // Unit tests may reach anywhere.
+        let code = text.split("\n#[cfg(test)]").next().unwrap_or("");
+        for (i, _) in code.match_indices("crate::") {
+            let name: String = code[i + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if name != top && layer_of(&name).is_some() {
+                out.entry((top.clone(), name))
+                    .or_default()
+                    .push(file.clone());
             }
         }
     }
@@ -129,30 +141,11 @@ fn data_flows_one_way() {
     );
 }
 
-/// A source file's module path (`ingest/otel/mod.rs` is `ingest::otel`), for every file of
-/// `src/` but the crate roots and test files.
+/// Each source file by its module path (`ingest/otel/mod.rs` is `ingest::otel`).
 fn module_files(src: &Path) -> BTreeMap<Vec<String>, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let rel = path
-                .strip_prefix(src)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            if !rel.ends_with(".rs")
-                || rel == "lib.rs"
-                || rel == "main.rs"
-                || rel.ends_with("tests.rs")
-            {
-                continue;
-            }
+    source_files(src)
+        .into_iter()
+        .map(|rel| {
             let mut module: Vec<String> = rel
                 .trim_end_matches(".rs")
                 .split('/')
@@ -161,10 +154,9 @@ fn module_files(src: &Path) -> BTreeMap<Vec<String>, String> {
             if module.last().is_some_and(|m| m == "mod") {
                 module.pop();
             }
-            out.insert(module, rel);
-        }
-    }
-    out
+            (module, rel)
+        })
+        .collect()
 }
 
 /// Every path a file's code names from `crate::`, `super::` or `self::` (grouped imports

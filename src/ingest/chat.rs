@@ -95,8 +95,18 @@ fn chat_message(raw: RawMessage) -> Result<ChatMessage, String> {
 /// way.)
 fn content_text(content: Option<Value>) -> String {
     match content {
-        None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s,
+        other => joined_text(other.as_ref()),
+    }
+}
+
+/// A content value's text under the rules above: empty when missing or null, a string as it is,
+/// a list of parts joined (the `text` of every part that has one, one per line), any other value
+/// as its JSON text.
+pub(crate) fn joined_text(content: Option<&Value>) -> String {
+    match content {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts
             .iter()
             .filter_map(|part| match part {

@@ -36,7 +36,8 @@ use std::io;
 
 use serde_json::{Map, Value};
 
-use crate::ingest::json_pick::{dropped, partial};
+use crate::ingest::chat::joined_text;
+use crate::ingest::json_pick::{dropped, non_empty_str, partial};
 use crate::ingest::trajectory::{self, ChatMessage, ChatToolCall, RunTemplate};
 use crate::ingest::{Input, Locator, Sink};
 use crate::model::Role;
@@ -258,7 +259,7 @@ impl Session {
             }
         }
         if self.id.is_none() {
-            self.id = text_of(entry.get("sessionId"));
+            self.id = entry.get("sessionId").and_then(non_empty_str);
         }
         let Some(message) = entry.get("message").and_then(Value::as_object) else {
             self.pass_through(entry);
@@ -272,7 +273,10 @@ impl Session {
         let mut out: Vec<ChatMessage> = Vec::new();
         if kind == "assistant" {
             if self.model.is_none() {
-                self.model = text_of(message.get("model")).filter(|m| m != "<synthetic>");
+                self.model = message
+                    .get("model")
+                    .and_then(non_empty_str)
+                    .filter(|m| m != "<synthetic>");
             }
             let mut text = Vec::new();
             let mut calls = Vec::new();
@@ -284,7 +288,7 @@ impl Session {
                         }
                     }
                     Some("tool_use") => {
-                        let id = text_of(block.get("id"));
+                        let id = block.get("id").and_then(non_empty_str);
                         if let Some(id) = &id {
                             if !self.seen_calls.insert(id.clone()) {
                                 continue;
@@ -292,7 +296,10 @@ impl Session {
                         }
                         calls.push(ChatToolCall {
                             id,
-                            name: text_of(block.get("name")).unwrap_or_default(),
+                            name: block
+                                .get("name")
+                                .and_then(non_empty_str)
+                                .unwrap_or_default(),
                             arguments: block
                                 .get("input")
                                 .map(Value::to_string)
@@ -307,7 +314,7 @@ impl Session {
             }
             let chain = self.chain_mut(chain);
             chain.settle(true);
-            let reply = text_of(message.get("id"));
+            let reply = message.get("id").and_then(non_empty_str);
             if let Some(&at) = reply.as_ref().and_then(|r| chain.replies.get(r)) {
                 let merged = &mut chain.messages[at];
                 for t in text {
@@ -343,9 +350,9 @@ impl Session {
                         }
                         Some("tool_result") => {
                             let mut result = ChatMessage::tool(
-                                text_of(block.get("tool_use_id")),
+                                block.get("tool_use_id").and_then(non_empty_str),
                                 None,
-                                result_text(block.get("content")),
+                                joined_text(block.get("content")),
                                 block.get("is_error").and_then(Value::as_bool) == Some(true),
                             );
                             result.timestamp_ms = timestamp_ms;
@@ -398,7 +405,7 @@ impl Session {
             None => {
                 self.sides.push(Chain {
                     first_line: line,
-                    agent: text_of(entry.get("agentId")),
+                    agent: entry.get("agentId").and_then(non_empty_str),
                     ..Chain::default()
                 });
                 self.sides.len() - 1
@@ -505,31 +512,6 @@ fn blocks(content: Option<&Value>) -> impl Iterator<Item = &Map<String, Value>> 
         .into_iter()
         .flatten()
         .filter_map(Value::as_object)
-}
-
-/// A tool result's text: a string, or the `text` of its parts, one per line.
-fn result_text(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| match p {
-                Value::String(s) => Some(s.as_str()),
-                Value::Object(o) => o.get("text").and_then(Value::as_str),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        None | Some(Value::Null) => String::new(),
-        Some(other) => other.to_string(),
-    }
-}
-
-fn text_of(value: Option<&Value>) -> Option<String> {
-    value
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
 }
 
 /// Claude Code session transcripts (`<session>.jsonl`).

@@ -31,7 +31,7 @@ use std::io;
 
 use serde_json::{Map, Value};
 
-use crate::ingest::json_pick::{dropped, kind_of, partial};
+use crate::ingest::json_pick::{dropped, kind_of, non_empty_str, partial};
 use crate::ingest::trajectory::{self, ChatMessage, ChatToolCall, RunTemplate};
 use crate::ingest::{Input, Locator, Sink};
 use crate::model::Role;
@@ -194,7 +194,7 @@ impl Rollout {
             (Some("session_meta"), Some(Value::Object(meta))) => self.meta(meta),
             (Some("turn_context"), Some(Value::Object(context))) => {
                 if self.model.is_none() {
-                    self.model = text_of(context.get("model"));
+                    self.model = context.get("model").and_then(non_empty_str);
                 }
             }
             (Some("response_item"), Some(Value::Object(item))) => self.item(item, timestamp_ms),
@@ -229,10 +229,10 @@ impl Rollout {
 
     fn meta(&mut self, meta: &Map<String, Value>) {
         if self.id.is_none() {
-            self.id = text_of(meta.get("id"));
+            self.id = meta.get("id").and_then(non_empty_str);
         }
         if self.agent.is_none() {
-            self.agent = text_of(meta.get("originator"));
+            self.agent = meta.get("originator").and_then(non_empty_str);
         }
     }
 
@@ -276,9 +276,12 @@ impl Rollout {
                 };
                 let name = match kind {
                     "local_shell_call" => Some("local_shell".to_string()),
-                    _ => text_of(item.get("name")),
+                    _ => item.get("name").and_then(non_empty_str),
                 };
-                let id = text_of(item.get("call_id")).or_else(|| text_of(item.get("id")));
+                let id = item
+                    .get("call_id")
+                    .and_then(non_empty_str)
+                    .or_else(|| item.get("id").and_then(non_empty_str));
                 if let Some(id) = &id {
                     if !self.seen_calls.insert(id.clone()) {
                         return;
@@ -294,7 +297,12 @@ impl Rollout {
             }
             "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
                 let (text, error) = output(item.get("output"));
-                ChatMessage::tool(text_of(item.get("call_id")), None, text, error)
+                ChatMessage::tool(
+                    item.get("call_id").and_then(non_empty_str),
+                    None,
+                    text,
+                    error,
+                )
             }
             k if NOT_MESSAGES.contains(&k) => return,
             k => return self.note_item(k),
@@ -362,13 +370,6 @@ fn output(value: Option<&Value>) -> (String, bool) {
     }
 }
 
-fn text_of(value: Option<&Value>) -> Option<String> {
-    value
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-}
-
 /// OpenAI Codex CLI rollouts (`rollout-*.jsonl`).
 pub struct CodexAdapter;
 
@@ -392,20 +393,22 @@ impl crate::ingest::Adapter for CodexAdapter {
     ) -> crate::ingest::Match {
         // The older layout's session meta, cut short by long `instructions`: its members are
         // the meta's own and no others.
-        if head.text.contains('\n') || crate::ingest::json_pick::first_key(head.text) != Some("id")
-        {
-            return crate::ingest::Match::No;
-        }
-        let Ok(members) = crate::ingest::json_pick::skim_members(path, crate::ingest::DETECT_LIMIT)
-        else {
-            return crate::ingest::Match::No;
+        let is_meta = |members: &[crate::ingest::json_pick::Member]| {
+            let has = |key: &str| members.iter().any(|m| m.key == key);
+            let only_meta = members
+                .iter()
+                .all(|m| matches!(m.key.as_str(), "id" | "timestamp" | "instructions" | "git"));
+            only_meta && has("id") && has("timestamp") && has("instructions")
         };
-        let has = |key: &str| members.iter().any(|m| m.key == key);
-        let only_meta = members
-            .iter()
-            .all(|m| matches!(m.key.as_str(), "id" | "timestamp" | "instructions" | "git"));
         crate::ingest::Match::strong_if(
-            only_meta && has("id") && has("timestamp") && has("instructions"),
+            !head.text.contains('\n')
+                && crate::ingest::json_pick::skim_if_first_key(
+                    head.text,
+                    path,
+                    crate::ingest::DETECT_LIMIT,
+                    &["id"],
+                    is_meta,
+                ),
         )
     }
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {

@@ -607,6 +607,21 @@ impl Member {
 /// The longest string value a skim keeps.
 pub(crate) const SKIM_TEXT: usize = 256;
 
+/// Detection's second look at a file whose head no format recognised: when the head's first
+/// key is one of `first_keys`, the file's top-level members are skimmed (within `limit` bytes,
+/// see [`skim_members`]) and handed to `judge`. False when the key is another or the file
+/// cannot be skimmed.
+pub(crate) fn skim_if_first_key(
+    head: &str,
+    path: &Path,
+    limit: u64,
+    first_keys: &[&str],
+    judge: impl FnOnce(&[Member]) -> bool,
+) -> bool {
+    first_key(head).is_some_and(|key| first_keys.contains(&key))
+        && skim_members(path, limit).is_ok_and(|members| judge(&members))
+}
+
 /// The members of the JSON object a file starts with (after a byte-order mark and blanks), read
 /// without building their values: each key is kept with, for an object, its own keys, and for a
 /// short string, the string; everything below is passed over by the parser unbuilt. Reading

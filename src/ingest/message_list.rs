@@ -21,7 +21,7 @@ use std::io;
 
 use serde_json::{Map, Value};
 
-use crate::ingest::json_pick::{dropped, kind_of, partial};
+use crate::ingest::json_pick::{dropped, kind_of, non_empty_str, partial};
 use crate::ingest::limits::{json_error, read_document};
 use crate::ingest::swe_agent::conversation_id;
 use crate::ingest::trajectory::{self, ChatMessage, ChatToolCall, RunTemplate};
@@ -136,7 +136,7 @@ fn message(m: &Map<String, Value>) -> Result<ChatMessage, String> {
                         Some(other) => other.to_string(),
                     };
                     chat.tool_calls.push(ChatToolCall {
-                        id: text_of(call.get("id")),
+                        id: call.get("id").and_then(non_empty_str),
                         name: name.to_string(),
                         arguments,
                     });
@@ -145,8 +145,8 @@ fn message(m: &Map<String, Value>) -> Result<ChatMessage, String> {
             chat
         }
         Some("tool" | "function") => ChatMessage::tool(
-            text_of(m.get("tool_call_id")),
-            text_of(m.get("name")),
+            m.get("tool_call_id").and_then(non_empty_str),
+            m.get("name").and_then(non_empty_str),
             text,
             false,
         ),
@@ -180,13 +180,6 @@ fn parts_text(content: Option<&Value>) -> String {
             .join("\n"),
         _ => String::new(),
     }
-}
-
-fn text_of(value: Option<&Value>) -> Option<String> {
-    value
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
 }
 
 /// Bare chat message lists (`[{"role", "content", "tool_calls"}, ...]`).

@@ -500,15 +500,13 @@ impl crate::ingest::Adapter for MiniSweAgentAdapter {
         head: &crate::ingest::Head<'_>,
         path: &std::path::Path,
     ) -> crate::ingest::Match {
-        let starts_like = matches!(
-            crate::ingest::json_pick::first_key(head.text),
-            Some("info" | "messages" | "trajectory_format")
-        );
-        let members = match starts_like {
-            true => crate::ingest::json_pick::skim_members(path, crate::ingest::DETECT_LIMIT),
-            false => return crate::ingest::Match::No,
-        };
-        crate::ingest::Match::strong_if(members.is_ok_and(|m| is_skimmed_trajectory(&m)))
+        crate::ingest::Match::strong_if(crate::ingest::json_pick::skim_if_first_key(
+            head.text,
+            path,
+            crate::ingest::DETECT_LIMIT,
+            &["info", "messages", "trajectory_format"],
+            is_skimmed_trajectory,
+        ))
     }
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         read(input, sink)

@@ -668,13 +668,16 @@ impl crate::ingest::Adapter for OpenHandsOutputAdapter {
         path: &std::path::Path,
     ) -> crate::ingest::Match {
         // Only a first line the head cuts short.
-        if head.text.contains('\n')
-            || !matches!(first_key(head.text), Some("instance_id" | "issue"))
-        {
-            return crate::ingest::Match::No;
-        }
-        let members = crate::ingest::json_pick::skim_members(path, crate::ingest::DETECT_LIMIT);
-        crate::ingest::Match::strong_if(members.is_ok_and(|m| is_skimmed_output_line(&m)))
+        crate::ingest::Match::strong_if(
+            !head.text.contains('\n')
+                && crate::ingest::json_pick::skim_if_first_key(
+                    head.text,
+                    path,
+                    crate::ingest::DETECT_LIMIT,
+                    &["instance_id", "issue"],
+                    is_skimmed_output_line,
+                ),
+        )
     }
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         read_output(input, sink)

@@ -920,35 +920,45 @@ struct Patched {
     replaced: Vec<(usize, usize, usize)>,
 }
 
+/// `text` with each of Python's numbers outside its strings replaced by `with(its length)`, and
+/// each replacement as (start and end in `text`, start in the copy); `None` when it holds none.
+fn replace_python_numbers(
+    text: &[u8],
+    with: impl Fn(usize) -> &'static [u8],
+) -> Option<(Vec<u8>, Vec<(usize, usize, usize)>)> {
+    let mut bytes = Vec::with_capacity(text.len() + 16);
+    let mut replaced = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    let mut i = 0;
+    while i < text.len() {
+        let byte = text[i];
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if byte == b'\\' {
+                escaped = true;
+            } else if byte == b'"' {
+                in_string = false;
+            }
+        } else if byte == b'"' {
+            in_string = true;
+        } else if let Some(len) = python_number_at(text, i) {
+            replaced.push((i, i + len, bytes.len()));
+            bytes.extend_from_slice(with(len));
+            i += len;
+            continue;
+        }
+        bytes.push(byte);
+        i += 1;
+    }
+    (!replaced.is_empty()).then_some((bytes, replaced))
+}
+
 impl Patched {
     /// `None` when the value holds none of Python's numbers.
     fn new(text: &[u8]) -> Option<Patched> {
-        let mut bytes = Vec::with_capacity(text.len() + 16);
-        let mut replaced = Vec::new();
-        let (mut in_string, mut escaped) = (false, false);
-        let mut i = 0;
-        while i < text.len() {
-            let byte = text[i];
-            if in_string {
-                if escaped {
-                    escaped = false;
-                } else if byte == b'\\' {
-                    escaped = true;
-                } else if byte == b'"' {
-                    in_string = false;
-                }
-            } else if byte == b'"' {
-                in_string = true;
-            } else if let Some(len) = python_number_at(text, i) {
-                replaced.push((i, i + len, bytes.len()));
-                bytes.extend_from_slice(b"null");
-                i += len;
-                continue;
-            }
-            bytes.push(byte);
-            i += 1;
-        }
-        (!replaced.is_empty()).then_some(Patched { bytes, replaced })
+        replace_python_numbers(text, |_| b"null")
+            .map(|(bytes, replaced)| Patched { bytes, replaced })
     }
 
     fn count(&self) -> u64 {

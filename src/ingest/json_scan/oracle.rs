@@ -75,36 +75,14 @@ impl Read for Counting {
 /// JSON number of the same length (`0.0`, `1.000000`, `-1.000000`), so that serde_json
 /// places every error where it stands in the original; `None` when it holds none.
 pub(crate) fn python_stand_ins(text: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len());
-    let (mut in_string, mut escaped, mut any) = (false, false, false);
-    let mut i = 0;
-    while i < text.len() {
-        let byte = text[i];
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if byte == b'\\' {
-                escaped = true;
-            } else if byte == b'"' {
-                in_string = false;
-            }
-        } else if byte == b'"' {
-            in_string = true;
-        } else if let Some(len) = python_number_at(text, i) {
-            let stand_in: &[u8] = match len {
-                3 => b"0.0",
-                8 => b"1.000000",
-                _ => b"-1.000000",
-            };
-            out.extend_from_slice(stand_in);
-            i += len;
-            any = true;
-            continue;
+    let stand_in = |len: usize| -> &'static [u8] {
+        match len {
+            3 => b"0.0",
+            8 => b"1.000000",
+            _ => b"-1.000000",
         }
-        out.push(byte);
-        i += 1;
-    }
-    any.then_some(out)
+    };
+    replace_python_numbers(text, stand_in).map(|(bytes, _)| bytes)
 }
 
 /// A value with `null` and the stand-ins' numbers (0 and ±1) made one, for comparing a walk
