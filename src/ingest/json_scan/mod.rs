@@ -920,12 +920,15 @@ struct Patched {
     replaced: Vec<(usize, usize, usize)>,
 }
 
+/// Where each replacement sits: its start and end in the original, its start in the copy.
+type Replacements = Vec<(usize, usize, usize)>;
+
 /// `text` with each of Python's numbers outside its strings replaced by `with(its length)`, and
 /// each replacement as (start and end in `text`, start in the copy); `None` when it holds none.
 fn replace_python_numbers(
     text: &[u8],
     with: impl Fn(usize) -> &'static [u8],
-) -> Option<(Vec<u8>, Vec<(usize, usize, usize)>)> {
+) -> Option<(Vec<u8>, Replacements)> {
     let mut bytes = Vec::with_capacity(text.len() + 16);
     let mut replaced = Vec::new();
     let (mut in_string, mut escaped) = (false, false);
