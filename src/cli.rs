@@ -70,6 +70,12 @@ pub struct ReadArgs {
     #[arg(long, value_name = "ROWS", default_value_t = crate::ingest::Limits::DEFAULT_CONVERSATION_ROWS,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_conversation_rows: u64,
+    /// The most a compressed input (gzip, zstd) is decompressed to, in GiB. The copy is
+    /// written to the output's staging folder while the file is read, then removed; what is past
+    /// the limit is not read, with a note in quarantine.jsonl.
+    #[arg(long, value_name = "GIB", default_value_t = crate::ingest::Limits::DEFAULT_DECOMPRESSED_BYTES >> 30,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_decompressed_gib: u64,
 }
 
 impl ReadArgs {
@@ -77,6 +83,7 @@ impl ReadArgs {
         crate::ingest::Limits {
             record_bytes: self.max_record_mib << 20,
             conversation_rows: self.max_conversation_rows,
+            decompressed_bytes: self.max_decompressed_gib << 30,
         }
     }
 }

@@ -27,6 +27,7 @@ pub(crate) mod pipeline;
 pub(crate) mod progress;
 #[cfg(feature = "reports")]
 pub(crate) mod report;
+pub(crate) mod source;
 pub(crate) mod store;
 pub(crate) mod terminal;
 

@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["model"],
     &["evidence"],
     &["config"],
+    &["source"],
     &["ingest"],
     &["store"],
     &["corpus"],

@@ -359,6 +359,19 @@ def _local_path(where: Union[str, "os.PathLike[str]"]) -> str:
     return path
 
 
+# The object-storage URLs the engine reads itself (listing a prefix, fetching each object).
+_OBJECT_SCHEMES = ("s3://", "s3a://", "gs://", "gcs://", "az://", "adl://", "azure://", "abfs://", "abfss://")
+
+
+def _input_path(where: Union[str, "os.PathLike[str]"]) -> str:
+    """An input as the engine takes it: an object-storage URL unchanged (each worker fetches
+    its objects with the provider's credentials from its own environment), else a local path."""
+    text = os.fspath(where)
+    if text.lower().startswith(_OBJECT_SCHEMES):
+        return text
+    return _local_path(text)
+
+
 def _keys_of(row: Dict[str, Any], format: Optional[str]) -> Dict[str, Any]:
     return {
         "index": row["index"],
@@ -474,7 +487,7 @@ def ingest(
 
     started = time.monotonic()
     _connect(address)
-    paths = [_local_path(p) for p in traceaudit._paths(inputs)]
+    paths = [_input_path(p) for p in traceaudit._paths(inputs)]
     out = _local_path(store)
     plan_text = traceaudit._native.plan_ingest(paths, part_bytes)
     plan = json.loads(plan_text)

@@ -639,7 +639,7 @@ fn report_push(
 
 /// Read an NDJSON file: one envelope per line; each line is a record.
 pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
-    let file = crate::ingest::HashingFile::open(input.path)?;
+    let file = crate::source::HashingFile::open(input.path)?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut assembler = Assembler::default();
     let how = Finishing {

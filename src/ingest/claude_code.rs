@@ -197,8 +197,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         sink.quarantine(partial(input, FORMAT, Locator::File, reason));
     }
     let id = session.id.clone().unwrap_or_else(|| {
-        input
-            .path
+        std::path::Path::new(input.name)
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| input.display.to_string())
@@ -214,8 +213,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     // only, under the parent's `sessionId`: named by its agent or file, its chain does not take
     // the id of the parent's first side chain.
     let own_file = main.messages.is_empty();
-    let stem = input
-        .path
+    let stem = std::path::Path::new(input.name)
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned());
     let mut chains = vec![(id.clone(), main)];

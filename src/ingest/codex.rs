@@ -164,8 +164,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         return Ok(());
     }
     let id = rollout.id.clone().unwrap_or_else(|| {
-        input
-            .path
+        std::path::Path::new(input.name)
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| input.display.to_string())

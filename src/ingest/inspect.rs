@@ -460,7 +460,7 @@ impl Log<'_, '_> {
             (Some(task), Some(unique)) => format!("{task}/{unique}"),
             (Some(task), None) => task.clone(),
             (None, Some(unique)) => unique.clone(),
-            (None, None) => file_stem(self.input.path),
+            (None, None) => file_stem(Path::new(self.input.name)),
         }
     }
 

@@ -7,7 +7,8 @@ use std::io::{self, BufReader};
 use serde_json::Value;
 
 use crate::ingest::limits::{json_error, read_line_bounded, strip_bom, Line};
-use crate::ingest::{HashingFile, Input, Sink};
+use crate::ingest::{Input, Sink};
+use crate::source::HashingFile;
 
 /// Call `each` with every non-blank line's 1-based number and its value (or why it is not one).
 /// Every such line is counted as a record read; the file's digest goes to the sink when it was

@@ -34,9 +34,18 @@ pub struct Limits {
     /// audit holds a conversation whole, at about 1.2 KB a row, so this bounds its memory
     /// whatever the rows' sizes. Runs past it are left out with a note naming the limit.
     pub conversation_rows: u64,
+    /// The most bytes a compressed input is decompressed to. The copy goes to disk, not memory
+    /// (the record limit bounds memory as for any file); this bounds the disk a small file
+    /// that expands without end can take. What is past it is not read, with a note.
+    pub decompressed_bytes: u64,
 }
 
 impl Limits {
+    /// 64 GiB decompressed from one compressed input: far above a rotated log file (a few GiB
+    /// at most), and a bound on the disk a file made to expand (deflate reaches about
+    /// 1000:1, zstd more) can take while it is read.
+    pub const DEFAULT_DECOMPRESSED_BYTES: u64 = 64 << 30;
+
     /// 32 MiB per record: a record of ordinary items takes about ten times its size while it is
     /// parsed, so one at the limit stays inside a 512 MB budget, and real records are far
     /// smaller (the README's Limits section has the measured peaks).
@@ -73,6 +82,7 @@ impl Default for Limits {
         Limits {
             record_bytes: Self::DEFAULT_RECORD_BYTES,
             conversation_rows: Self::DEFAULT_CONVERSATION_ROWS,
+            decompressed_bytes: Self::DEFAULT_DECOMPRESSED_BYTES,
         }
     }
 }

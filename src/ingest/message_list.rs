@@ -110,7 +110,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         agent: None,
         model: None,
     };
-    let id = conversation_id(input.path);
+    let id = conversation_id(std::path::Path::new(input.name));
     let conversation = trajectory::build(&id, messages, &template, sink, Locator::File);
     sink.conversation(conversation, 0);
     Ok(())

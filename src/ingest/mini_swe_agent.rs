@@ -146,7 +146,7 @@ pub(crate) fn conversation_of(
         model: non_empty(info.pointer("/config/model/model_name"))
             .or_else(|| non_empty(info.pointer("/config/model/model"))),
     };
-    let id = conversation_id(input.path);
+    let id = conversation_id(std::path::Path::new(input.name));
     trajectory::build(&id, mapper.out, &template, sink, Locator::File)
 }
 

@@ -136,6 +136,11 @@ pub struct Input<'a> {
     pub path: &'a Path,
     /// The path as written into the store (`runs.source`, quarantine `file`).
     pub display: &'a str,
+    /// The recording's own path, which ids taken from a file name come from: `path`, except
+    /// where `path` is a copy: for an object its URL, and for a compressed input the
+    /// input's path without its compression suffix (`a.yaml.gz` holds the recording
+    /// `a.yaml`), so that compressing or fetching a file does not change its ids.
+    pub name: &'a str,
     /// How much of the file may be held at once.
     pub limits: Limits,
 }
@@ -146,6 +151,7 @@ impl<'a> Input<'a> {
         Input {
             path,
             display,
+            name: path.to_str().unwrap_or(display),
             limits: Limits::default(),
         }
     }
@@ -216,102 +222,4 @@ pub fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
     }
     buf.truncate(n);
     Ok(buf)
-}
-
-// Hashing an input while it is parsed.
-
-/// A file read in one sequential pass that computes its sha256 on the way, so the manifest's
-/// digest does not cost a second read of the input. The digest stands only when the whole file
-/// went through in order: [`HashingFile::finish`] gives it then, and `None` after a seek or a
-/// file left unread, so that the caller hashes the file separately.
-pub(crate) struct HashingFile {
-    file: std::fs::File,
-    hasher: sha2::Sha256,
-    read: u64,
-    len: u64,
-    in_order: bool,
-}
-
-impl HashingFile {
-    pub(crate) fn open(path: &std::path::Path) -> std::io::Result<HashingFile> {
-        let file = std::fs::File::open(path)?;
-        let len = file.metadata()?.len();
-        Ok(HashingFile {
-            file,
-            hasher: sha2::Digest::new(),
-            read: 0,
-            len,
-            in_order: true,
-        })
-    }
-
-    /// The sha256 of the file as lower-case hex, when it was read whole, in order; `None`
-    /// otherwise. Taken once: the hash is finished here.
-    pub(crate) fn finish(&mut self) -> Option<String> {
-        if !(self.in_order && self.read == self.len) {
-            return None;
-        }
-        self.in_order = false;
-        let digest = sha2::Digest::finalize(std::mem::take(&mut self.hasher));
-        Some(digest.iter().map(|b| format!("{b:02x}")).collect())
-    }
-}
-
-impl std::io::Read for HashingFile {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.file.read(buf)?;
-        if self.in_order {
-            sha2::Digest::update(&mut self.hasher, &buf[..n]);
-            self.read += n as u64;
-        }
-        Ok(n)
-    }
-}
-
-impl std::io::Seek for HashingFile {
-    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
-        self.in_order = false;
-        self.file.seek(pos)
-    }
-}
-
-#[cfg(test)]
-mod hashing_tests {
-    use super::*;
-    use std::io::{Read, Seek, SeekFrom};
-
-    #[test]
-    fn a_file_read_whole_in_order_is_hashed_on_the_way() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.ndjson");
-        let text: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
-        std::fs::write(&path, &text).unwrap();
-        let expected: String =
-            sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(&text))
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-
-        let mut reader = std::io::BufReader::new(HashingFile::open(&path).unwrap());
-        let mut all = Vec::new();
-        reader.read_to_end(&mut all).unwrap();
-        let mut file = reader.into_inner();
-        assert_eq!(file.finish(), Some(expected));
-        // Taken once.
-        assert_eq!(file.finish(), None);
-
-        // Stopped early: no digest, the caller hashes the file itself.
-        let mut part = [0u8; 1000];
-        let mut f = HashingFile::open(&path).unwrap();
-        f.read_exact(&mut part).unwrap();
-        assert_eq!(f.finish(), None);
-
-        // Read whole but out of order: no digest either.
-        let mut f = HashingFile::open(&path).unwrap();
-        f.seek(SeekFrom::Start(10)).unwrap();
-        f.seek(SeekFrom::Start(0)).unwrap();
-        let mut again = Vec::new();
-        f.read_to_end(&mut again).unwrap();
-        assert_eq!(f.finish(), None);
-    }
 }

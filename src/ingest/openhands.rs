@@ -203,7 +203,7 @@ pub fn read_events(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             return Ok(());
         }
     };
-    let id = conversation_id(input.path);
+    let id = conversation_id(std::path::Path::new(input.name));
     let conversation = convert(input, &id, &events, None, EVENTS, Locator::File, sink);
     sink.conversation(conversation, 0);
     Ok(())
@@ -211,11 +211,11 @@ pub fn read_events(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
 
 /// Read an `output.jsonl` file: each non-blank line is a record.
 pub fn read_output(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
-    let file = crate::ingest::HashingFile::open(input.path)?;
+    let file = crate::source::HashingFile::open(input.path)?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut line_no = 0u64;
-    let file_id = conversation_id(input.path);
+    let file_id = conversation_id(std::path::Path::new(input.name));
     loop {
         let n = read_line_bounded(&mut reader, &mut buf, input.limits.record_bytes)?;
         line_no += 1;

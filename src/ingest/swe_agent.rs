@@ -160,7 +160,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         }
         Ok(Ok(raw)) => raw,
     };
-    let id = conversation_id(input.path);
+    let id = conversation_id(Path::new(input.name));
     match convert(input, &id, raw, sink) {
         Ok(conversation) => sink.conversation(conversation, 0),
         Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::File, reason)),

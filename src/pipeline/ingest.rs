@@ -20,9 +20,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 
-use super::inputs::{find_inputs, sha256_of, spool, FoundInputs};
+use super::inputs::{find_inputs, spool, FoundInputs};
 use super::queue::{conversation_bytes, ByteBound, TapQueue};
 use super::tap::{Tap, TapFiles, Tapped};
+use crate::source::{sha256_of, Compression, Cut};
 
 /// Input bytes per events part (an audit holds one part in memory at a time, so this bounds its
 /// memory whatever the size of the input). Parts share the store writer's buffer budget, so
@@ -79,6 +80,10 @@ enum Message {
     Done {
         format: Option<Format>,
         sha256: String,
+        /// How the file was compressed, and the size of its decompressed copy.
+        decompressed: Option<(Compression, u64)>,
+        /// An object's ETag, as listed.
+        etag: Option<String>,
         error: Option<String>,
     },
 }
@@ -91,6 +96,8 @@ struct ChannelSink<'a> {
     records: u64,
     /// The file's sha256, when its adapter read it whole in one pass.
     digest: Option<String>,
+    /// The ETag of the object the file was fetched from, if it was.
+    etag: Option<String>,
     /// Where the digests of a conversation's tool results are worked out.
     pool: &'a rayon::ThreadPool,
 }
@@ -176,11 +183,11 @@ impl Stitchers {
     }
 }
 
-/// Read one file into its channel.
+/// Read input `i` into its channel: decompressed first into the spool folder when it is
+/// compressed (the copy is removed once read).
 fn read_one(
-    path: &Path,
-    size: u64,
-    display: &str,
+    inputs: &Inputs<'_>,
+    i: usize,
     opts: &IngestOptions,
     tx: &SyncSender<Message>,
     bound: &ByteBound,
@@ -191,8 +198,148 @@ fn read_one(
         bound,
         records: 0,
         digest: None,
+        etag: None,
         pool,
     };
+    let fail = |mut sink: ChannelSink<'_>, error: String| {
+        sink.send(Message::Done {
+            format: None,
+            sha256: String::new(),
+            decompressed: None,
+            etag: None,
+            error: Some(error),
+        })
+    };
+    // An object is fetched first, then read as a local file is; its copy goes with the folder.
+    let fetched_folder = inputs.spool_dir.join(format!("fetched-{i:05}"));
+    let fetched;
+    let path = match &inputs.remote[i] {
+        None => inputs.files[i].as_path(),
+        Some(remote) => {
+            let copy = fetched_folder.join(remote.file_name());
+            let got = std::fs::create_dir_all(&fetched_folder)
+                .map_err(|e| atomic::with_path(e, "cannot create", &fetched_folder))
+                .and_then(|()| crate::source::object::fetch(remote, &copy));
+            if let Err(e) = got {
+                let _ = std::fs::remove_dir_all(&fetched_folder);
+                return fail(sink, e.to_string());
+            }
+            fetched = copy;
+            sink.etag = remote.etag.clone();
+            fetched.as_path()
+        }
+    };
+    read_local(inputs, i, path, opts, sink);
+    let _ = std::fs::remove_dir_all(&fetched_folder);
+}
+
+/// Read input `i` from the local file `path` (the input, or the copy of an object).
+fn read_local(
+    inputs: &Inputs<'_>,
+    i: usize,
+    path: &Path,
+    opts: &IngestOptions,
+    mut sink: ChannelSink<'_>,
+) {
+    let display = inputs.displays[i].as_str();
+    // The input's own path (an object's URL, a stream's name), whatever copy `path` is.
+    let original = if inputs.streams[i] {
+        std::borrow::Cow::Borrowed(display)
+    } else {
+        inputs.files[i].to_string_lossy()
+    };
+    let compression = match Compression::of_file(path) {
+        Ok(compression) => compression,
+        Err(e) => {
+            let error = Some(format!("cannot read {display}: {e}"));
+            let etag = sink.etag.take();
+            return sink.send(Message::Done {
+                format: None,
+                sha256: String::new(),
+                decompressed: None,
+                etag,
+                error,
+            });
+        }
+    };
+    let Some(compression) = compression else {
+        return read_plain(path, inputs.sizes[i], display, opts, sink, None, &original);
+    };
+    let folder = inputs.spool_dir.join(format!("decompressed-{i:05}"));
+    let name = path.file_name().map_or_else(
+        || "input".to_string(),
+        |n| compression.inner_name(&n.to_string_lossy()),
+    );
+    let copy = folder.join(name);
+    let made = std::fs::create_dir_all(&folder)
+        .map_err(|e| atomic::with_path(e, "cannot create", &folder))
+        .and_then(|()| {
+            crate::source::decompress(compression, path, &copy, opts.limits.decompressed_bytes)
+        });
+    match made {
+        Err(e) => {
+            let etag = sink.etag.take();
+            sink.send(Message::Done {
+                format: None,
+                sha256: String::new(),
+                decompressed: None,
+                etag,
+                error: Some(format!("cannot decompress {display}: {e}")),
+            })
+        }
+        Ok(made) => {
+            if let Some(cut) = &made.cut {
+                // The rest of the file is lost: one record read and quarantined stands for it.
+                let reason = match cut {
+                    Cut::Damaged(why) => why.clone(),
+                    Cut::OverLimit => format!(
+                        "decompresses to more than the {} limit for one decompressed input; \
+                         what is past it is not read",
+                        crate::ingest::limits::size_text(opts.limits.decompressed_bytes)
+                    ),
+                };
+                sink.records_read(1);
+                sink.quarantine(Quarantined::dropped(display, Locator::File, reason));
+            }
+            let unpacked = Unpacked {
+                compression,
+                bytes: made.bytes,
+                sha256: made.sha256,
+            };
+            let name = compression.inner_name(&original);
+            read_plain(
+                &copy,
+                made.bytes,
+                display,
+                opts,
+                sink,
+                Some(unpacked),
+                &name,
+            );
+        }
+    }
+    // A copy that cannot be removed now is removed with the staging folder.
+    let _ = std::fs::remove_dir_all(&folder);
+}
+
+/// A compressed input's decompressed copy: how it was compressed, its size, and the digest of
+/// the compressed file (what the manifest names the input by).
+struct Unpacked {
+    compression: Compression,
+    bytes: u64,
+    sha256: String,
+}
+
+/// Read one uncompressed file (an input, or a compressed input's copy) into its channel.
+fn read_plain(
+    path: &Path,
+    size: u64,
+    display: &str,
+    opts: &IngestOptions,
+    mut sink: ChannelSink<'_>,
+    unpacked: Option<Unpacked>,
+    name: &str,
+) {
     let detected = match opts.format {
         Some(f) => Ok(Ok(f)),
         None => crate::ingest::read_head(path).map(|head| match Format::detect_file(path, &head) {
@@ -227,6 +374,7 @@ fn read_one(
         Ok(Ok(format)) => {
             let input = Input {
                 limits: opts.limits,
+                name,
                 ..Input::new(path, display)
             };
             match read_file(format, &input, &mut sink) {
@@ -236,13 +384,21 @@ fn read_one(
         }
     };
     // Adapters that read their file in one pass hashed it on the way; the rest are read again.
-    let sha256 = match sink.digest.take() {
-        Some(sha256) => sha256,
-        None => sha256_of(path).unwrap_or_default(),
+    // A compressed input is named by the digest of the file as it is on disk.
+    let digest = sink.digest.take();
+    let (sha256, decompressed) = match unpacked {
+        Some(u) => (u.sha256, Some((u.compression, u.bytes))),
+        None => (
+            digest.unwrap_or_else(|| sha256_of(path).unwrap_or_default()),
+            None,
+        ),
     };
+    let etag = sink.etag.take();
     sink.send(Message::Done {
         format,
         sha256,
+        decompressed,
+        etag,
         error,
     });
 }
@@ -291,9 +447,15 @@ pub(super) fn ingest_found(
     // Streams are copied in first: their size decides the parts, and they can be read once.
     let spool_dir = staging.path().join(".spool");
     let files = readable_copies(found, &spool_dir)?;
+    let remote: Vec<_> = found.files.iter().map(|f| f.remote.clone()).collect();
+    let streams: Vec<bool> = found.files.iter().map(|f| f.stream).collect();
     let sizes: Vec<u64> = files
         .iter()
-        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .zip(&remote)
+        .map(|(f, r)| match r {
+            Some(r) => r.size,
+            None => std::fs::metadata(f).map(|m| m.len()).unwrap_or(0),
+        })
         .collect();
     let total_bytes: u64 = sizes.iter().sum();
     let parts = match shard {
@@ -343,6 +505,9 @@ pub(super) fn ingest_found(
         files: &files,
         sizes: &sizes,
         displays: &displays,
+        spool_dir: &spool_dir,
+        remote: &remote,
+        streams: &streams,
     };
     let tap_error = run_stages(&inputs, opts, tap.map(|(t, _)| t), &mut writer, &progress)?;
     if let Some(e) = tap_error {
@@ -428,6 +593,12 @@ struct Inputs<'a> {
     files: &'a [PathBuf],
     sizes: &'a [u64],
     displays: &'a [String],
+    /// Where compressed inputs are decompressed to, and objects fetched to, while they are read.
+    spool_dir: &'a Path,
+    /// The object each input is, if it is one.
+    remote: &'a [Option<crate::source::object::Remote>],
+    /// Whether each input is a stream (read from its copy in the spool folder).
+    streams: &'a [bool],
 }
 
 /// Run the readers, the tap's threads and the writer loop until every file is drained. The
@@ -479,15 +650,7 @@ fn run_stages(
                 }
                 let tx = senders[i].lock().expect("sender lock").take();
                 if let Some(tx) = tx {
-                    read_one(
-                        &files[i],
-                        inputs.sizes[i],
-                        &inputs.displays[i],
-                        opts,
-                        &tx,
-                        &bounds[i],
-                        &digest_pool,
-                    );
+                    read_one(inputs, i, opts, &tx, &bounds[i], &digest_pool);
                 }
             });
         }
@@ -684,10 +847,17 @@ impl Writer<'_> {
             Message::Done {
                 format,
                 sha256,
+                decompressed,
+                etag,
                 error,
             } => {
                 entry.format = format.map(|f| f.name().to_string());
                 entry.sha256 = sha256;
+                entry.etag = etag;
+                if let Some((compression, bytes)) = decompressed {
+                    entry.compression = Some(compression.name().to_string());
+                    entry.decompressed_size = Some(bytes);
+                }
                 match error {
                     Some(e) => Err(io::Error::other(e)),
                     None => Ok(()),

@@ -1,6 +1,7 @@
 //! Finding the inputs: walking folders, passing over what cannot be read with a reason, and
 //! spooling streams (standard input, pipes) to a file so they can be read like any other.
 
+use crate::source::object::{self, Remote};
 use crate::store::atomic;
 use std::collections::HashSet;
 use std::io;
@@ -16,6 +17,66 @@ pub struct InputFile {
     /// A pipe, FIFO or standard input: it can be read once only, so the ingest copies it into
     /// its staging directory first and reads the copy.
     pub stream: bool,
+    /// An object in object storage: fetched into the staging directory while it is read.
+    /// `path` is then its URL as shown (nothing secret), which is not a local path.
+    pub remote: Option<Remote>,
+}
+
+impl InputFile {
+    fn local(path: PathBuf, display: String, stream: bool) -> InputFile {
+        InputFile {
+            path,
+            display,
+            stream,
+            remote: None,
+        }
+    }
+
+    fn object(remote: Remote) -> InputFile {
+        let display = remote.display();
+        InputFile {
+            path: PathBuf::from(&display),
+            display,
+            stream: false,
+            remote: Some(remote),
+        }
+    }
+
+    /// Its size: listed for an object, else read from the file system (0 when unreadable).
+    pub fn size(&self) -> u64 {
+        match &self.remote {
+            Some(r) => r.size,
+            None => std::fs::metadata(&self.path).map_or(0, |m| m.len()),
+        }
+    }
+}
+
+impl InputFile {
+    /// The input a plan names (a file, or an object by its URL), found again by a shard.
+    pub(crate) fn planned(path: &Path, display: &str) -> io::Result<InputFile> {
+        if !object::is_url(display) {
+            return Ok(InputFile::local(
+                path.to_path_buf(),
+                display.to_string(),
+                false,
+            ));
+        }
+        let mut objects = objects_of(display)?;
+        match objects.len() {
+            1 => Ok(objects.remove(0)),
+            _ => Err(io::Error::other(format!(
+                "{display} no longer names one object"
+            ))),
+        }
+    }
+}
+
+/// The inputs a URL names: the objects under a prefix (a URL ending in `/`), or one object.
+pub fn objects_of(url: &str) -> io::Result<Vec<InputFile>> {
+    Ok(object::list(url)?
+        .into_iter()
+        .map(InputFile::object)
+        .collect())
 }
 
 /// What the input paths name: the files to read, and what was found but is not read, with why.
@@ -39,13 +100,22 @@ pub fn find_inputs(inputs: &[PathBuf]) -> io::Result<FoundInputs> {
     let mut streams = Vec::new();
     let mut visited = HashSet::new();
     for input in inputs {
+        let text = input.to_str().unwrap_or("");
+        if object::is_url(text) {
+            found.files.extend(objects_of(text)?);
+            continue;
+        }
+        let local;
+        let input = match object::local_path(text) {
+            Some(path) => {
+                local = path;
+                &local
+            }
+            None => input,
+        };
         if input.as_os_str() == STDIN {
             if !streams.iter().any(|s: &InputFile| s.path == *input) {
-                streams.push(InputFile {
-                    path: input.clone(),
-                    display: "<stdin>".into(),
-                    stream: true,
-                });
+                streams.push(InputFile::local(input.clone(), "<stdin>".into(), true));
             }
             continue;
         }
@@ -58,17 +128,17 @@ pub fn find_inputs(inputs: &[PathBuf]) -> io::Result<FoundInputs> {
         if meta.is_dir() {
             walk(input, &mut found, &mut visited);
         } else if meta.is_file() {
-            found.files.push(InputFile {
-                path: input.clone(),
-                display: input.display().to_string(),
-                stream: false,
-            });
+            found.files.push(InputFile::local(
+                input.clone(),
+                input.display().to_string(),
+                false,
+            ));
         } else {
-            streams.push(InputFile {
-                path: input.clone(),
-                display: input.display().to_string(),
-                stream: true,
-            });
+            streams.push(InputFile::local(
+                input.clone(),
+                input.display().to_string(),
+                true,
+            ));
         }
     }
     found.files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -80,10 +150,13 @@ pub fn find_inputs(inputs: &[PathBuf]) -> io::Result<FoundInputs> {
 }
 
 /// Files that another input reads through itself (a dir layout's record files beside their
-/// index, [`crate::ingest::Adapter::companions`]) are not read on their own as well.
+/// index, [`crate::ingest::Adapter::companions`]) are not read on their own as well. A
+/// compressed index claims none: its set is read file by file, each decompressed on its own.
 fn drop_companions(files: &mut Vec<InputFile>) {
     let claimed: HashSet<PathBuf> = files
         .iter()
+        .filter(|f| f.remote.is_none())
+        .filter(|f| !matches!(crate::source::Compression::of_file(&f.path), Ok(Some(_))))
         .flat_map(|f| {
             crate::ingest::Format::ALL
                 .iter()
@@ -106,7 +179,7 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
     Ok(find_inputs(inputs)?
         .files
         .into_iter()
-        .filter(|f| !f.stream)
+        .filter(|f| !f.stream && f.remote.is_none())
         .map(|f| f.path)
         .collect())
 }
@@ -153,11 +226,11 @@ fn walk(dir: &Path, found: &mut FoundInputs, visited: &mut HashSet<PathBuf>) {
         if meta.is_dir() {
             walk(&path, found, visited);
         } else if meta.is_file() {
-            found.files.push(InputFile {
-                display: path.display().to_string(),
-                path,
-                stream: false,
-            });
+            found.files.push(InputFile::local(
+                path.clone(),
+                path.display().to_string(),
+                false,
+            ));
         } else {
             skip(
                 found,
@@ -189,11 +262,4 @@ pub(crate) fn spool(input: &InputFile, dir: &Path, n: usize) -> io::Result<PathB
         )
     })?;
     Ok(to)
-}
-
-/// Hash a file in a pass of its own (for adapters that do not read their file in one pass).
-pub(crate) fn sha256_of(path: &Path) -> io::Result<String> {
-    let mut reader = io::BufReader::with_capacity(1 << 20, crate::ingest::HashingFile::open(path)?);
-    io::copy(&mut reader, &mut io::sink())?;
-    Ok(reader.get_mut().finish().unwrap_or_default())
 }

@@ -77,7 +77,7 @@ pub fn plan_ingest(inputs: &[PathBuf], part_bytes: u64) -> io::Result<IngestPlan
         planned.push(PlannedInput {
             path: f.path.clone(),
             display: f.display.clone(),
-            size: std::fs::metadata(&f.path).map(|m| m.len()).unwrap_or(0),
+            size: f.size(),
         });
     }
     let total: u64 = planned.iter().map(|f| f.size).sum();
@@ -108,6 +108,43 @@ impl Sink for KeySink {
 /// and de-duplicated; none for a format whose conversations never span files, which is not
 /// read. Files that share a key must be read by one [`ingest_shard`].
 pub fn join_keys(path: &Path, format: Option<Format>) -> io::Result<Vec<String>> {
+    let text = path.to_str().unwrap_or("");
+    let remote = crate::source::object::is_url(text);
+    let compressed = !remote && crate::source::Compression::of_file(path)?.is_some();
+    if !remote && !compressed {
+        return keys_of_file(path, format);
+    }
+    // An object is fetched, and a compressed file decompressed, into a folder of its own.
+    static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(".traceaudit-keys-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| atomic::with_path(e, "cannot create", &dir))?;
+    let keys = (|| {
+        let mut local = path.to_path_buf();
+        if remote {
+            let input = InputFile::planned(path, text)?;
+            let remote = input.remote.as_ref().expect("a URL plans as an object");
+            local = dir.join(remote.file_name());
+            crate::source::object::fetch(remote, &local)?;
+        }
+        if let Some(compression) = crate::source::Compression::of_file(&local)? {
+            let name = local
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let copy = dir.join(format!("decompressed-{}", compression.inner_name(&name)));
+            let limit = crate::ingest::Limits::default().decompressed_bytes;
+            crate::source::decompress(compression, &local, &copy, limit)?;
+            local = copy;
+        }
+        keys_of_file(&local, format)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    keys
+}
+
+fn keys_of_file(path: &Path, format: Option<Format>) -> io::Result<Vec<String>> {
     let format = match format {
         Some(f) => Some(f),
         None => {
@@ -148,11 +185,9 @@ pub fn ingest_shard(
                 ),
             )
         })?;
-        found.files.push(InputFile {
-            path: input.path.clone(),
-            display: input.display.clone(),
-            stream: false,
-        });
+        found
+            .files
+            .push(InputFile::planned(&input.path, &input.display)?);
     }
     if found.files.is_empty() {
         return Err(io::Error::new(

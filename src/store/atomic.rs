@@ -611,7 +611,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 pub fn refuse_overlap(out: &Path, inputs: &[PathBuf]) -> io::Result<()> {
     let out_abs = resolved(out);
     for input in inputs {
-        if input.as_os_str() == "-" {
+        if input.as_os_str() == "-" || input.to_str().is_some_and(crate::source::object::is_url) {
             continue;
         }
         let input_abs = resolved(input);

@@ -56,6 +56,17 @@ pub struct InputEntry {
     pub format: Option<String>,
     pub records: u64,
     pub quarantined: u64,
+    /// How the file is compressed (`gzip`, `zstd`), when it is: `size` and `sha256` are then
+    /// the compressed file's, as it is on disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
+    /// The size of a compressed file's decompressed bytes (what its format was read from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decompressed_size: Option<u64>,
+    /// The ETag object storage listed for an object (`path` is then its URL, without anything
+    /// secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
 }
 
 /// The counts an ingest reconciles.

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -74,4 +75,111 @@ pub fn fragmented_session_ndjson() -> String {
     }
     assert_eq!(ended, 3);
     padded
+}
+
+/// Every file under `dir`, sorted, recursively.
+pub fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            files_under(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// The rows of one Parquet table, each as `column=value` pairs in column order (values as
+/// Arrow displays them).
+pub fn table_rows(path: &Path) -> Vec<String> {
+    use arrow::util::display::{ArrayFormatter, FormatOptions};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let file = std::fs::File::open(path).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let options = FormatOptions::default().with_null("<null>");
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let schema = batch.schema();
+        // Times in a named zone are shown as UTC instants (Arrow names no zones without chrono-tz).
+        let arrays: Vec<arrow::array::ArrayRef> = batch
+            .columns()
+            .iter()
+            .map(|c| match c.data_type() {
+                arrow::datatypes::DataType::Timestamp(unit, Some(_)) => {
+                    arrow::compute::cast(c, &arrow::datatypes::DataType::Timestamp(*unit, None))
+                        .unwrap()
+                }
+                _ => c.clone(),
+            })
+            .collect();
+        let columns: Vec<ArrayFormatter> = arrays
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
+            .collect();
+        for row in 0..batch.num_rows() {
+            let cells: Vec<String> = schema
+                .fields()
+                .iter()
+                .zip(&columns)
+                .map(|(f, c)| format!("{}={}", f.name(), c.value(row)))
+                .collect();
+            rows.push(cells.join(" | "));
+        }
+    }
+    rows
+}
+
+/// Every Parquet table of a store, by its path inside the store, each row as JSON text with
+/// the input folder and the protobuf suffix taken out of file names.
+pub fn store_tables(store: &Path, inputs: &Path, suffix: &str) -> Vec<(PathBuf, Vec<String>)> {
+    let mut files = Vec::new();
+    files_under(store, &mut files);
+    let prefix = format!("{}/", inputs.display());
+    files
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .map(|p| {
+            let rows = table_rows(&p)
+                .iter()
+                .map(|row| {
+                    row.replace(&prefix, "<inputs>/")
+                        .replace(&format!("{suffix} |"), " |")
+                })
+                .collect();
+            (p.strip_prefix(store).unwrap().to_path_buf(), rows)
+        })
+        .collect()
+}
+
+/// The quarantine file of a store, file names as in [`store_tables`] and the locators left out.
+pub fn store_notes(store: &Path, inputs: &Path, suffix: &str) -> Vec<Value> {
+    let prefix = format!("{}/", inputs.display());
+    std::fs::read_to_string(store.join("quarantine.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            let obj = v.as_object_mut().unwrap();
+            for key in ["line", "byte", "record", "locator"] {
+                obj.remove(key);
+            }
+            let file = obj["file"]
+                .as_str()
+                .unwrap_or("")
+                .replace(&prefix, "<inputs>/");
+            obj.insert(
+                "file".into(),
+                Value::String(file.strip_suffix(suffix).unwrap_or(&file).to_string()),
+            );
+            v
+        })
+        .collect()
 }

@@ -143,12 +143,12 @@ pub(crate) struct Scanner<R> {
     python_numbers: u64,
 }
 
-impl Scanner<crate::ingest::HashingFile> {
+impl Scanner<crate::source::HashingFile> {
     /// Open a file after a UTF-8 byte-order mark and leading blanks. `Ok(Err(..))` when the file
     /// is empty or does not start a JSON object or list (the same verdicts as `open_json`). The
     /// file is hashed as it is read. No value longer than `limits.record_bytes` is held.
     pub(crate) fn open(path: &Path, limits: &Limits) -> io::Result<Result<Self, NotJson>> {
-        let opened = Self::start(crate::ingest::HashingFile::open(path)?, CHUNK, FIRST_CHECK)?;
+        let opened = Self::start(crate::source::HashingFile::open(path)?, CHUNK, FIRST_CHECK)?;
         Ok(opened.map(|mut scan| {
             scan.limit = limits.record_len();
             scan
@@ -156,7 +156,7 @@ impl Scanner<crate::ingest::HashingFile> {
     }
 
     /// The file's sha256, when everything so far read it whole and in order
-    /// ([`crate::ingest::HashingFile::finish`]).
+    /// ([`crate::source::HashingFile::finish`]).
     pub(crate) fn file_digest(&mut self) -> Option<String> {
         self.reader.finish()
     }

@@ -1243,7 +1243,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
     if exchanges.is_empty() {
         return Ok(());
     }
-    let conv_id = conversation_id(input.display);
+    let conv_id = conversation_id(input.name);
     let first_record = exchanges[0].record as u64;
     let mut runs = Vec::new();
     for chain in chains(exchanges) {

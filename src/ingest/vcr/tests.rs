@@ -16,7 +16,11 @@ fn read_text(yaml: &str) -> Collect {
     let mut f = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
     f.write_all(yaml.as_bytes()).unwrap();
     let mut sink = Collect::default();
-    read(&Input::new(f.path(), "dir/case.yaml"), &mut sink).unwrap();
+    let input = Input {
+        name: "dir/case.yaml",
+        ..Input::new(f.path(), "dir/case.yaml")
+    };
+    read(&input, &mut sink).unwrap();
     sink
 }
 
@@ -267,6 +271,7 @@ fn read_limited(yaml: &[u8], record_bytes: u64) -> Collect {
     let path = dir.path().join("case.yaml");
     std::fs::write(&path, yaml).unwrap();
     let mut input = Input::new(&path, "dir/case.yaml");
+    input.name = "dir/case.yaml";
     input.limits.record_bytes = record_bytes;
     let mut sink = Collect::default();
     read(&input, &mut sink).unwrap();

@@ -1,0 +1,147 @@
+"""Inputs in a bucket, from Python and from Ray: a prefix on a real S3-compatible server on the
+loopback (moto's, `pip install "moto[server]"`) ingests into the store its local copy gives,
+through `traceaudit.ingest` and through `traceaudit.ray.ingest` (whose workers fetch their own
+objects, gzip'd OTLP files whose traces are split across objects among them)."""
+
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+import traceaudit
+from conftest import TESTDATA, assert_same_table
+
+boto3 = pytest.importorskip("boto3")
+ray = pytest.importorskip("ray")
+import traceaudit.ray as tray  # noqa: E402
+from test_ray import split_spans, store_rows  # noqa: E402
+
+BUCKET = "nightly"
+
+
+@pytest.fixture(scope="module")
+def bucket():
+    """moto's server on a free loopback port, its address and planted credentials in the
+    environment (set before Ray starts, so its workers have them), an empty bucket."""
+    server = shutil.which("moto_server")
+    if server is None:
+        if os.environ.get("CI"):
+            pytest.fail('moto_server is not on the PATH (pip install "moto[server]")')
+        pytest.skip('moto_server is not on the PATH (pip install "moto[server]")')
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [server, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        start = time.monotonic()
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, "moto exited"
+                assert time.monotonic() - start < 60, "moto did not start"
+                time.sleep(0.1)
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        yield client
+    finally:
+        proc.kill()
+        proc.wait()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def cluster(bucket):
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    yield
+    ray.shutdown()
+
+
+def upload_night(client, local, prefix):
+    """A night of logs under `local`, gzip'd and not, and the same objects under `prefix`."""
+    otel = TESTDATA / "otel"
+    split_spans(otel / "pydantic-ai-v5-content" / "s3_followup_from_history.json", local, 3)
+    shutil.copy(otel / "pydantic-ai-v5-content" / "s1_repeated_identical_call.jsonl", local)
+    shutil.copytree(TESTDATA / "tau-bench", local / "tau-bench")
+    for i, path in enumerate(sorted(p for p in local.rglob("*") if p.is_file())):
+        if i % 2 == 0:
+            # Every other file gzip'd, as a collector's exporter writes them.
+            packed = path.with_name(path.name + ".gz")
+            packed.write_bytes(gzip.compress(path.read_bytes()))
+            path.unlink()
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        key = f"{prefix}{path.relative_to(local).as_posix()}"
+        client.put_object(Bucket=BUCKET, Key=key, Body=path.read_bytes())
+
+
+def same_inputs(got, want, url, local):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g["path"].removeprefix(url) == os.path.relpath(w["path"], local)
+        for field in ("size", "sha256", "format", "records", "quarantined"):
+            assert g[field] == w[field], (g["path"], field)
+        assert g.get("compression") == w.get("compression")
+        assert g["etag"]
+
+
+def test_the_module_ingests_a_prefix_as_its_local_copy(bucket, tmp_path):
+    local = tmp_path / "night"
+    local.mkdir()
+    upload_night(bucket, local, "module/")
+    url = f"s3://{BUCKET}/module/"
+    got = traceaudit.ingest(url, tmp_path / "from-bucket")
+    want = traceaudit.ingest(local, tmp_path / "from-disk")
+    assert got["counts"] == want["counts"]
+    same_inputs(got["inputs"], want["inputs"], url, local)
+
+
+def test_the_ray_ingest_of_a_prefix_equals_the_local_ingest(bucket, cluster, tmp_path):
+    local = tmp_path / "night"
+    local.mkdir()
+    upload_night(bucket, local, "ray/")
+    url = f"s3://{BUCKET}/ray/"
+    want = traceaudit.ingest(local, tmp_path / "from-disk", part_bytes=40_000)
+    got = tray.ingest(url, tmp_path / "ray-store", part_bytes=40_000, shard_bytes=20_000)
+    assert got["counts"] == want["counts"]
+    assert got["parts"] == want["parts"]
+    same_inputs(got["inputs"], want["inputs"], url, local)
+    g, w = store_rows(tmp_path / "ray-store"), store_rows(tmp_path / "from-disk")
+    # Rows name their source: the bucket's URL and the local path of the same file.
+    prefix = str(local) + "/"
+    assert g[0].num_rows == w[0].num_rows
+    sources = [s.removeprefix(url) for s in g[0].column("source").to_pylist()]
+    assert sources == [s.removeprefix(prefix) for s in w[0].column("source").to_pylist()]
+    for name in w[1]:
+        assert_same_table(g[1][name], w[1][name], name)
+    assert json.dumps(got).find("testing") == -1

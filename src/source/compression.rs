@@ -1,0 +1,282 @@
+//! Compressed inputs: gzip and zstd, known by their magic numbers whatever the file is called.
+//!
+//! A compressed input is decompressed once, as a stream, into a file of the ingest's staging
+//! directory, and the adapters read that copy as they read any file: formats that seek (the
+//! JSON scanner, `.eval` archives) need a file, and the copy keeps memory at what the adapter
+//! holds for one record whatever the file expands to. The copy is bounded by a limit the caller
+//! gives, so a small file that expands without end fills neither memory nor the disk.
+
+use super::hashing::HashingFile;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
+
+/// How an input is compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// One gzip member or several one after another (what log rotation and `cat a.gz b.gz`
+    /// make): every member is read.
+    Gzip,
+    /// One zstd frame or several, skippable frames passed over.
+    Zstd,
+}
+
+const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
+const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+
+impl Compression {
+    /// The compression the first bytes of a file announce, if any.
+    pub fn sniff(head: &[u8]) -> Option<Compression> {
+        if head.starts_with(GZIP_MAGIC) {
+            Some(Compression::Gzip)
+        } else if head.starts_with(ZSTD_MAGIC) {
+            Some(Compression::Zstd)
+        } else {
+            None
+        }
+    }
+
+    /// The compression of the file at `path`, read from its first four bytes.
+    pub fn of_file(path: &Path) -> io::Result<Option<Compression>> {
+        let mut head = [0u8; 4];
+        let mut file = std::fs::File::open(path)?;
+        let mut n = 0;
+        while n < head.len() {
+            match file.read(&mut head[n..])? {
+                0 => break,
+                got => n += got,
+            }
+        }
+        Ok(Compression::sniff(&head[..n]))
+    }
+
+    /// The name the manifest gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    /// The name of the file inside one called `name`: its compression suffix taken off
+    /// (`runs.jsonl.gz` holds `runs.jsonl`), and `name` itself when it has none, since the
+    /// formats that are known by their names must still be known once decompressed.
+    pub fn inner_name(self, name: &str) -> String {
+        let suffixes: &[&str] = match self {
+            Compression::Gzip => &[".gz", ".gzip"],
+            Compression::Zstd => &[".zst", ".zstd"],
+        };
+        let lower = name.to_ascii_lowercase();
+        for suffix in suffixes {
+            if lower.len() > suffix.len() && lower.ends_with(suffix) {
+                return name[..name.len() - suffix.len()].to_string();
+            }
+        }
+        if self == Compression::Gzip && lower.ends_with(".tgz") {
+            return format!("{}.tar", &name[..name.len() - 4]);
+        }
+        name.to_string()
+    }
+
+    fn decoder<'a>(self, input: impl BufRead + 'a) -> io::Result<Box<dyn Read + 'a>> {
+        Ok(match self {
+            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(input)?),
+        })
+    }
+}
+
+/// What decompressing one input gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decompressed {
+    /// Bytes written to the copy.
+    pub bytes: u64,
+    /// The sha256 of the compressed file as it is on disk (what identifies the input).
+    pub sha256: String,
+    /// Why the copy holds less than the file, if it does. What was decompressed before that
+    /// is in the copy.
+    pub cut: Option<Cut>,
+}
+
+/// Why a decompressed copy stops before the end of its stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cut {
+    /// The stream is damaged or cut short: what the decoder said.
+    Damaged(String),
+    /// It expands past the limit.
+    OverLimit,
+}
+
+/// Decompress the file at `from` into a new file `to`, writing at most `limit` bytes.
+///
+/// A damaged or cut-short stream, or one that expands past `limit`, is not an error: the copy
+/// holds what came before, and [`Decompressed::cut`] says why it stops there. Errors are those of
+/// reading `from` or writing `to`, with their paths.
+pub fn decompress(
+    compression: Compression,
+    from: &Path,
+    to: &Path,
+    limit: u64,
+) -> io::Result<Decompressed> {
+    let with_path = |e: io::Error, what: &str, path: &Path| {
+        io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
+    };
+    let file = HashingFile::open(from).map_err(|e| with_path(e, "read", from))?;
+    let mut compressed = BufReader::with_capacity(256 * 1024, file);
+    let mut out = std::fs::File::create_new(to).map_err(|e| with_path(e, "create", to))?;
+    let mut decoder = compression
+        .decoder(&mut compressed)
+        .map_err(|e| with_path(e, "read", from))?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut bytes = 0u64;
+    let mut cut = None;
+    loop {
+        let n = match decoder.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                cut = Some(Cut::Damaged(damaged(compression, bytes, &e)));
+                break;
+            }
+        };
+        let room = limit - bytes;
+        if n as u64 > room {
+            out.write_all(&buf[..room as usize])
+                .map_err(|e| with_path(e, "write", to))?;
+            bytes = limit;
+            cut = Some(Cut::OverLimit);
+            break;
+        }
+        out.write_all(&buf[..n])
+            .map_err(|e| with_path(e, "write", to))?;
+        bytes += n as u64;
+    }
+    drop(decoder);
+    out.flush().map_err(|e| with_path(e, "write", to))?;
+    // The digest is of the whole compressed file: what the decoder left unread is hashed too.
+    io::copy(&mut compressed, &mut io::sink()).map_err(|e| with_path(e, "read", from))?;
+    let sha256 = compressed.get_mut().finish().unwrap_or_default();
+    Ok(Decompressed { bytes, sha256, cut })
+}
+
+fn damaged(compression: Compression, bytes: u64, e: &io::Error) -> String {
+    let what = if e.kind() == io::ErrorKind::UnexpectedEof {
+        "is cut short".to_string()
+    } else {
+        format!("is damaged ({e})")
+    };
+    format!(
+        "its {} stream {what} after {bytes} decompressed bytes; what follows is not read",
+        compression.name()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn run(compression: Compression, file: &[u8], limit: u64) -> (Decompressed, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("in"), dir.path().join("out"));
+        std::fs::write(&from, file).unwrap();
+        let got = decompress(compression, &from, &to, limit).unwrap();
+        (got, std::fs::read(&to).unwrap())
+    }
+
+    fn sha256(bytes: &[u8]) -> String {
+        hex(&sha2::Digest::finalize(
+            <sha2::Sha256 as sha2::Digest>::new_with_prefix(bytes),
+        ))
+    }
+    use crate::source::hashing::hex;
+
+    #[test]
+    fn every_gzip_member_is_read_and_the_compressed_file_is_hashed() {
+        let mut file = gzip(b"{\"a\":1}\n");
+        file.extend(gzip(b"{\"b\":2}\n"));
+        assert_eq!(Compression::sniff(&file), Some(Compression::Gzip));
+        let (got, copy) = run(Compression::Gzip, &file, 1 << 20);
+        assert_eq!(copy, b"{\"a\":1}\n{\"b\":2}\n");
+        assert_eq!(got.bytes, 16);
+        assert_eq!(got.sha256, sha256(&file));
+        assert_eq!(got.cut, None);
+    }
+
+    #[test]
+    fn every_zstd_frame_is_read() {
+        let mut file = zstd::encode_all(&b"one\n"[..], 3).unwrap();
+        file.extend(zstd::encode_all(&b"two\n"[..], 19).unwrap());
+        assert_eq!(Compression::sniff(&file), Some(Compression::Zstd));
+        let (got, copy) = run(Compression::Zstd, &file, 1 << 20);
+        assert_eq!(copy, b"one\ntwo\n");
+        assert_eq!((got.sha256, got.cut), (sha256(&file), None));
+    }
+
+    #[test]
+    fn a_stream_cut_short_keeps_what_came_before_and_says_so() {
+        let text: Vec<u8> = (0..20_000u32)
+            .flat_map(|i| format!("{i}\n").into_bytes())
+            .collect();
+        let file = gzip(&text);
+        let (got, copy) = run(Compression::Gzip, &file[..file.len() / 2], 1 << 20);
+        assert!(!copy.is_empty() && text.starts_with(&copy));
+        let Some(Cut::Damaged(cut)) = got.cut else {
+            panic!("{:?}", got.cut)
+        };
+        assert!(
+            cut.starts_with("its gzip stream is cut short after"),
+            "{cut}"
+        );
+        assert_eq!(got.sha256, sha256(&file[..file.len() / 2]));
+    }
+
+    #[test]
+    fn damaged_bytes_are_named_as_damage() {
+        let mut file = gzip(&vec![b'x'; 100_000]);
+        let middle = file.len() / 2;
+        file[middle..middle + 8].copy_from_slice(b"garbage!");
+        let (got, _) = run(Compression::Gzip, &file, 1 << 20);
+        let Some(Cut::Damaged(cut)) = got.cut else {
+            panic!("{:?}", got.cut)
+        };
+        assert!(cut.starts_with("its gzip stream is damaged"), "{cut}");
+    }
+
+    #[test]
+    fn a_file_that_expands_past_the_limit_stops_at_the_limit() {
+        // 64 MiB of zeros in about 64 KiB.
+        let file = gzip(&vec![0u8; 64 << 20]);
+        assert!(file.len() < 100_000);
+        let (got, copy) = run(Compression::Gzip, &file, 1 << 20);
+        assert_eq!((got.bytes, copy.len()), (1 << 20, 1 << 20));
+        assert_eq!(got.cut, Some(Cut::OverLimit));
+        // The digest is still of the whole compressed file.
+        assert_eq!(got.sha256, sha256(&file));
+    }
+
+    #[test]
+    fn inner_names_lose_the_compression_suffix_only() {
+        let gz = Compression::Gzip;
+        assert_eq!(gz.inner_name("runs.jsonl.gz"), "runs.jsonl");
+        assert_eq!(gz.inner_name("RUNS.JSON.GZ"), "RUNS.JSON");
+        assert_eq!(gz.inner_name("logs.tgz"), "logs.tar");
+        assert_eq!(gz.inner_name("batch-0001"), "batch-0001");
+        assert_eq!(gz.inner_name(".gz"), ".gz");
+        assert_eq!(Compression::Zstd.inner_name("a.ndjson.zst"), "a.ndjson");
+    }
+
+    #[test]
+    fn plain_text_and_short_files_are_not_compressed() {
+        assert_eq!(Compression::sniff(b""), None);
+        assert_eq!(Compression::sniff(&[0x1f]), None);
+        assert_eq!(Compression::sniff(&[0x28, 0xb5, 0x2f]), None);
+        assert_eq!(Compression::sniff(b"PK\x03\x04"), None);
+    }
+}

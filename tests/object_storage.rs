@@ -1,0 +1,305 @@
+//! Inputs in object storage, read from a real S3-compatible server on the loopback (moto's
+//! server, `pip install "moto[server]"`): a prefix listed like a folder, one object by its URL,
+//! compressed objects, the same store a local copy of the objects gives, and no secret (keys in
+//! the environment, a URL's password, a presigned query) in anything a run writes or prints.
+//! Without `moto_server` on the PATH these tests say so and pass, except under CI (`CI` set),
+//! where they fail.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "planted-secret-Zq81x";
+const KEY_ID: &str = "AKIAPLANTED0000KEY";
+const PASSWORD: &str = "planted-password-77";
+const SIGNATURE: &str = "planted-signature-5151";
+
+struct Moto {
+    child: Child,
+    port: u16,
+    // One server at a time: two picking ports at once could pick the same one.
+    _one: std::sync::MutexGuard<'static, ()>,
+}
+
+static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn moto() -> Option<Moto> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("moto_server"))
+            .find(|p| p.is_file())
+    });
+    let Some(binary) = found else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "moto_server is not on the PATH (pip install \"moto[server]\")"
+        );
+        eprintln!("skipped: moto_server is not on the PATH (pip install \"moto[server]\")");
+        return None;
+    };
+    let one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(binary)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Moto {
+        child,
+        port,
+        _one: one,
+    };
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "moto did not start"
+        );
+        assert!(server.child.try_wait().unwrap().is_none(), "moto exited");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(server)
+}
+
+impl Moto {
+    /// A plain PUT (moto takes unsigned requests): a bucket, or an object with its body.
+    fn put(&self, path: &str, body: &[u8]) {
+        // The server can refuse a connection while it settles after its first answer.
+        let start = Instant::now();
+        let mut s = loop {
+            match TcpStream::connect(("127.0.0.1", self.port)) {
+                Ok(s) => break s,
+                Err(e) if start.elapsed() < Duration::from_secs(20) => {
+                    eprintln!("retrying PUT {path}: {e}");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => panic!("PUT {path}: {e}"),
+            }
+        };
+        write!(
+            s,
+            "PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.port,
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200"), "PUT {path}: {reply}");
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// traceaudit with the S3 environment of this server and planted credentials.
+    fn traceaudit(&self, args: &[&str]) -> Output {
+        let out = Command::new(env!("CARGO_BIN_EXE_traceaudit"))
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ENDPOINT_URL", self.endpoint())
+            .env("AWS_ALLOW_HTTP", "true")
+            .output()
+            .unwrap();
+        Output {
+            status: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+/// The objects of a night: keys under time-partitioned prefixes, as the Collector's S3 exporter
+/// writes them, some gzip'd; each also written under `local` with the same relative name.
+fn objects(local: &Path) -> Vec<(String, Vec<u8>)> {
+    let af = std::fs::read(testdata(
+        "agentfootprint/ndjson/f_prior_turn_evidence.ndjson",
+    ))
+    .unwrap();
+    let mut otel_files = Vec::new();
+    files_under(&testdata("otel"), &mut otel_files);
+    let otel = otel_files
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let mut tau = Vec::new();
+    files_under(&testdata("tau2/grok"), &mut tau);
+    let tau = tau
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let list = vec![
+        (
+            "logs/year=2026/month=12/day=01/hour=17/af.ndjson".to_string(),
+            af.clone(),
+        ),
+        (
+            "logs/year=2026/month=12/day=01/hour=18/af-2.ndjson.gz".to_string(),
+            gzip(&af),
+        ),
+        (
+            "logs/year=2026/month=12/day=01/hour=18/otel.json.gz".to_string(),
+            gzip(&std::fs::read(otel).unwrap()),
+        ),
+        (
+            "logs/year=2026/month=12/day=02/hour=01/tau2.json".to_string(),
+            std::fs::read(tau).unwrap(),
+        ),
+    ];
+    for (key, body) in &list {
+        let to = local.join(key);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::write(to, body).unwrap();
+    }
+    list
+}
+
+fn every_output_text(dir: &Path) -> String {
+    let mut files = Vec::new();
+    files_under(dir, &mut files);
+    let mut all = String::new();
+    for f in files {
+        all.push_str(&String::from_utf8_lossy(&std::fs::read(f).unwrap()));
+    }
+    all
+}
+
+fn assert_no_secret(what: &str, text: &str) {
+    for secret in [SECRET, KEY_ID, PASSWORD, SIGNATURE] {
+        assert!(!text.contains(secret), "{what} holds {secret}");
+    }
+}
+
+#[test]
+fn a_prefix_in_a_bucket_reads_as_its_local_copy_and_keeps_no_secret() {
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local");
+    server.put("/nightly", b"");
+    // A folder marker, as consoles write them: not an object to read.
+    server.put("/nightly/logs/", b"");
+    server.put("/nightly/logs/year=2026/", b"");
+    for (key, body) in objects(&local) {
+        server.put(&format!("/nightly/{key}"), &body);
+    }
+    // Outside the prefix: not read.
+    server.put("/nightly/other/af.ndjson", b"{}\n");
+
+    let remote_store = dir.path().join("remote-store");
+    let url = format!("s3://{KEY_ID}:{PASSWORD}@nightly/logs/");
+    let run = server.traceaudit(&["ingest", &url, "--quiet", "--out", path_str(&remote_store)]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert_no_secret("stdout", &run.stdout);
+    assert_no_secret("stderr", &run.stderr);
+    assert_no_secret("the store", &every_output_text(&remote_store));
+
+    let local_store = dir.path().join("local-store");
+    let run = traceaudit(&[
+        "ingest",
+        path_str(&local.join("logs")),
+        "--quiet",
+        "--out",
+        path_str(&local_store),
+    ]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+
+    let manifest = |store: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(store.join("manifest.json")).unwrap())
+            .unwrap()
+    };
+    let (remote, plain) = (manifest(&remote_store), manifest(&local_store));
+    assert_eq!(remote["counts"], plain["counts"]);
+    let inputs = remote["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 4, "{inputs:?}");
+    for (r, p) in inputs.iter().zip(plain["inputs"].as_array().unwrap()) {
+        let key = r["path"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("s3://nightly/")
+            .unwrap();
+        assert!(p["path"].as_str().unwrap().ends_with(key), "{r} {p}");
+        for field in [
+            "size",
+            "sha256",
+            "format",
+            "records",
+            "quarantined",
+            "compression",
+            "decompressed_size",
+        ] {
+            assert_eq!(r[field], p[field], "{key}: {field}");
+        }
+        assert!(r["etag"].as_str().is_some_and(|e| !e.is_empty()), "{r}");
+    }
+    // Row for row, with the two prefixes named alike.
+    let remote_tables = store_tables(&remote_store, Path::new("s3://nightly/logs"), ".never");
+    let local_tables = store_tables(&local_store, &local.join("logs"), ".never");
+    assert_eq!(remote_tables, local_tables);
+
+    // The audit reads a bucket too; one object by its URL, a presigned query left out.
+    let corpus = dir.path().join("corpus");
+    let one = format!("s3://nightly/logs/year=2026/month=12/day=01/hour=18/af-2.ndjson.gz?X-Amz-Signature={SIGNATURE}");
+    let run = server.traceaudit(&["audit", &one, "--quiet", "--out", path_str(&corpus)]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert_no_secret("audit output", &format!("{}{}", run.stdout, run.stderr));
+    assert_no_secret("the corpus", &every_output_text(&corpus));
+    let corpus_store: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(corpus.join("store").join("manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        corpus_store["inputs"][0]["path"],
+        "s3://nightly/logs/year=2026/month=12/day=01/hour=18/af-2.ndjson.gz"
+    );
+}
+
+#[test]
+fn a_missing_bucket_or_object_is_an_error_that_names_it_and_no_secret() {
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    server.put("/present", b"");
+    for url in [
+        format!("s3://{KEY_ID}:{PASSWORD}@absent/logs/"),
+        format!("s3://present/none.ndjson?X-Amz-Signature={SIGNATURE}"),
+        "s3://present/empty-prefix/".to_string(),
+    ] {
+        let out = dir.path().join("store");
+        let run = server.traceaudit(&["ingest", &url, "--quiet", "--out", path_str(&out)]);
+        assert_eq!(run.status, 2, "{url}: {}", run.stderr);
+        assert_no_secret(&url, &format!("{}{}", run.stdout, run.stderr));
+        assert!(!out.exists(), "{url}");
+        assert!(
+            run.stderr.contains("s3://absent/logs/")
+                || run.stderr.contains("s3://present/none.ndjson")
+                || run.stderr.contains("no input files found"),
+            "{url}: {}",
+            run.stderr
+        );
+    }
+}
