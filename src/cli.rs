@@ -128,8 +128,10 @@ pub struct AuditArgs {
 pub struct ReportArgs {
     /// A corpus directory written by `audit`.
     pub corpus: PathBuf,
-    /// Also break the rates down per group of runs.
-    #[arg(long, value_enum)]
+    /// Also break the rates down per group of runs: by agent, model, input file (source), UTC
+    /// day of the run's start, tool, or a partition value of the input paths
+    /// (`partition:day` for `.../day=2026-12-01/...`).
+    #[arg(long, value_name = "agent|model|source|day|tool|partition:KEY", value_parser = group_by)]
     pub by: Option<crate::report::groups::GroupBy>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::report::ReportFormat,
@@ -169,8 +171,8 @@ pub struct DiffArgs {
     pub baseline: PathBuf,
     /// The corpus under test.
     pub candidate: PathBuf,
-    /// Also compare the rates per group of runs.
-    #[arg(long, value_enum)]
+    /// Also compare the rates per group of runs (as `report --by`).
+    #[arg(long, value_name = "agent|model|source|day|tool|partition:KEY", value_parser = group_by)]
     pub by: Option<crate::report::groups::GroupBy>,
     #[command(flatten)]
     pub gate: GateArgs,
@@ -638,14 +640,11 @@ value_enum!(crate::report::ExplainFormat {
     crate::report::ExplainFormat::Json => "json": "",
 });
 
+/// A `--by` value: a grouping's name, or `partition:KEY`.
 #[cfg(feature = "reports")]
-value_enum!(crate::report::groups::GroupBy {
-    crate::report::groups::GroupBy::Agent => "agent": "",
-    crate::report::groups::GroupBy::Model => "model": "",
-    crate::report::groups::GroupBy::Source => "source": "",
-    crate::report::groups::GroupBy::Day => "day": "",
-    crate::report::groups::GroupBy::Tool => "tool": "",
-});
+fn group_by(text: &str) -> Result<crate::report::groups::GroupBy, String> {
+    crate::report::groups::GroupBy::parse(text)
+}
 
 #[cfg(test)]
 mod tests {

@@ -376,7 +376,7 @@ pub fn build(base: &CorpusDir, cand: &CorpusDir, opts: &DiffOptions) -> io::Resu
         &checks,
         &opts.rules,
     );
-    let groups = match opts.by {
+    let groups = match &opts.by {
         None => Vec::new(),
         Some(by) => changes(
             &group_counts(base, Some(by))?,
@@ -437,7 +437,7 @@ pub fn build(base: &CorpusDir, cand: &CorpusDir, opts: &DiffOptions) -> io::Resu
     Ok(Diff {
         baseline: bi,
         candidate: ci,
-        by: opts.by,
+        by: opts.by.clone(),
         rules: opts.rules.clone(),
         interval: INTERVAL,
         checks: rows,
@@ -538,9 +538,9 @@ pub fn render_markdown(d: &Diff) -> String {
     };
     o.push_str("### Fail rate per check\n\n");
     table(&mut o, &d.checks, None);
-    if let Some(by) = d.by {
-        o.push_str(&format!("\n### Per {}\n\n", by.as_str()));
-        table(&mut o, &d.groups, Some(by.as_str()));
+    if let Some(by) = &d.by {
+        o.push_str(&format!("\n### Per {}\n\n", by.label()));
+        table(&mut o, &d.groups, Some(by.label().as_str()));
     }
     o.push_str(&format!(
         "\nfail % = checked-fail among checked runs. Change = candidate minus baseline, in percentage points; interval: {}. Rules: `{}` (rate=PP: a rise of more than PP points whose interval lies above zero; new-keys=N: N or more finding keys only in the candidate).\n",

@@ -12,25 +12,64 @@ use std::collections::BTreeMap;
 use std::io;
 
 /// How to group runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupBy {
     Agent,
     Model,
     Source,
     Day,
     Tool,
+    /// One partition value of the runs' input paths (`day` of `.../day=2026-12-01/...`), from
+    /// the store's `partitions`.
+    Partition(String),
 }
 
 impl GroupBy {
-    pub fn as_str(self) -> &'static str {
+    /// The names of the groupings without a value, as `--by` takes them.
+    pub const NAMES: [&'static str; 5] = ["agent", "model", "source", "day", "tool"];
+
+    /// How `--by` and the reports name it: `agent`, ..., `partition:KEY`.
+    pub fn label(&self) -> String {
         match self {
-            GroupBy::Agent => "agent",
-            GroupBy::Model => "model",
-            GroupBy::Source => "source",
-            GroupBy::Day => "day",
-            GroupBy::Tool => "tool",
+            GroupBy::Agent => "agent".into(),
+            GroupBy::Model => "model".into(),
+            GroupBy::Source => "source".into(),
+            GroupBy::Day => "day".into(),
+            GroupBy::Tool => "tool".into(),
+            GroupBy::Partition(key) => format!("partition:{key}"),
         }
+    }
+
+    /// The grouping a `--by` value names, or why it names none.
+    pub fn parse(text: &str) -> Result<GroupBy, String> {
+        if let Some(key) = text.strip_prefix("partition:") {
+            if key.is_empty() || key.contains(['/', '=']) {
+                return Err(format!(
+                    "`{text}`: a partition key is the part before `=` in a folder name, such \
+                     as `day` in `day=2026-12-01`"
+                ));
+            }
+            return Ok(GroupBy::Partition(key.to_string()));
+        }
+        Ok(match text {
+            "agent" => GroupBy::Agent,
+            "model" => GroupBy::Model,
+            "source" => GroupBy::Source,
+            "day" => GroupBy::Day,
+            "tool" => GroupBy::Tool,
+            _ => {
+                return Err(format!(
+                    "`{text}` is not a grouping: one of {}, or partition:KEY",
+                    Self::NAMES.join(", ")
+                ))
+            }
+        })
+    }
+}
+
+impl Serialize for GroupBy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.label())
     }
 }
 
@@ -61,11 +100,12 @@ impl GroupCounts {
 
 /// Run id to group label, as a lazy frame `(run_id, group)`; `None` for source and no grouping
 /// (the corpus tables carry `source` themselves).
-fn run_groups(corpus: &CorpusDir, by: GroupBy) -> io::Result<Option<LazyFrame>> {
+fn run_groups(corpus: &CorpusDir, by: &GroupBy) -> io::Result<Option<LazyFrame>> {
     let expr = match by {
         GroupBy::Agent => col("agent"),
         GroupBy::Model => col("model"),
         GroupBy::Day => col("started_at").dt().strftime("%Y-%m-%d"),
+        GroupBy::Partition(key) => return partition_groups(corpus, key).map(Some),
         GroupBy::Source | GroupBy::Tool => return Ok(None),
     };
     Ok(Some(corpus.runs()?.select([
@@ -74,8 +114,67 @@ fn run_groups(corpus: &CorpusDir, by: GroupBy) -> io::Result<Option<LazyFrame>> 
     ])))
 }
 
+/// Run id to the value of the partition `key`, for the runs whose path has one. Refused when
+/// the store predates partition values, and when no run has the key (a mistyped key would
+/// otherwise put every run in one unrecorded group), naming the keys there are.
+fn partition_groups(corpus: &CorpusDir, key: &str) -> io::Result<LazyFrame> {
+    let runs = corpus.runs()?;
+    let schema = runs.clone().collect_schema().map_err(pl)?;
+    if schema.get("partitions").is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--by partition: the corpus's store predates partition values (store schema \
+             version 7); ingest its inputs again to group by them",
+        ));
+    }
+    let pairs = runs
+        .select([col("run_id"), col("partitions")])
+        .explode(
+            cols(["partitions"]),
+            ExplodeOptions {
+                empty_as_null: false,
+                keep_nulls: false,
+            },
+        )
+        .select([
+            col("run_id"),
+            col("partitions")
+                .struct_()
+                .field_by_name("key")
+                .alias("key"),
+            col("partitions")
+                .struct_()
+                .field_by_name("value")
+                .alias("group"),
+        ]);
+    let keys = pairs
+        .clone()
+        .select([col("key").unique().sort(Default::default())])
+        .collect()
+        .map_err(pl)?;
+    let keys = strings(&keys, "key")?;
+    if !keys.iter().any(|k| k == key) {
+        let found = if keys.is_empty() {
+            "no run's input path has any `key=value` folder".to_string()
+        } else {
+            format!("the keys there are: {}", keys.join(", "))
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("--by partition:{key}: no run's input path has a `{key}=` folder; {found}"),
+        ));
+    }
+    Ok(pairs
+        .filter(col("key").eq(lit(key.to_string())))
+        .select([col("run_id"), col("group").cast(DataType::String)]))
+}
+
 /// `lf` (which has `run_id` and `source`) with a `group` column for `by`.
-pub fn with_group(corpus: &CorpusDir, lf: LazyFrame, by: Option<GroupBy>) -> io::Result<LazyFrame> {
+pub fn with_group(
+    corpus: &CorpusDir,
+    lf: LazyFrame,
+    by: Option<&GroupBy>,
+) -> io::Result<LazyFrame> {
     let lf = match by {
         None => lf.with_column(lit(ALL).alias("group")),
         Some(GroupBy::Source) => lf.with_column(col("source").alias("group")),
@@ -101,8 +200,8 @@ fn disposition_sums() -> [Expr; 5] {
 
 /// Per check and group: disposition counts and finding rows, checks in registry order, groups
 /// by label.
-pub fn group_counts(corpus: &CorpusDir, by: Option<GroupBy>) -> io::Result<Vec<GroupCounts>> {
-    if by == Some(GroupBy::Tool) {
+pub fn group_counts(corpus: &CorpusDir, by: Option<&GroupBy>) -> io::Result<Vec<GroupCounts>> {
+    if by == Some(&GroupBy::Tool) {
         return tool_counts(corpus);
     }
     let disp = with_group(corpus, corpus.table("dispositions")?, by)?

@@ -138,7 +138,7 @@ pub struct Report {
 }
 
 /// Options of `build`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ReportOptions {
     pub by: Option<GroupBy>,
     /// Rows of each top-findings table.
@@ -158,10 +158,10 @@ pub fn build(corpus: &CorpusDir, opts: ReportOptions) -> io::Result<Report> {
         .iter()
         .map(RateRow::from_counts)
         .collect();
-    let groups = match opts.by {
+    let groups = match &opts.by {
         None => Vec::new(),
         Some(by) => {
-            if by == GroupBy::Tool {
+            if *by == GroupBy::Tool {
                 let left_out = checks_without_tools(corpus)?;
                 if !left_out.is_empty() {
                     notes.push(format!(
@@ -468,11 +468,11 @@ pub fn render_table(r: &Report) -> String {
     }
     o.push_str(RATE_NOTE);
     o.push('\n');
-    if let Some(by) = r.by {
-        o.push_str(&format!("\nPer {}\n", by.as_str()));
+    if let Some(by) = &r.by {
+        o.push_str(&format!("\nPer {}\n", by.label()));
         o.push_str(&format!(
             "{:<24} {:<20} {:>7} {:>6} {:>6}  {:<14} {:>6} {:>7}\n",
-            by.as_str(),
+            by.label(),
             "check",
             "checked",
             "fail",
@@ -632,11 +632,11 @@ pub fn render_markdown(r: &Report) -> String {
         ));
     }
     o.push_str(&format!("\n{RATE_NOTE}.\n"));
-    if let Some(by) = r.by {
-        o.push_str(&format!("\n### Per {}\n\n", by.as_str()));
+    if let Some(by) = &r.by {
+        o.push_str(&format!("\n### Per {}\n\n", by.label()));
         o.push_str(&format!(
             "| {} | check | checked | fail | fail % | 95% CI | n/a | unreachable |\n",
-            by.as_str()
+            by.label()
         ));
         o.push_str("|---|---|---:|---:|---:|---|---:|---:|\n");
         for g in &r.groups {

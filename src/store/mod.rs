@@ -10,6 +10,7 @@
 pub mod atomic;
 pub mod digest;
 pub mod parquet_file;
+pub mod partitions;
 pub mod read;
 pub mod schema;
 pub mod split;

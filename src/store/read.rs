@@ -191,7 +191,7 @@ pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
     runs_from(
         read_row_groups(
             &path,
-            &load_checked(&path, &crate::store::schema::runs_schema())?,
+            &load_checked(&path, &crate::store::schema::runs_read_schema())?,
             |_| true,
             &[],
         )?,
@@ -362,16 +362,17 @@ impl Store {
             ));
         }
         let manifest = super::StoreManifest::read(dir)?;
-        if manifest.store_schema_version != super::schema::STORE_SCHEMA_VERSION {
+        if !super::schema::READABLE_STORE_VERSIONS.contains(&manifest.store_schema_version) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
                     "{} was written by {} {} with store schema version {}; this engine reads \
-                     version {} only: ingest its inputs again",
+                     versions {} to {}: ingest its inputs again",
                     dir.display(),
                     manifest.engine,
                     manifest.engine_version,
                     manifest.store_schema_version,
+                    super::schema::READABLE_STORE_VERSIONS.start(),
                     super::schema::STORE_SCHEMA_VERSION
                 ),
             ));
@@ -394,7 +395,7 @@ impl Store {
             return Ok(m);
         }
         let path = self.dir.join("runs.parquet");
-        let m = load_checked(&path, &crate::store::schema::runs_schema())?;
+        let m = load_checked(&path, &crate::store::schema::runs_read_schema())?;
         Ok(self.runs_metadata.get_or_init(|| m))
     }
 
@@ -746,7 +747,7 @@ pub fn conversations_from_batches(
     spec: &StoreSpec,
 ) -> io::Result<Vec<(u32, Origin, Conversation)>> {
     let bad = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
-    let runs_schema = super::schema::runs_schema();
+    let runs_schema = super::schema::runs_read_schema();
     let all_events = super::schema::events_schema();
     // Archived envelopes are never read back (see `StoreSpec::envelope_is_checked`).
     let events_schema = arrow::datatypes::Schema::new(

@@ -5,7 +5,30 @@ use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use std::sync::Arc;
 
 /// Bumped when a column is added, removed or changes type.
-pub const STORE_SCHEMA_VERSION: u32 = 7;
+pub const STORE_SCHEMA_VERSION: u32 = 8;
+
+/// The store versions this engine audits: version 7 lacks only the runs' `partitions`, which
+/// no check reads (a report grouping by partition asks for a newer store).
+pub const READABLE_STORE_VERSIONS: std::ops::RangeInclusive<u32> = 7..=STORE_SCHEMA_VERSION;
+
+/// The runs' columns an audit does not need, which older stores lack.
+pub const RUNS_OPTIONAL: &[&str] = &["partitions"];
+
+/// The runs' partition values (see [`crate::store::partitions`]): a map from key to value.
+pub fn partitions_type() -> DataType {
+    let entries = Field::new(
+        "entries",
+        DataType::Struct(
+            vec![
+                Field::new("key", DataType::Utf8, false),
+                Field::new("value", DataType::Utf8, true),
+            ]
+            .into(),
+        ),
+        false,
+    );
+    DataType::Map(Arc::new(entries), false)
+}
 
 pub fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
@@ -63,7 +86,20 @@ pub fn runs_schema() -> Arc<Schema> {
         Field::new("part", DataType::UInt32, false),
         Field::new("input_index", DataType::UInt32, false),
         Field::new("record_index", DataType::UInt64, false),
+        Field::new("partitions", partitions_type(), false),
     ]))
+}
+
+/// The runs' columns a reader of the store requires: all but [`RUNS_OPTIONAL`].
+pub fn runs_read_schema() -> Arc<Schema> {
+    let all = runs_schema();
+    Arc::new(Schema::new(
+        all.fields()
+            .iter()
+            .filter(|f| !RUNS_OPTIONAL.contains(&f.name().as_str()))
+            .cloned()
+            .collect::<Vec<_>>(),
+    ))
 }
 
 // What follows checks `schemas/*.md` against the code (tests of the store and the corpus).
@@ -81,6 +117,14 @@ pub fn type_name(t: &DataType) -> String {
         DataType::Float64 => "float64".into(),
         DataType::Timestamp(TimeUnit::Millisecond, Some(tz)) => format!("timestamp[ms, {tz}]"),
         DataType::List(f) | DataType::LargeList(f) => format!("list<{}>", type_name(f.data_type())),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!(
+                "map<{}, {}>",
+                type_name(kv[0].data_type()),
+                type_name(kv[1].data_type())
+            ),
+            other => format!("{other:?}"),
+        },
         DataType::Struct(fields) => format!(
             "struct<{}>",
             fields

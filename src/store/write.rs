@@ -7,8 +7,8 @@ use crate::model::{Conversation, Event, EventKind, Run};
 use crate::store::schema::{events_schema, runs_schema};
 use crate::store::StoreSpec;
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, LargeStringBuilder, StringBuilder,
-    TimestampMillisecondBuilder, UInt32Builder, UInt64Builder,
+    ArrayRef, BooleanBuilder, Float64Builder, LargeStringBuilder, MapBuilder, MapFieldNames,
+    StringBuilder, TimestampMillisecondBuilder, UInt32Builder, UInt64Builder,
 };
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
@@ -439,7 +439,17 @@ pub struct RunsBuilder {
     part: UInt32Builder,
     input_index: UInt32Builder,
     record_index: UInt64Builder,
+    partitions: MapBuilder<StringBuilder, StringBuilder>,
     rows: usize,
+}
+
+fn partitions_builder() -> MapBuilder<StringBuilder, StringBuilder> {
+    let names = MapFieldNames {
+        entry: "entries".into(),
+        key: "key".into(),
+        value: "value".into(),
+    };
+    MapBuilder::new(Some(names), StringBuilder::new(), StringBuilder::new())
 }
 
 impl Default for RunsBuilder {
@@ -465,6 +475,7 @@ impl Default for RunsBuilder {
             part: UInt32Builder::new(),
             input_index: UInt32Builder::new(),
             record_index: UInt64Builder::new(),
+            partitions: partitions_builder(),
             rows: 0,
         }
     }
@@ -504,6 +515,13 @@ impl RunsBuilder {
         self.part.append_value(part);
         self.input_index.append_value(origin.input_index);
         self.record_index.append_value(origin.record_index);
+        for (key, value) in crate::store::partitions::partition_values(&run.source) {
+            self.partitions.keys().append_value(key);
+            self.partitions.values().append_value(value);
+        }
+        self.partitions
+            .append(true)
+            .expect("keys and values are appended in pairs");
         self.rows += 1;
         self.bytes += run_bytes(run);
     }
@@ -537,6 +555,7 @@ impl RunsBuilder {
             Arc::new(self.part.finish()),
             Arc::new(self.input_index.finish()),
             Arc::new(self.record_index.finish()),
+            Arc::new(self.partitions.finish()),
         ];
         self.rows = 0;
         self.bytes = 0;

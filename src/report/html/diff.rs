@@ -140,8 +140,8 @@ pub fn render_html(d: &Diff) -> String {
         d.runs.only_candidate
     ));
     let mut links = vec![("rates", "Rate changes".to_string())];
-    if let Some(by) = d.by {
-        links.push(("groups", format!("Per {}", by.as_str())));
+    if let Some(by) = &d.by {
+        links.push(("groups", format!("Per {}", by.label())));
     }
     links.push((
         "appeared",
@@ -167,13 +167,16 @@ pub fn render_html(d: &Diff) -> String {
          above zero is a regression (red).</p>\n",
         html(d.interval)
     ));
-    if let Some(by) = d.by {
-        o.push_str(&format!("<h2 id=\"groups\">Per {}</h2>\n", by.as_str()));
+    if let Some(by) = &d.by {
+        o.push_str(&format!(
+            "<h2 id=\"groups\">Per {}</h2>\n",
+            html_bounded(&by.label(), 60)
+        ));
         let rows: Vec<&RateChange> = d.groups.iter().collect();
         o.push_str(&change_chart(&rows, d.rules.rate_pp, |i| {
             format!("g-{}", i + 1)
         }));
-        o.push_str(&change_table(&d.groups, "g", Some(by.as_str())));
+        o.push_str(&change_table(&d.groups, "g", Some(&by.label())));
     }
     o.push_str(&format!(
         "<h2 id=\"appeared\">Finding keys only in the candidate ({})</h2>\n",

@@ -25,8 +25,8 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
         html_bounded(&r.engine_version, 20)
     ));
     let mut links = vec![("rates", "Fail rates".to_string())];
-    if let Some(by) = r.by.filter(|_| !r.groups.is_empty()) {
-        links.push(("groups", format!("Per {}", by.as_str())));
+    if let Some(by) = r.by.as_ref().filter(|_| !r.groups.is_empty()) {
+        links.push(("groups", format!("Per {}", by.label())));
     }
     if !r.loops.is_empty() {
         links.push(("loops", "Tools that loop".into()));
@@ -67,7 +67,7 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
     }
     o.push_str("</table>\n<p class=\"note\">fail % = checked-fail among checked runs (pass + fail). Bars show the rate, whiskers its 95% Wilson score interval.</p>\n");
 
-    if let Some(by) = r.by {
+    if let Some(by) = &r.by {
         let mut first = true;
         for c in &r.checks {
             let rows: Vec<&RateRow> = r.groups.iter().filter(|g| g.check == c.check).collect();
@@ -82,12 +82,12 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
                     ""
                 },
                 html_bounded(&c.check, 60),
-                by.as_str()
+                html_bounded(&by.label(), 60)
             ));
             o.push_str(&rate_chart(&rows));
             o.push_str(&format!(
                 "<table><tr><th>{}</th><th class=\"n\">checked</th><th class=\"n\">fail</th><th class=\"n\">fail %</th><th>95% CI</th><th class=\"n\">n/a</th><th class=\"n\">unreachable</th></tr>\n",
-                by.as_str()
+                html_bounded(&by.label(), 60)
             ));
             let (keep, _) = choose(rows.len(), MAX_GROUP_ROWS, |_| false, |i| rows[i].checked);
             let shown: Vec<&RateRow> = keep.into_iter().map(|i| rows[i]).collect();
