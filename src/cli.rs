@@ -463,7 +463,8 @@ fn run_report(args: ReportArgs) -> ExitCode {
     use crate::report::corpus::{self, CorpusDir};
     use crate::report::{emit, findings, render_report, summary};
     let run = || -> std::io::Result<()> {
-        let corpus = CorpusDir::open(&args.corpus)?;
+        let (local, _copy) = crate::pipeline::remote::readable(&args.corpus)?;
+        let corpus = CorpusDir::open(&local)?;
         let named = |e| corpus::name_the_unreadable(&[&corpus], e);
         let report = corpus::guarded(|| {
             summary::build(
@@ -510,8 +511,10 @@ fn run_diff(args: DiffArgs) -> ExitCode {
         Err(e) => return fail("diff", e),
     };
     let run = || -> std::io::Result<diff::Diff> {
-        let base = CorpusDir::open(&args.baseline)?;
-        let cand = CorpusDir::open(&args.candidate)?;
+        let (base_local, _base_copy) = crate::pipeline::remote::readable(&args.baseline)?;
+        let (cand_local, _cand_copy) = crate::pipeline::remote::readable(&args.candidate)?;
+        let base = CorpusDir::open(&base_local)?;
+        let cand = CorpusDir::open(&cand_local)?;
         let d = corpus::guarded(|| {
             diff::build(
                 &base,
@@ -545,7 +548,8 @@ fn run_explain(args: ExplainArgs) -> ExitCode {
     use crate::report::corpus::{self, CorpusDir};
     use crate::report::{emit, explain, render_explain};
     let run = || -> std::io::Result<()> {
-        let corpus = CorpusDir::open(&args.corpus)?;
+        let (local, _copy) = crate::pipeline::remote::readable(&args.corpus)?;
+        let corpus = CorpusDir::open(&local)?;
         let e = corpus::guarded(|| {
             explain::build(
                 &corpus,
@@ -573,7 +577,14 @@ fn run_trend(args: TrendArgs) -> ExitCode {
         Err(e) => return fail("trend", e),
     };
     let run = || -> std::io::Result<trend::Trend> {
-        let nights = trend::nights(&args.corpora)?;
+        let mut copies = Vec::new();
+        let mut local = Vec::with_capacity(args.corpora.len());
+        for given in &args.corpora {
+            let (path, copy) = crate::pipeline::remote::readable(given)?;
+            local.push(path);
+            copies.extend(copy);
+        }
+        let nights = trend::nights(&local)?;
         let t = trend::build(&nights, &rules)?;
         emit(&render_trend(&t, args.format)?, args.out.as_deref())?;
         Ok(t)

@@ -106,6 +106,40 @@ impl Moto {
         assert!(reply.starts_with("HTTP/1.1 200"), "PUT {path}: {reply}");
     }
 
+    /// A plain GET: the status line and the body.
+    fn get(&self, path: &str) -> (String, Vec<u8>) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.port
+        )
+        .unwrap();
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).unwrap();
+        let split = reply.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&reply[..split]).to_string();
+        let mut body = reply[split + 4..].to_vec();
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            body = unchunk(&body);
+        }
+        (head.lines().next().unwrap_or("").to_string(), body)
+    }
+
+    /// The keys under `prefix` of `bucket`.
+    fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let (status, body) = self.get(&format!("/{bucket}?list-type=2&prefix={prefix}"));
+        assert!(status.contains("200"), "{status}");
+        let text = String::from_utf8_lossy(&body).to_string();
+        text.split("<Key>")
+            .skip(1)
+            .map(|k| k.split("</Key>").next().unwrap().to_string())
+            .collect()
+    }
+
     fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -126,6 +160,20 @@ impl Moto {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+}
+
+fn unchunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line = body.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[line + 2..line + 2 + size]);
+        body = &body[line + 2 + size + 2..];
     }
 }
 
@@ -302,4 +350,109 @@ fn a_missing_bucket_or_object_is_an_error_that_names_it_and_no_secret() {
             run.stderr
         );
     }
+}
+
+/// The nightly job on a bucket: logs read from one prefix, the store and the corpus written to
+/// others (manifest last, nothing else under a prefix that holds objects, a second writer
+/// refused by the lock object), and the reports read from the bucket what they read from the
+/// local corpus of the same logs.
+#[test]
+fn a_night_in_a_bucket_writes_its_store_and_corpus_to_the_bucket() {
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local");
+    server.put("/nightly", b"");
+    for (key, body) in objects(&local) {
+        server.put(&format!("/nightly/{key}"), &body);
+    }
+    let logs = "s3://nightly/logs/";
+    let corpus_url = "s3://nightly/nights/2026-12-02/";
+    let run = server.traceaudit(&["audit", logs, "--quiet", "--out", corpus_url]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let local_corpus = dir.path().join("2026-12-02");
+    let run = traceaudit(&[
+        "audit",
+        path_str(&local.join("logs")),
+        "--quiet",
+        "--out",
+        path_str(&local_corpus),
+    ]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+
+    // What the corpus holds in the bucket: the local corpus's files, and no lock left.
+    let keys = server.keys("nightly", "nights/");
+    let mut local_files = Vec::new();
+    files_under(&local_corpus, &mut local_files);
+    let mut expected: Vec<String> = local_files
+        .iter()
+        .map(|p| {
+            format!(
+                "nights/2026-12-02/{}",
+                p.strip_prefix(&local_corpus).unwrap().display()
+            )
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(keys, expected);
+    for key in &keys {
+        let (_, body) = server.get(&format!("/nightly/{key}"));
+        assert_no_secret(key, &String::from_utf8_lossy(&body));
+    }
+
+    // The reports read the bucket as the local corpus.
+    for format in ["table", "json", "markdown"] {
+        let remote = server.traceaudit(&[
+            "report",
+            corpus_url,
+            "--format",
+            format,
+            "--by",
+            "partition:day",
+        ]);
+        let plain = traceaudit(&[
+            "report",
+            path_str(&local_corpus),
+            "--format",
+            format,
+            "--by",
+            "partition:day",
+        ]);
+        assert_eq!(remote.status, 0, "{}", remote.stderr);
+        let tidy = |s: &str| s.replace(path_str(&local.join("logs")), "s3://nightly/logs");
+        assert_eq!(tidy(&plain.stdout), remote.stdout, "{format}");
+    }
+    let diff = server.traceaudit(&["diff", corpus_url, path_str(&local_corpus)]);
+    assert_eq!(diff.status, 0, "{}{}", diff.stdout, diff.stderr);
+    let trend = server.traceaudit(&["trend", "s3://nightly/nights/"]);
+    assert_eq!(trend.status, 0, "{}", trend.stderr);
+    assert!(trend.stdout.contains("2026-12-02"), "{}", trend.stdout);
+
+    // A prefix that holds objects is not written to, and nothing in it changes.
+    let again = server.traceaudit(&["audit", logs, "--quiet", "--out", corpus_url]);
+    assert_eq!(again.status, 2);
+    assert!(again.stderr.contains("already holds"), "{}", again.stderr);
+    assert_eq!(server.keys("nightly", "nights/"), keys);
+
+    // A second writer (its lock object present) is refused before anything is written.
+    server.put("/nightly/nights/2026-12-03.traceaudit-lock", b"{}");
+    let busy = server.traceaudit(&[
+        "ingest",
+        logs,
+        "--quiet",
+        "--out",
+        "s3://nightly/nights/2026-12-03/",
+    ]);
+    assert_eq!(busy.status, 2);
+    assert!(
+        busy.stderr
+            .contains("another traceaudit run is writing s3://nightly/nights/2026-12-03/"),
+        "{}",
+        busy.stderr
+    );
+    assert!(server.keys("nightly", "nights/2026-12-03/").is_empty());
+
+    // An output URL must name a prefix.
+    let bare = server.traceaudit(&["ingest", logs, "--quiet", "--out", "s3://nightly/store"]);
+    assert_eq!(bare.status, 2);
+    assert!(bare.stderr.contains("end it with `/`"), "{}", bare.stderr);
 }

@@ -305,6 +305,13 @@ pub struct AuditSummary {
 
 /// Audit `inputs` (one store, or raw inputs) into the corpus directory `out`.
 pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<AuditSummary> {
+    if super::remote::is_url(out) {
+        return super::remote::write_to_bucket(out, |local| {
+            let mut summary = audit(inputs, local, opts)?;
+            summary.corpus = out.to_path_buf();
+            Ok(summary)
+        });
+    }
     let started = Instant::now();
     let passes = select(opts.checks.as_deref())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;

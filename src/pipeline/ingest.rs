@@ -405,6 +405,13 @@ fn read_plain(
 
 /// Run an ingest of `inputs` into the store directory `out`.
 pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<IngestSummary> {
+    if super::remote::is_url(out) {
+        return super::remote::write_to_bucket(out, |local| {
+            let mut summary = ingest(inputs, local, opts)?;
+            summary.store = out.to_path_buf();
+            Ok(summary)
+        });
+    }
     ingest_tapped(inputs, out, opts, None).map(|(summary, _)| summary)
 }
 

@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod inputs;
 pub mod parts;
 pub mod queue;
+pub mod remote;
 pub mod shards;
 pub mod tables;
 pub mod tap;

@@ -282,6 +282,210 @@ pub fn fetch(remote: &Remote, to: &FsPath) -> io::Result<Fetched> {
     })
 }
 
+/// Files larger than this are uploaded in parts (S3's smallest part is 5 MiB).
+const MULTIPART_BYTES: u64 = 16 << 20;
+
+/// A prefix of a bucket an output is written under: `url` must end in `/` (a folder of objects).
+pub struct Prefix {
+    bucket: Bucket,
+    key: ObjectPath,
+    shown: String,
+}
+
+impl Prefix {
+    pub fn open(url: &str) -> io::Result<Prefix> {
+        let shown = redacted(url);
+        if !url.ends_with('/') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{shown}: an output in object storage is a prefix: end it with `/`"),
+            ));
+        }
+        let (bucket, key) = open(url)?;
+        Ok(Prefix { bucket, key, shown })
+    }
+
+    /// The prefix as shown (`scheme://bucket/key/`).
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    fn child(&self, rel: &str) -> ObjectPath {
+        let mut path = self.key.clone();
+        for part in rel.split('/').filter(|p| !p.is_empty()) {
+            path = path.clone().join(part);
+        }
+        path
+    }
+
+    /// The objects under the prefix, with their keys relative to it.
+    pub fn objects(&self) -> io::Result<Vec<(String, Remote)>> {
+        let listed = if self.key.as_ref().is_empty() {
+            list(&self.bucket.base)?
+        } else {
+            list(&format!("{}{}/", self.bucket.base, self.key))?
+        };
+        let base = self.key.as_ref();
+        Ok(listed
+            .into_iter()
+            .filter_map(|r| {
+                let key = r.location.as_ref();
+                let rel = if base.is_empty() {
+                    key
+                } else {
+                    key.strip_prefix(base)?.strip_prefix('/')?
+                };
+                Some((rel.to_string(), r))
+            })
+            .collect())
+    }
+
+    /// Take the lock object `<prefix>.traceaudit-lock` (beside the prefix, not in it), made only
+    /// when it does not exist (a conditional put), so that a second writer is refused.
+    pub fn lock(&self) -> io::Result<PrefixLock> {
+        let name = format!("{}.traceaudit-lock", self.key.as_ref());
+        let location = ObjectPath::from(name.as_str());
+        let shown = format!("{}{}", self.bucket.base, location);
+        let rt = runtime()?;
+        let opts = object_store::PutOptions {
+            mode: object_store::PutMode::Create,
+            ..Default::default()
+        };
+        let body = format!("{{\"pid\": {}}}\n", std::process::id());
+        match rt.block_on(
+            self.bucket
+                .store
+                .put_opts(&location, body.into_bytes().into(), opts),
+        ) {
+            Ok(_) => Ok(PrefixLock {
+                bucket: self.bucket.clone(),
+                location,
+            }),
+            Err(object_store::Error::AlreadyExists { .. }) => Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "another traceaudit run is writing {} (its lock object {shown} exists; \
+                     delete it if no run is)",
+                    self.shown
+                ),
+            )),
+            Err(e) => Err(store_error("lock", &shown, &e)),
+        }
+    }
+
+    /// Upload every file under the local folder `dir` to the prefix, each at its relative path,
+    /// with `last` (the manifest) after all others: a reader that finds the manifest finds
+    /// every file it lists.
+    pub fn upload(&self, dir: &FsPath, last: &str) -> io::Result<u64> {
+        let mut files = Vec::new();
+        walk_files(dir, dir, &mut files)?;
+        files.sort();
+        files.sort_by_key(|rel| rel == last);
+        let rt = runtime()?;
+        let mut bytes = 0;
+        for rel in files {
+            let location = self.child(&rel);
+            let shown = format!("{}{}", self.bucket.base, location);
+            let local = dir.join(&rel);
+            bytes += rt.block_on(put_file(&self.bucket, &location, &local, &shown))?;
+        }
+        Ok(bytes)
+    }
+
+    /// Fetch every object under the prefix into the local folder `dir`, at its relative path.
+    pub fn download(&self, dir: &FsPath) -> io::Result<u64> {
+        let mut bytes = 0;
+        for (rel, remote) in self.objects()? {
+            if rel.split('/').any(|p| p == ".." || p == ".") {
+                continue;
+            }
+            let to = dir.join(&rel);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot create {}: {e}", parent.display()))
+                })?;
+            }
+            bytes += fetch(&remote, &to)?.bytes;
+        }
+        Ok(bytes)
+    }
+}
+
+/// The lock object of an output prefix, deleted by [`PrefixLock::release`] (a run that dies
+/// leaves it, and the next run says so).
+pub struct PrefixLock {
+    bucket: Bucket,
+    location: ObjectPath,
+}
+
+impl PrefixLock {
+    pub fn release(self) -> io::Result<()> {
+        let shown = format!("{}{}", self.bucket.base, self.location);
+        runtime()?
+            .block_on(self.bucket.store.delete(&self.location))
+            .map_err(|e| store_error("delete", &shown, &e))
+    }
+}
+
+fn walk_files(root: &FsPath, dir: &FsPath, out: &mut Vec<String>) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            walk_files(root, &path, out)?;
+        } else {
+            let rel = path.strip_prefix(root).expect("under the root");
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    Ok(())
+}
+
+async fn put_file(
+    bucket: &Bucket,
+    location: &ObjectPath,
+    local: &FsPath,
+    shown: &str,
+) -> io::Result<u64> {
+    use std::io::Read;
+    let read_err =
+        |e: io::Error| io::Error::new(e.kind(), format!("cannot read {}: {e}", local.display()));
+    let mut file = std::fs::File::open(local).map_err(read_err)?;
+    let len = file.metadata().map_err(read_err)?.len();
+    if len <= MULTIPART_BYTES {
+        let mut body = Vec::with_capacity(len as usize);
+        file.read_to_end(&mut body).map_err(read_err)?;
+        bucket
+            .store
+            .put(location, body.into())
+            .await
+            .map_err(|e| store_error("write", shown, &e))?;
+        return Ok(len);
+    }
+    let upload = bucket
+        .store
+        .put_multipart(location)
+        .await
+        .map_err(|e| store_error("write", shown, &e))?;
+    let mut writer = object_store::WriteMultipart::new(upload);
+    let mut buf = vec![0u8; 8 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(read_err)?;
+        if n == 0 {
+            break;
+        }
+        writer
+            .wait_for_capacity(4)
+            .await
+            .map_err(|e| store_error("write", shown, &e))?;
+        writer.write(&buf[..n]);
+    }
+    writer
+        .finish()
+        .await
+        .map_err(|e| store_error("write", shown, &e))?;
+    Ok(len)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,106 @@
+//! Outputs in object storage and corpora read from it. An output URL (`s3://bucket/nights/
+//! 2026-12-03/`) is written by running the local job into a temporary folder, then uploading
+//! it with its manifest last, under a lock object that refuses a second writer; a prefix that
+//! already holds objects is refused (nothing in a bucket is replaced or deleted). A corpus (or
+//! a folder of nights) in a bucket is fetched whole into a temporary folder and read there.
+
+use crate::source::object::{self, Prefix};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A folder of this process's under the system's temporary directory (`TMPDIR`), removed when
+/// dropped.
+pub struct TempFolder(PathBuf);
+
+impl TempFolder {
+    fn new(what: &str) -> io::Result<TempFolder> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!(".traceaudit-{what}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display()))
+        })?;
+        Ok(TempFolder(dir))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Is `path` an object-storage URL?
+pub fn is_url(path: &Path) -> bool {
+    path.to_str().is_some_and(object::is_url)
+}
+
+/// Run `job` with a local folder in place of the output URL `out`, then upload what it wrote
+/// (manifest last) to `out`. Refused before `job` runs when `out` holds objects or another run
+/// holds its lock.
+pub fn write_to_bucket<T>(out: &Path, job: impl FnOnce(&Path) -> io::Result<T>) -> io::Result<T> {
+    let url = out.to_str().unwrap_or("");
+    let prefix = Prefix::open(url)?;
+    let lock = prefix.lock()?;
+    let result = (|| {
+        let found = prefix.objects()?;
+        if let Some((rel, _)) = found.first() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} already holds {} object(s) ({rel}, ...): an output in object storage \
+                     is written to an empty prefix only, since objects in a bucket are not \
+                     replaced; choose a new prefix (such as one per night)",
+                    prefix.shown(),
+                    found.len()
+                ),
+            ));
+        }
+        let temp = TempFolder::new("out")?;
+        let local = temp.path().join("output");
+        let value = job(&local)?;
+        prefix.upload(&local, "manifest.json")?;
+        Ok(value)
+    })();
+    let released = lock.release();
+    let value = result?;
+    released?;
+    Ok(value)
+}
+
+/// A local copy of the corpus, store or folder of nights at `path`: `path` itself, or for a URL
+/// a fetched copy that lives as long as the returned folder.
+pub fn readable(path: &Path) -> io::Result<(PathBuf, Option<TempFolder>)> {
+    if !is_url(path) {
+        return Ok((path.to_path_buf(), None));
+    }
+    let url = path.to_str().unwrap_or("");
+    let url = if url.ends_with('/') {
+        url.to_string()
+    } else {
+        format!("{url}/")
+    };
+    let prefix = Prefix::open(&url)?;
+    let temp = TempFolder::new("read")?;
+    // The copy keeps the prefix's own name: reports name nights and corpora by their folder.
+    let name = url
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty() && *n != "." && *n != "..")
+        .unwrap_or("corpus");
+    let local = temp.path().join(name);
+    std::fs::create_dir_all(&local)?;
+    if prefix.download(&local)? == 0 && std::fs::read_dir(&local)?.next().is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{} holds no objects", prefix.shown()),
+        ));
+    }
+    Ok((local, Some(temp)))
+}
