@@ -398,3 +398,72 @@ fn a_part_corpus_is_read_whole_or_not_at_all() {
     });
     assert!(why.contains("does not list their files"), "{why}");
 }
+
+#[test]
+fn the_manifest_lists_only_what_the_parts_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let opts = IngestOptions {
+        threads: 2,
+        part_bytes: 300_000,
+        ..IngestOptions::default()
+    };
+    ingest(&[testdata("tau2"), testdata("tau-bench")], &store, &opts).unwrap();
+    let manifest = std::fs::read_to_string(store.join("manifest.json")).unwrap();
+    let out = dir.path().join("parts");
+    let counted: Vec<_> = (0..2)
+        .map(|p| audit_part(&store, p, &out, &options()).unwrap())
+        .collect();
+    assert_eq!(counted[1].files.len(), 4, "{:?}", counted[1].files);
+    assert_eq!(
+        counted[1].files[0].files[0].path,
+        "findings/part-00001.parquet"
+    );
+    let finish = |parts: &[traceaudit::PartAudit]| {
+        finish_corpus(&out, path_str(&store), &manifest, parts, &options(), 1.0).unwrap_err()
+    };
+    // Counts without the files (as an audit in memory gives them).
+    let mut bare = counted.clone();
+    bare[1].files.clear();
+    let why = finish(&bare).to_string();
+    assert!(
+        why.contains("the audit of part 1 did not report writing findings/part-00001.parquet"),
+        "{why}"
+    );
+    // Part 0's files reported for part 1.
+    let mut swapped = counted.clone();
+    swapped[1].files = counted[0].files.clone();
+    assert!(finish(&swapped)
+        .to_string()
+        .contains("part 1 did not report"));
+    // Files holding other rows than the part counted.
+    let mut more = counted.clone();
+    more[0].files[1].files[0].rows += 1;
+    let why = finish(&more).to_string();
+    assert!(
+        why.contains("the parts counted") && why.contains("dispositions rows"),
+        "{why}"
+    );
+    assert!(finish(&counted[..1])
+        .to_string()
+        .contains("2 part(s), and 1 were audited"));
+    assert!(!out.join("manifest.json").exists() && !out.join("ledger.parquet").exists());
+    let made = finish_corpus(&out, path_str(&store), &manifest, &counted, &options(), 1.0).unwrap();
+    let listed: Vec<&str> = made
+        .tables
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|t| t.table.as_str())
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "findings",
+            "dispositions",
+            "agreement",
+            "ledger",
+            "attempts"
+        ]
+    );
+}
