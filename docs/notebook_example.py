@@ -4,6 +4,10 @@ the run attributes from the store, a fail rate per check and model, and a plot o
 
     python docs/notebook_example.py CORPUS [--plot rates.png]
 
+CORPUS is either layout: the command line's (`CORPUS/<table>.parquet`) or one written a part at
+a time by traceaudit.ray (`CORPUS/<table>/part-NNNNN.parquet`, the files its manifest lists);
+`table_files` below is the rule a notebook follows to read both.
+
 It also checks what a notebook relies on: every table and column documented in
 schemas/corpus.md and schemas/store.md reads with the documented type, non-nullable columns hold
 no nulls, and the list and struct columns (subjects, witnesses, grounded_values) come back as
@@ -17,9 +21,39 @@ import re
 import sys
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def manifest(corpus: pathlib.Path) -> dict:
+    return json.loads((corpus / "manifest.json").read_text())
+
+
+def table_files(corpus: pathlib.Path, name: str) -> list:
+    """The files of table `name`, in the order its rows are read: `<name>.parquet`, or the part
+    files the manifest lists (and no other file: a folder may hold strays), each checked to be
+    there with the size the manifest records. (The traceaudit module's `table_files` also
+    checks each footer's row count.)"""
+    listed = manifest(corpus).get("tables")
+    if listed is None:
+        return [corpus / f"{name}.parquet"]
+    for table in listed:
+        if table["table"] == name:
+            files = []
+            for f in table["files"]:
+                path = corpus / f["path"]
+                if not path.is_file() or path.stat().st_size != f["bytes"]:
+                    raise ValueError(f"{path}: missing, or not of the size the manifest records")
+                files.append(path)
+            return files
+    raise FileNotFoundError(f"{corpus} has no table {name}")
+
+
+def scan(files: list) -> pl.LazyFrame:
+    """One lazy scan of `files`, each path taken literally (no glob, no partition folders)."""
+    return pl.scan_parquet([str(f) for f in files], glob=False, hive_partitioning=False)
 
 
 def store_dir(corpus: pathlib.Path) -> pathlib.Path:
@@ -27,14 +61,14 @@ def store_dir(corpus: pathlib.Path) -> pathlib.Path:
     inside = corpus / "store"
     if (inside / "runs.parquet").exists():
         return inside
-    recorded = pathlib.Path(json.loads((corpus / "manifest.json").read_text())["store"])
+    recorded = pathlib.Path(manifest(corpus)["store"])
     return recorded if recorded.is_absolute() else corpus.parent / recorded
 
 
 def fail_rates(corpus: pathlib.Path) -> pl.DataFrame:
     """checked-fail among checked runs, per check and model (the headline rate of the report)."""
-    dispositions = pl.scan_parquet(corpus / "dispositions.parquet")
-    runs = pl.scan_parquet(store_dir(corpus) / "runs.parquet").select("run_id", "model")
+    dispositions = scan(table_files(corpus, "dispositions"))
+    runs = scan([store_dir(corpus) / "runs.parquet"]).select("run_id", "model")
     return (
         dispositions.join(runs, on="run_id", how="left")
         .with_columns(pl.col("model").fill_null("(unrecorded)"))
@@ -105,17 +139,18 @@ def type_matches(dtype: pl.DataType, doc_type: str) -> bool:
     return False
 
 
-def check_table(path: pathlib.Path, documented: list) -> int:
-    df = pl.read_parquet(path)
-    assert pq.read_table(path).num_rows == df.height, f"{path}: pyarrow and polars disagree"
+def check_table(name: str, files: list, documented: list) -> int:
+    df = scan(files).collect()
+    arrow = pa.concat_tables([pq.ParquetFile(f).read() for f in files])
+    assert arrow.num_rows == df.height, f"{name}: pyarrow and polars disagree"
     for column, doc_type, nullable in documented:
-        assert column in df.columns, f"{path.name}: documented column {column} is missing"
+        assert column in df.columns, f"{name}: documented column {column} is missing"
         dtype = df.schema[column]
-        assert type_matches(dtype, doc_type), f"{path.name}.{column}: {dtype} is not {doc_type}"
+        assert type_matches(dtype, doc_type), f"{name}.{column}: {dtype} is not {doc_type}"
         if not nullable:
-            assert df[column].null_count() == 0, f"{path.name}.{column} holds nulls"
+            assert df[column].null_count() == 0, f"{name}.{column} holds nulls"
     undocumented = set(df.columns) - {c for c, _, _ in documented}
-    assert not undocumented, f"{path.name}: undocumented columns {sorted(undocumented)}"
+    assert not undocumented, f"{name}: undocumented columns {sorted(undocumented)}"
     return df.height
 
 
@@ -123,14 +158,17 @@ def check_documents(corpus: pathlib.Path) -> None:
     corpus_doc = documented_tables((REPO / "schemas" / "corpus.md").read_text())
     store_doc = documented_tables((REPO / "schemas" / "store.md").read_text())
     for name, columns in corpus_doc.items():
-        path = corpus / f"{name}.parquet"
-        if not path.exists():
+        try:
+            files = table_files(corpus, name)
+        except FileNotFoundError:
+            files = []
+        if not files or not files[0].exists():
             # A table a check owns is written only when that check ran.
-            print(f"{name}.parquet: not written by this audit")
+            print(f"{name}: not written by this audit")
             continue
-        rows = check_table(path, columns)
-        print(f"{name}.parquet: {rows} rows, {len(columns)} columns as documented")
-    rows = check_table(store_dir(corpus) / "runs.parquet", store_doc["runs"])
+        rows = check_table(name, files, columns)
+        print(f"{name}: {rows} rows in {len(files)} file(s), {len(columns)} columns as documented")
+    rows = check_table("store runs", [store_dir(corpus) / "runs.parquet"], store_doc["runs"])
     print(f"store runs.parquet: {rows} rows, {len(store_doc['runs'])} columns as documented")
 
 
@@ -143,7 +181,7 @@ def main() -> int:
 
     check_documents(corpus)
 
-    findings = pl.read_parquet(corpus / "findings.parquet")
+    findings = scan(table_files(corpus, "findings")).collect()
     # Nested columns: each witness is a struct whose subject is a struct.
     witnesses = (
         findings.select("finding_id", "check_name", "witnesses")
@@ -160,15 +198,14 @@ def main() -> int:
             wasted_landings=pl.col("wasted_landings").sum(),
             wasted_ms=pl.col("wasted_ms").sum(),
         )
-        .sort("wasted_landings", descending=True)
+        .sort(["wasted_landings", "tool_name"], descending=[True, False])
     )
     print(loops)
 
     rates = fail_rates(corpus)
     print(rates)
     # The notebook's numbers are the audit's: failed runs per check match the manifest.
-    manifest = json.loads((corpus / "manifest.json").read_text())
-    for counts in manifest["counts"]:
+    for counts in manifest(corpus)["counts"]:
         failed = rates.filter(pl.col("check_name") == counts["check"])["failed"].sum()
         assert failed == counts["checked_fail"], (counts["check"], failed, counts["checked_fail"])
 

@@ -53,6 +53,12 @@ pub use pipeline::shards::{
 };
 // What those callers need to name besides: a store's manifest.
 pub use store::StoreManifest;
+// Reading a corpus in either layout (one file per table, or the part files its manifest lists)
+// without Polars, and the driver's `findings.jsonl` for a corpus written a part at a time.
+pub use corpus::layout::{
+    read_table as read_corpus_table, table_files, Layout as CorpusLayout, TableFile, TableFiles,
+};
+pub use corpus::write::findings_jsonl;
 
 /// The framework's own fingerprints, to the byte: JavaScript's `JSON.stringify` and number and
 /// string forms, its hashes, and the repeated-call key built from them.

@@ -7,6 +7,7 @@ use arrow::ffi_stream::RecordBatchStreamReader;
 use arrow::pyarrow::{PyArrowType, Table};
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use std::io;
 use std::path::PathBuf;
 
@@ -184,6 +185,39 @@ fn finish_corpus(
     to_json(&manifest)
 }
 
+/// The `findings.jsonl` lines of a findings table (an object with `__arrow_c_stream__`), as the
+/// command line writes them for those findings.
+#[pyfunction]
+fn findings_jsonl<'py>(
+    py: Python<'py>,
+    findings: PyArrowType<RecordBatchStreamReader>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let batches = batches_of(findings.0, "findings")?;
+    let lines = py
+        .detach(|| traceaudit::findings_jsonl(&batches))
+        .map_err(to_py)?;
+    Ok(PyBytes::new(py, &lines))
+}
+
+/// The files of table `table` of the corpus `corpus`, in the order its rows are read (either
+/// layout; a corpus whose manifest lists its files is checked whole first).
+#[pyfunction]
+fn table_files(py: Python<'_>, corpus: PathBuf, table: String) -> PyResult<Vec<PathBuf>> {
+    py.detach(|| traceaudit::table_files(&corpus, &table))
+        .map_err(to_py)
+}
+
+/// Table `table` of the corpus `corpus` as one pyarrow Table (either layout).
+#[pyfunction]
+fn read_table(py: Python<'_>, corpus: PathBuf, table: String) -> PyResult<PyArrowType<Table>> {
+    let (schema, batches) = py
+        .detach(|| traceaudit::read_corpus_table(&corpus, &table))
+        .map_err(to_py)?;
+    let table =
+        Table::try_new(batches, schema).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyArrowType(table))
+}
+
 fn format_named(format: Option<String>) -> PyResult<Option<traceaudit::Format>> {
     match format {
         None => Ok(None),
@@ -311,6 +345,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(audit_tables, m)?)?;
     m.add_function(wrap_pyfunction!(audit_part, m)?)?;
     m.add_function(wrap_pyfunction!(finish_corpus, m)?)?;
+    m.add_function(wrap_pyfunction!(findings_jsonl, m)?)?;
+    m.add_function(wrap_pyfunction!(table_files, m)?)?;
+    m.add_function(wrap_pyfunction!(read_table, m)?)?;
     m.add_function(wrap_pyfunction!(plan_ingest, m)?)?;
     m.add_function(wrap_pyfunction!(join_keys, m)?)?;
     m.add_function(wrap_pyfunction!(ingest_shard, m)?)?;

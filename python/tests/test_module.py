@@ -166,6 +166,46 @@ def test_audit_part_writes_each_table_of_one_part(tmp_path, testdata_store, test
     ).read_bytes()
     with pytest.raises(ValueError, match=f"there is no part {parts}"):
         traceaudit.audit_part(testdata_store, parts, tmp_path / "out")
+    # Read through its manifest, the part corpus is the command line's; a stray file in a
+    # table's folder is not read.
+    out = tmp_path / "out"
+    (out / "findings" / "part-99999.parquet").write_bytes(
+        (out / "findings" / "part-00000.parquet").read_bytes()
+    )
+    assert traceaudit.table_files(out, "findings") == [
+        str(out / "findings" / f"part-{p:05d}.parquet") for p in range(parts)
+    ]
+    for name in [*TABLES, "ledger"]:
+        assert_same_table(traceaudit.read_table(out, name), read_table(testdata_corpus, name), name)
+
+
+def test_the_corpus_readers_read_the_command_lines_layout(testdata_corpus):
+    for name in [*TABLES, "ledger"]:
+        assert traceaudit.table_files(testdata_corpus, name) == [
+            str(testdata_corpus / f"{name}.parquet")
+        ]
+        assert_same_table(
+            traceaudit.read_table(testdata_corpus, name),
+            pq.read_table(testdata_corpus / f"{name}.parquet"),
+            name,
+        )
+    with pytest.raises(FileNotFoundError, match='has no table "nothing"'):
+        traceaudit.read_table(testdata_corpus, "nothing")
+    with pytest.raises(OSError, match="is not a traceaudit corpus"):
+        traceaudit.table_files(testdata_corpus / "store-that-is-not", "findings")
+
+
+def test_findings_jsonl_is_the_command_lines(testdata_corpus):
+    findings = pq.read_table(testdata_corpus / "findings.parquet")
+    assert findings.num_rows > 0
+    expected = (testdata_corpus / "findings.jsonl").read_bytes()
+    assert traceaudit.findings_jsonl(findings) == expected
+    # Batch by batch, the lines join up to the same file.
+    pieces = [traceaudit.findings_jsonl(pa.Table.from_batches([b]))
+              for b in findings.to_batches(max_chunksize=7)]
+    assert b"".join(pieces) == expected
+    with pytest.raises(TypeError, match="__arrow_c_stream__"):
+        traceaudit.findings_jsonl([{"finding_id": "x"}])
 
 
 def test_audit_part_refuses_a_folder_of_other_files(tmp_path, testdata_store):

@@ -4,6 +4,7 @@ the distributed audit and ingest equal the command line's."""
 import json
 import os
 import pathlib
+import re
 import shutil
 
 import pyarrow as pa
@@ -51,13 +52,28 @@ def generated(tmp_path_factory):
 def assert_same_corpus(got: pathlib.Path, expected: pathlib.Path):
     for name in TABLES:
         assert_same_table(read_table(got, name), read_table(expected, name), name)
-    assert (got / "ledger.parquet").read_bytes() == (expected / "ledger.parquet").read_bytes()
+        # The module's reader, which follows the manifest, reads the same rows.
+        assert_same_table(traceaudit.read_table(got, name), read_table(expected, name), name)
+    for name in ("ledger.parquet", "findings.jsonl"):
+        assert (got / name).read_bytes() == (expected / name).read_bytes(), name
     a = json.loads((got / "manifest.json").read_text())
     b = json.loads((expected / "manifest.json").read_text())
     for key in ("checks", "config", "config_hash", "conversations", "runs", "findings", "counts",
                 "store_manifest"):
         assert a[key] == b[key], key
     assert not list(got.rglob("*.partial"))
+    # The manifest lists every part file, and each is there as listed.
+    parts = len(a["store_manifest"]["parts"])
+    listed = {t["table"]: t["files"] for t in a["tables"]}
+    assert sorted(listed) == sorted([*TABLES, "ledger"])
+    for name in TABLES:
+        assert [f["path"] for f in listed[name]] == [
+            f"{name}/part-{p:05d}.parquet" for p in range(parts)
+        ]
+        for f in listed[name]:
+            assert (got / f["path"]).stat().st_size == f["bytes"]
+        assert sum(f["rows"] for f in listed[name]) == read_table(expected, name).num_rows
+    assert "tables" not in b
 
 
 def test_audit_store_equals_the_cli(cluster, generated, tmp_path):
@@ -198,3 +214,92 @@ def test_audit_store_with_a_config_that_names_files_beside_it(
 
     tray.audit_store(testdata_store, tmp_path / "corpus", config=CONFIG)
     assert_same_corpus(tmp_path / "corpus", testdata_corpus)
+
+
+def cli_status(*args: str):
+    """Run the traceaudit command line: its exit status, standard output and error."""
+    import subprocess
+
+    from conftest import _built
+
+    done = subprocess.run(
+        [str(_built("TRACEAUDIT_CLI", "traceaudit")), *map(str, args)],
+        capture_output=True,
+        text=True,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def notebook_output(corpus: pathlib.Path) -> str:
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "notebook_example.py"), str(corpus)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_reports_read_a_ray_corpus_as_the_cli_corpus(
+    cluster, generated, testdata_corpus, tmp_path
+):
+    store, corpus, config = generated
+    # The same folder name for both: a diff and a trend show corpus names.
+    ray_corpus = tmp_path / "ray" / "night"
+    cli_corpus = tmp_path / "cli" / "night"
+    shutil.copytree(corpus, cli_corpus)
+    tray.audit_store(store, ray_corpus, config=config)
+    both = (cli_corpus, ray_corpus)
+
+    for fmt in ("table", "markdown", "json", "html"):
+        a, b = (cli("report", c, "--format", fmt) for c in both)
+        assert a == b, fmt
+    for by in ("model", "tool"):
+        a, b = (cli("report", c, "--by", by) for c in both)
+        assert a == b, by
+    for fmt in ("markdown", "json", "html"):
+        # Against another corpus, either way round, and against each other.
+        outs = [cli_status("diff", testdata_corpus, c, "--format", fmt) for c in both]
+        assert outs[0] == outs[1], fmt
+        outs = [cli_status("diff", c, testdata_corpus, "--format", fmt) for c in both]
+        assert outs[0] == outs[1], fmt
+    assert cli_status("diff", cli_corpus, ray_corpus)[0] == 0
+    assert cli_status("diff", ray_corpus, cli_corpus)[0] == 0
+    for fmt in ("table", "json"):
+        a, b = (cli("trend", testdata_corpus, c, "--format", fmt) for c in both)
+        assert a == b, fmt
+    run_id = json.loads((cli_corpus / "findings.jsonl").read_text().splitlines()[0])["run_id"]
+    for fmt in ("text", "json"):
+        a, b = (cli("explain", c, run_id, "--format", fmt) for c in both)
+        assert a == b, fmt
+
+    # The notebook example reads both the same (only the file counts it prints differ).
+    notebook = [notebook_output(c) for c in both]
+    assert re.sub(r"in \d+ file\(s\)", "", notebook[0]) == re.sub(
+        r"in \d+ file\(s\)", "", notebook[1]
+    )
+    assert "dispositions: " in notebook[1] and "in 1 file(s)" not in notebook[1].split("\n")[1]
+
+    # A part missing or truncated: every reader refuses it by name, no gate passes.
+    part = ray_corpus / "findings" / "part-00002.parquet"
+    whole = part.read_bytes()
+    part.write_bytes(whole[: len(whole) // 2])
+    for args in (("report", ray_corpus), ("diff", cli_corpus, ray_corpus),
+                 ("diff", ray_corpus, cli_corpus, "--fail-on", "none"),
+                 ("trend", cli_corpus, ray_corpus), ("explain", ray_corpus, run_id)):
+        status, _, err = cli_status(*args)
+        assert status == 2, args
+        assert f"{part} holds" in err and "truncated" in err, err
+    with pytest.raises(ValueError, match="truncated"):
+        traceaudit.read_table(ray_corpus, "dispositions")
+    part.unlink()
+    status, _, err = cli_status("diff", cli_corpus, ray_corpus)
+    assert status == 2
+    assert f"{part}, which its manifest lists, is missing" in err, err
+    with pytest.raises(FileNotFoundError, match="is missing"):
+        traceaudit.table_files(ray_corpus, "findings")

@@ -3,6 +3,9 @@
 The same Rust core as the ``traceaudit`` command line: :func:`ingest` and :func:`audit` are its
 two jobs, :func:`audit_tables` runs the checks over Arrow data held in memory, and
 :func:`audit_part` audits one part of a store (the unit :mod:`traceaudit.ray` distributes).
+:func:`read_table` and :func:`table_files` read a corpus in either layout: the command line's
+(``CORPUS/<table>.parquet``) or one written a part at a time (``CORPUS/<table>/part-NNNNN.parquet``,
+the files its manifest lists), by the rules the reports read it by.
 
 Errors raise Python exceptions carrying the command line's one-line reason: bad arguments or
 input data raise :class:`ValueError`, a missing input :class:`FileNotFoundError`, anything else
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterable, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from . import _native
 
@@ -25,6 +28,9 @@ __all__ = [
     "audit_tables",
     "audit_part",
     "finish_corpus",
+    "read_table",
+    "table_files",
+    "findings_jsonl",
     "__version__",
 ]
 
@@ -183,3 +189,37 @@ def finish_corpus(
         threads,
     )
     return json.loads(text)
+
+
+def table_files(corpus: PathLike, table: str) -> List[str]:
+    """The files of table ``table`` of the corpus ``corpus``, in the order its rows are read.
+
+    The command line's corpus holds a table in one file, ``<table>.parquet``; a corpus written
+    a part at a time (:mod:`traceaudit.ray`) in the part files its manifest lists, and only in
+    those: files lying beside them are not part of it. Such a corpus is checked whole first, as
+    ``traceaudit report`` checks it: a listed file that is missing, of another size than the
+    manifest records, or whose footer counts other rows raises :class:`ValueError` (or
+    :class:`FileNotFoundError`) naming it. A table the corpus does not have (a check's own
+    table, when the check did not run) raises :class:`FileNotFoundError`. Paths are local and
+    taken literally.
+    """
+    return [os.fspath(p) for p in _native.table_files(os.fspath(corpus), table)]
+
+
+def read_table(corpus: PathLike, table: str) -> "pyarrow.Table":  # noqa: F821
+    """Table ``table`` of the corpus ``corpus`` as one pyarrow Table, read from the files
+    :func:`table_files` gives, in order: for either layout the rows the command line's corpus
+    of the same store holds, in its order. Raises as :func:`table_files` does, and
+    :class:`ValueError` naming a file that cannot be read.
+    """
+    return _native.read_table(os.fspath(corpus), table)
+
+
+def findings_jsonl(findings: Any) -> bytes:
+    """The ``findings.jsonl`` lines of a findings table (pyarrow, or anything with
+    ``__arrow_c_stream__``): the bytes the command line writes for those findings."""
+    if not hasattr(findings, "__arrow_c_stream__"):
+        raise TypeError(
+            f"findings must be Arrow data with __arrow_c_stream__, not {type(findings).__name__}"
+        )
+    return _native.findings_jsonl(findings)

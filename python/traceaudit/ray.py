@@ -3,17 +3,20 @@
 A store's parts hold whole conversations (a conversation never spans two parts), so the part is
 the unit of distribution: :func:`audit_store` runs one Ray Data task per part
 (``ray.data.from_items(parts).map_batches(<callable class>, batch_size=1)``), each writing that
-part of every corpus table as ``OUT/<table>/part-NNNNN.parquet``, then the driver writes the
-ledger and the manifest as the command line does. :func:`ingest` builds a store with one task
-per input file, then one per store part.
+part of every corpus table as ``OUT/<table>/part-NNNNN.parquet``, then the driver writes
+``findings.jsonl`` (from the findings parts, in part order), the ledger and the manifest, which
+lists every part file with its size and rows. :func:`ingest` builds a store with one task per
+input file, then one per store part.
 
 Paths may be local or any pyarrow filesystem URI (``s3://...``, ``gs://...``, ``file://...``);
 on a real cluster the store and the corpus must be where every node can reach them.
 
 Equality with the command line: a corpus written here holds the rows of the command line's
-corpus of the same store, table by table, in the same order once the part files are read in
-part order (``pyarrow.parquet.read_table(OUT / "findings")`` reads them so). The Parquet bytes
-differ (one file per part instead of one per table); ``ledger.parquet`` is the same file.
+corpus of the same store, table by table, in the same order once the part files its manifest
+lists are read in that order (:func:`traceaudit.read_table` reads them so, and ``traceaudit
+report``, ``diff``, ``trend`` and ``explain`` read it as they read the command line's, to the
+byte). The Parquet bytes differ (one file per part instead of one per table);
+``ledger.parquet`` and ``findings.jsonl`` are the command line's files.
 
 Command line, for nightly jobs::
 
@@ -29,7 +32,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -39,9 +42,9 @@ import traceaudit
 
 __all__ = ["audit_store", "ingest", "main"]
 
-# The corpus tables written a part at a time (the checks' own tables are found from the
-# output, since they depend on the checks run).
-_CORPUS_FILES = ("manifest.json", "ledger.parquet")
+# The files finish_corpus writes, copied in this order (the manifest last) from a local
+# temporary folder into a corpus on a remote filesystem.
+_FINISHED_FILES = ("ledger.parquet", "manifest.json")
 
 # Fault injection for tests: "PART:MARKER" kills the worker auditing PART once (the first time,
 # when MARKER does not exist yet) after it wrote the part, before it reports back, so Ray
@@ -81,13 +84,29 @@ class _Location:
 
     def write_atomically(self, data: bytes, *names: str) -> None:
         """Write a file under a hidden temporary name, then move it into place."""
+        self.write_pieces_atomically([data], *names)
+
+    def write_pieces_atomically(self, pieces: Iterable[bytes], *names: str) -> None:
+        """Write ``pieces`` one after another into a file under a hidden temporary name, then
+        move it into place (only one piece is held at a time)."""
         final = self.join(*names)
         parent, base = final.rsplit("/", 1)
         self.fs.create_dir(parent, recursive=True)
         tmp = f"{parent}/.{base}.{os.getpid()}-{time.time_ns()}.partial"
-        with self.fs.open_output_stream(tmp) as f:
-            f.write(data)
+        try:
+            with self.fs.open_output_stream(tmp) as f:
+                for piece in pieces:
+                    f.write(piece)
+        except BaseException:
+            self.fs.delete_file(tmp)
+            raise
         self.fs.move(tmp, final)
+
+    def read_parquet(self, *names: str) -> pa.Table:
+        """The Parquet file at ``names``, opened by its literal path (no dataset discovery, no
+        pattern, no partition folders)."""
+        with self.fs.open_input_file(self.join(*names)) as f:
+            return pq.ParquetFile(f).read()
 
     def listing(self) -> List[pafs.FileInfo]:
         if not self.exists():
@@ -192,12 +211,23 @@ class _PartAuditor:
         tables, counted = traceaudit._audit_tables(
             events, runs, self.config.path, self.checks, self.threads
         )
+        # What it wrote, for the manifest's list of files (as audit_part reports it).
+        counted["files"] = []
         for table, data in tables.items():
             if table == "ledger":
                 continue
             sink = pa.BufferOutputStream()
             pq.write_table(data, sink, compression="zstd")
-            self.out.write_atomically(sink.getvalue().to_pybytes(), table, name)
+            written = sink.getvalue().to_pybytes()
+            self.out.write_atomically(written, table, name)
+            counted["files"].append(
+                {
+                    "table": table,
+                    "files": [
+                        {"path": f"{table}/{name}", "bytes": len(written), "rows": data.num_rows}
+                    ],
+                }
+            )
         return counted
 
     def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
@@ -231,6 +261,13 @@ def _maybe_die(part: int) -> None:
         os._exit(1)
 
 
+def _findings_lines(out: _Location, parts: int) -> Iterator[bytes]:
+    """The lines of ``findings.jsonl``: each findings part's, in part order, one part held at a
+    time; the command line's bytes for the same store."""
+    for part in range(parts):
+        yield traceaudit.findings_jsonl(out.read_parquet("findings", f"part-{part:05d}.parquet"))
+
+
 def _connect(address: Optional[str]) -> None:
     import ray
 
@@ -258,8 +295,10 @@ def audit_store(
     """Audit the store ``store`` into the corpus ``out`` on a Ray cluster.
 
     One Ray task per store part (no shuffle), each given ``cpus_per_task`` CPUs and as many
-    threads; the driver then writes ``ledger.parquet`` and ``manifest.json``, the manifest
-    last. Connects to ``address`` (``"auto"`` for a running cluster), else uses the Ray
+    threads; the driver then writes ``findings.jsonl`` (reading the findings parts in part
+    order), ``ledger.parquet`` and ``manifest.json``, the manifest last, listing every table's
+    part files with their sizes and rows (the readers take the corpus only whole, and only
+    those files). Connects to ``address`` (``"auto"`` for a running cluster), else uses the Ray
     already initialised, else starts a local one. ``config`` is a ``traceaudit.toml``, read by
     the workers where it lies (on a cluster, a path every node mounts, as it may name schema
     files beside it), or given as a URI, whose text is sent to them; ``checks`` as for
@@ -311,6 +350,7 @@ def audit_store(
         raise RuntimeError(f"parts {missing} of {store_at.given} were not audited")
     counted = [by_part[p] for p in range(parts)]
     _remove_partials(out_at)
+    out_at.write_pieces_atomically(_findings_lines(out_at, parts), "findings.jsonl")
     local_config = _ConfigFile(config_path, config_text)
     try:
         seconds = time.monotonic() - started
@@ -336,7 +376,7 @@ def audit_store(
                 checks=check_list,
                 threads=cpus_per_task,
             )
-            for name in _CORPUS_FILES[::-1]:
+            for name in _FINISHED_FILES:
                 with open(os.path.join(tmp, name), "rb") as f:
                     out_at.write_atomically(f.read(), name)
             return manifest

@@ -8,7 +8,11 @@
 //! - `agreement.parquet`: per run x check x key, whether the engine and the recorded framework
 //!   verdicts agree;
 //! - `manifest.json`: engine version, configuration and its hash, inputs, counts, time taken.
+//!
+//! An audit distributed over a store's parts writes each table as a folder of part files
+//! instead, and its manifest lists them ([`layout`]).
 
+pub mod layout;
 pub mod write;
 
 use serde::{Deserialize, Serialize};

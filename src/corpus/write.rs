@@ -3,7 +3,7 @@
 //! nulls come out typed; `schemas/corpus.md` documents every column and a test keeps the two
 //! in step.
 
-use crate::corpus::{DispositionRow, LedgerRow, CHECK_COLUMN};
+use crate::corpus::{DispositionRow, Finding, LedgerRow, CHECK_COLUMN};
 use crate::store::write::{to_io, writer_properties};
 use arrow::array::{ArrayRef, StringBuilder, UInt32Builder};
 use arrow::datatypes::{DataType, Field, Fields, Schema};
@@ -220,6 +220,34 @@ pub fn jsonl_lines<T: Serialize>(rows: &[T]) -> io::Result<Vec<u8>> {
     for row in rows {
         serde_json::to_writer(&mut out, row).map_err(to_io)?;
         out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// The `findings.jsonl` lines of findings table batches (of [`findings_schema`]): the lines the
+/// audit writes for those findings, byte for byte. Each row goes through arrow-json's writer
+/// (every float in its shortest form that reads back to the same double, a non-finite one as
+/// `null`, as serde_json writes it) and is read back as a [`Finding`], so the keys, their order
+/// and the columns left out when null are the audit's own.
+pub fn findings_jsonl(batches: &[RecordBatch]) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let mut text = Vec::new();
+        let mut writer = arrow::json::LineDelimitedWriter::new(&mut text);
+        writer.write(batch).map_err(to_io)?;
+        writer.finish().map_err(to_io)?;
+        drop(writer);
+        let mut findings = Vec::with_capacity(batch.num_rows());
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let finding: Finding = serde_json::from_slice(line).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("a findings row is not a finding: {e}"),
+                )
+            })?;
+            findings.push(finding);
+        }
+        out.extend(jsonl_lines(&findings)?);
     }
     Ok(out)
 }
@@ -491,6 +519,96 @@ mod tests {
             arrow::compute::concat_batches(&whole.schema(), &got).unwrap(),
             whole
         );
+    }
+
+    /// Findings that exercise what a JSON line can get wrong: floats of every kind, a
+    /// non-finite one, a check's columns left out when null, nested lists, text to escape.
+    fn awkward_findings() -> Vec<Finding> {
+        use crate::corpus::{FindingColumns, Subject, Witness};
+        let base = Finding {
+            finding_id: "0123456789abcdef".into(),
+            check: "repeated-call".into(),
+            kind: "repeated-call".into(),
+            seam: "tool-result".into(),
+            predicate: "same-call".into(),
+            advisory: false,
+            source: "tau2".into(),
+            conversation_id: "conv \u{e9}\u{1f600}".into(),
+            run_id: "run\"1\"\n\u{7f}".into(),
+            turn: 3,
+            iteration: None,
+            subjects: vec![Subject::new("tool", "get</script>")],
+            witnesses: vec![Witness::asserted(
+                Subject::new("call", "c1"),
+                "args",
+                serde_json::json!({"a": [1.5, "x"]}),
+                "history",
+            )],
+            message: "tab\there \u{2028} and \\".into(),
+            columns: FindingColumns::default(),
+        };
+        let floats = [0.1 + 0.2, 1e300, 5e-324, 3.0, -0.0, f64::NAN, f64::INFINITY];
+        let mut out: Vec<Finding> = floats
+            .iter()
+            .enumerate()
+            .map(|(i, &ms)| Finding {
+                iteration: Some(i as u32),
+                columns: FindingColumns {
+                    tool_name: Some("get".into()),
+                    occurrences: Some(2),
+                    wasted_ms: Some(ms),
+                    ..FindingColumns::default()
+                },
+                ..base.clone()
+            })
+            .collect();
+        out.push(Finding {
+            check: "prior-turn-evidence".into(),
+            subjects: vec![],
+            witnesses: vec![],
+            columns: FindingColumns {
+                grounded_count: Some(2),
+                grounded_values: Some(vec!["a".into(), String::new()]),
+                ..FindingColumns::default()
+            },
+            ..base.clone()
+        });
+        out.push(Finding {
+            check: "schema-attempt".into(),
+            columns: FindingColumns {
+                schema_attempt: Some(1),
+                schema_outcome: Some("retried".into()),
+                schema_path: Some("/a/0".into()),
+                schema_retries: Some(0),
+                ..FindingColumns::default()
+            },
+            ..base
+        });
+        out
+    }
+
+    #[test]
+    fn findings_back_from_arrow_are_the_audits_json_lines() {
+        let findings = awkward_findings();
+        let expected = jsonl_lines(&findings).unwrap();
+        // The non-finite times are `null` in both.
+        assert_eq!(
+            String::from_utf8_lossy(&expected)
+                .matches("\"wasted_ms\":null")
+                .count(),
+            2 + 2
+        );
+        let schema = findings_schema();
+        let batches: Vec<RecordBatch> = findings
+            .chunks(3)
+            .map(|c| rows_batch(&schema, c).unwrap())
+            .collect();
+        let got = findings_jsonl(&batches).unwrap();
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+        assert!(findings_jsonl(&[]).unwrap().is_empty());
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub struct CorpusManifest {
     pub threads: usize,
     pub seconds: f64,
     pub ingest_seconds: Option<f64>,
+    /// Every file of every table, for a corpus whose tables are written a part at a time;
+    /// absent from the command line's, whose tables are `<table>.parquet`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tables: Option<Vec<crate::corpus::layout::TableFiles>>,
 }
 
 impl Contribution {
@@ -385,6 +389,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         threads: opts.threads,
         seconds: started.elapsed().as_secs_f64(),
         ingest_seconds: source.ingest_seconds,
+        tables: None,
     };
     let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
     write_file(&staging.path().join("manifest.json"), text.as_bytes())?;

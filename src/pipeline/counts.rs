@@ -2,6 +2,7 @@
 //! of contributions: the audit a whole store at a time, the audit a part at a time and the
 //! corpus tables all build on these.
 
+use crate::corpus::layout::TableFiles;
 use crate::corpus::{AgreementRow, Disposition, Finding};
 use crate::passes::Pass;
 use serde::{Deserialize, Serialize};
@@ -83,6 +84,10 @@ pub struct PartAudit {
     pub findings: u64,
     /// Per check, in the order of the checks run.
     pub counts: Vec<CheckCounts>,
+    /// The files a part's audit wrote, one per table in the corpus's table order, for the
+    /// manifest's list of them (none from an audit that hands its tables back in memory).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<TableFiles>,
 }
 
 impl PartAudit {

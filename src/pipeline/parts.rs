@@ -5,7 +5,9 @@
 //!
 //! A corpus made so holds the rows the command line's corpus of the same store holds, table by
 //! table and in the same order once its parts are read in part order: each table is a folder of
-//! `part-NNNNN.parquet` files instead of one file, and `findings.jsonl` is not written.
+//! `part-NNNNN.parquet` files instead of one file, which its manifest lists (see
+//! [`crate::corpus::layout`]). `findings.jsonl` is the driver's to write, from the findings
+//! parts in part order ([`crate::corpus::write::findings_jsonl`]), before the manifest.
 
 use super::audit::{
     audit_conversation, check_part, ledger_rows, refuse_missing_envelopes, AuditOptions,
@@ -15,6 +17,7 @@ use super::counts::Contribution;
 pub use super::counts::PartAudit;
 pub use super::tables::CorpusTable;
 use super::tables::{part_tables, tables_of};
+use crate::corpus::layout::{describe, TableFiles};
 use crate::corpus::write::{ledger_schema, BatchBuilder, TableWriter};
 use crate::passes::{select, Pass, PassContext};
 use crate::store::atomic::write_file;
@@ -39,7 +42,7 @@ fn checks_of(opts: &AuditOptions) -> io::Result<(Vec<&'static dyn Pass>, PassCon
 }
 
 /// Refuse to write into `out` when it holds anything a corpus made a part at a time does not:
-/// its table folders, `ledger.parquet` and `manifest.json`. Parts are written by many tasks
+/// its table folders, `findings.jsonl`, `ledger.parquet` and `manifest.json`. Parts are written by many tasks
 /// into one folder, so an existing folder is expected; a folder of someone else's files is not
 /// one to add files to (or replace a same-named one in).
 fn refuse_foreign(out: &Path, passes: &[&'static dyn Pass]) -> io::Result<()> {
@@ -55,7 +58,10 @@ fn refuse_foreign(out: &Path, passes: &[&'static dyn Pass]) -> io::Result<()> {
         let ours = if entry.file_type()?.is_dir() {
             tables.iter().any(|(table, _)| *table == name)
         } else {
-            name == "ledger.parquet" || name == "manifest.json"
+            matches!(
+                name.as_str(),
+                "findings.jsonl" | "ledger.parquet" | "manifest.json"
+            )
         };
         if !ours {
             return Err(io::Error::new(
@@ -123,6 +129,7 @@ pub fn audit_part(
         let results = check_part(&opened, part, &passes, &ctx)?;
         tables_of(&results, &passes)
     })?;
+    let mut counted = tables.counted;
     for table in &tables.tables {
         let dir = out.join(&table.name);
         std::fs::create_dir_all(&dir)?;
@@ -131,8 +138,13 @@ pub fn audit_part(
             TableWriter::create_via(&path, &staging_name(&dir, part), table.schema.clone())?;
         writer.write_batches(&table.batches)?;
         writer.finish()?;
+        let rel = format!("{}/{}", table.name, part_file_name(part));
+        counted.files.push(TableFiles {
+            table: table.name.clone(),
+            files: vec![describe(out, &rel)?],
+        });
     }
-    Ok(tables.counted)
+    Ok(counted)
 }
 
 /// The checks over the conversations of a store's tables held in memory, in the store's schema
@@ -182,8 +194,8 @@ pub fn audit_batches(
 /// The corpus's ledger and manifest, written into `out` once every part of the store named
 /// `store_name` (whose manifest is `store_manifest`, its JSON text) has been audited: the
 /// ledger from the parts' counts summed in part order, as the command line writes it, and the
-/// manifest last, since a corpus is complete once it has one. `seconds` is the time the whole
-/// audit took.
+/// manifest last, since a corpus is complete once it has one, listing every file of every
+/// table as the parts reported them. `seconds` is the time the whole audit took.
 pub fn finish_corpus(
     out: &Path,
     store_name: &str,
@@ -204,12 +216,23 @@ pub fn finish_corpus(
         total.merge(part)?;
     }
     refuse_foreign(out, &passes)?;
+    let mut tables = listed_tables(parts, &passes, store_manifest.parts.len())?;
+    refuse_miscounted(&tables, &total)?;
     std::fs::create_dir_all(out)?;
     crate::corpus::write::write_parquet(
         &out.join("ledger.parquet"),
         ledger_schema(),
         &ledger_rows(&passes, &total.counts),
     )?;
+    let ledger = TableFiles {
+        table: "ledger".into(),
+        files: vec![describe(out, "ledger.parquet")?],
+    };
+    let after_common = tables
+        .iter()
+        .position(|t| t.table == "agreement")
+        .map_or(tables.len(), |i| i + 1);
+    tables.insert(after_common, ledger);
     let manifest = CorpusManifest {
         engine: crate::store::ENGINE.into(),
         engine_version: crate::store::ENGINE_VERSION.into(),
@@ -225,8 +248,81 @@ pub fn finish_corpus(
         threads: opts.threads,
         seconds,
         ingest_seconds: None,
+        tables: Some(tables),
     };
     let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
     write_file(&out.join("manifest.json"), text.as_bytes())?;
     Ok(manifest)
+}
+
+/// The tables of `passes` with the file each of the store's `store_parts` parts reported for
+/// it, in part order. A part that reported none, or another file than its own, is refused: the
+/// manifest must list exactly the files the parts' audits wrote.
+fn listed_tables(
+    parts: &[PartAudit],
+    passes: &[&'static dyn Pass],
+    store_parts: usize,
+) -> io::Result<Vec<TableFiles>> {
+    let refuse = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+    if parts.len() != store_parts {
+        return Err(refuse(format!(
+            "the store has {store_parts} part(s), and {} were audited",
+            parts.len()
+        )));
+    }
+    let mut tables = Vec::new();
+    for (table, _) in part_tables(passes) {
+        let mut files = Vec::with_capacity(parts.len());
+        for (p, part) in (0u32..).zip(parts) {
+            let expected = format!("{table}/{}", part_file_name(p));
+            let reported = part
+                .files
+                .iter()
+                .find(|t| t.table == table)
+                .map_or(&[][..], |t| t.files.as_slice());
+            match reported {
+                [one] if one.path == expected => files.push(one.clone()),
+                _ => {
+                    return Err(refuse(format!(
+                        "the audit of part {p} did not report writing {expected} (a part's \
+                         counts from another kind of audit?); audit the part again"
+                    )))
+                }
+            }
+        }
+        tables.push(TableFiles {
+            table: table.to_string(),
+            files,
+        });
+    }
+    Ok(tables)
+}
+
+/// Refuse files whose rows are not what the parts counted: every finding a row of the
+/// findings files, every run and check a row of the dispositions files.
+fn refuse_miscounted(tables: &[TableFiles], total: &PartAudit) -> io::Result<()> {
+    let rows = |name: &str| -> u64 {
+        tables
+            .iter()
+            .filter(|t| t.table == name)
+            .flat_map(|t| &t.files)
+            .map(|f| f.rows)
+            .sum()
+    };
+    let dispositions: u64 = total.counts.iter().map(|c| c.runs).sum();
+    for (table, counted, held) in [
+        ("findings", total.findings, rows("findings")),
+        ("dispositions", dispositions, rows("dispositions")),
+    ] {
+        if counted != held {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the parts counted {counted} {table} rows, and their files hold {held}; \
+                     refusing to write a manifest for them"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -1,7 +1,9 @@
-//! Opening a corpus for reading: where its tables and its store are, what its manifest says,
-//! and lazy Polars scans over them. Every report reads the Parquet files through these scans,
-//! so a notebook and a report see the same data.
+//! Opening a corpus for reading: where its tables are (in either layout, see
+//! [`crate::corpus::layout`]) and where its store is, what its manifest says, and lazy Polars
+//! scans over them. Every report reads the Parquet files through these scans, so a notebook and
+//! a report see the same data.
 
+use crate::corpus::layout::{not_a_corpus, read_manifest, Layout};
 use crate::corpus::CHECK_COLUMN;
 use crate::model::vocab::Disposition;
 use crate::model::PLAUSIBLE_WALL_CLOCK_MS;
@@ -10,10 +12,12 @@ use serde_json::Value;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// A corpus directory written by `traceaudit audit`.
+/// A corpus directory written by `traceaudit audit`, or a part at a time by a distributed audit.
 pub struct CorpusDir {
     pub dir: PathBuf,
     pub manifest: Value,
+    /// Where its tables are.
+    pub layout: Layout,
 }
 
 /// Polars errors as I/O errors, the crate's error currency, marked as Polars' (see
@@ -98,33 +102,40 @@ pub fn scan(path: &Path) -> io::Result<LazyFrame> {
     LazyFrame::scan_parquet(polars_path(path)?, literal_args()).map_err(pl)
 }
 
+/// One lazy scan of the Parquet files `paths`, in order, each taken literally.
+pub fn scan_files(paths: &[PathBuf]) -> io::Result<LazyFrame> {
+    let paths = paths
+        .iter()
+        .map(|p| polars_path(p))
+        .collect::<io::Result<Vec<_>>>()?;
+    LazyFrame::scan_parquet_files(paths.into_iter().collect(), literal_args()).map_err(pl)
+}
+
 impl CorpusDir {
+    /// The corpus in `dir`, in either layout ([`Layout`]): a listed layout is checked whole
+    /// first (every listed file there, of its size and rows), then the dispositions' values.
     pub fn open(dir: &Path) -> io::Result<CorpusDir> {
-        let manifest_path = dir.join("manifest.json");
-        let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "{} is not a traceaudit corpus (no readable manifest.json: {e})",
-                    dir.display()
-                ),
-            )
-        })?;
-        let manifest: Value = serde_json::from_str(&text)
-            .map_err(|e| io::Error::other(format!("{}: {e}", manifest_path.display())))?;
-        if manifest.get("checks").is_none() || !dir.join("dispositions.parquet").exists() {
-            return Err(io::Error::other(format!(
-                "{} is not a traceaudit corpus (a store? run `traceaudit audit` on it first)",
-                dir.display()
-            )));
+        let manifest = read_manifest(dir)?;
+        let layout = Layout::of(dir, &manifest)?;
+        if layout.files(dir, "dispositions").is_err() {
+            return Err(not_a_corpus(dir));
         }
         let corpus = CorpusDir {
             dir: dir.to_path_buf(),
             manifest,
+            layout,
         };
         guarded(|| corpus.refuse_unknown_dispositions())
             .map_err(|e| name_the_unreadable(&[&corpus], e))?;
         Ok(corpus)
+    }
+
+    /// How errors name table `name`: its file, or its folder of part files.
+    fn table_path(&self, name: &str) -> PathBuf {
+        match self.layout {
+            Layout::Single => self.dir.join(format!("{name}.parquet")),
+            Layout::Listed(_) => self.dir.join(name),
+        }
     }
 
     /// Refuse a dispositions table holding a check the manifest does not name, or a disposition
@@ -132,18 +143,20 @@ impl CorpusDir {
     /// and gate is made of these values, and one that is not understood would count as zero of
     /// everything. Reads the two columns, grouped.
     fn refuse_unknown_dispositions(&self) -> io::Result<()> {
-        let path = self.dir.join("dispositions.parquet");
+        let path = self.table_path("dispositions");
         let df = self
             .table("dispositions")?
             .select([col(CHECK_COLUMN), col("disposition")])
             .group_by([col(CHECK_COLUMN), col("disposition")])
             .agg([len().alias("rows")])
             .collect()
-            .map_err(|e| {
-                io::Error::new(
+            .map_err(|e| match self.layout {
+                Layout::Single => io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("{} is unreadable: {e}", path.display()),
-                )
+                ),
+                // Which part failed is found by reading them (see `name_the_unreadable`).
+                Layout::Listed(_) => pl(e),
             })?;
         let checks = self.checks();
         let known: Vec<&str> = Disposition::ALL.iter().map(|d| d.as_str()).collect();
@@ -187,8 +200,12 @@ impl CorpusDir {
         Ok(())
     }
 
+    /// A lazy scan of table `name`: its file, or the part files the manifest lists, in order.
     pub fn table(&self, name: &str) -> io::Result<LazyFrame> {
-        let mut lf = scan(&self.dir.join(format!("{name}.parquet")))?;
+        let mut lf = match self.layout {
+            Layout::Single => scan(&self.table_path(name))?,
+            Layout::Listed(_) => scan_files(&self.layout.files(&self.dir, name)?)?,
+        };
         // A corpus written before the check column was renamed names it `check`.
         let names = columns(&mut lf)?;
         let old = "check";
@@ -329,15 +346,18 @@ impl CorpusDir {
     /// The first Parquet file this corpus reads that cannot be read whole (its tables, then its
     /// store's runs and listed parts), named with its own error. See [`name_the_unreadable`].
     fn find_unreadable(&self) -> Option<io::Error> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&self.dir)
-            .map(|entries| {
-                entries
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "parquet"))
-                    .collect()
-            })
-            .unwrap_or_default();
-        files.sort();
+        let mut files = self.layout.listed_files(&self.dir).unwrap_or_else(|| {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "parquet"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            files.sort();
+            files
+        });
         if let Ok(store) = self.store_dir() {
             files.push(store.join("runs.parquet"));
             files.extend(self.store_parts(&store).unwrap_or_default());
@@ -364,13 +384,7 @@ impl CorpusDir {
     /// Every events part of the store's manifest, as one scan.
     pub fn events(&self) -> io::Result<LazyFrame> {
         let parts = self.store_parts(&self.store_dir()?)?;
-        let paths = parts
-            .iter()
-            .map(|p| polars_path(p))
-            .collect::<io::Result<Vec<_>>>()?;
-        let events = LazyFrame::scan_parquet_files(paths.into_iter().collect(), literal_args())
-            .map_err(pl)?;
-        Ok(only_plausible_times(events, &["timestamp"]))
+        Ok(only_plausible_times(scan_files(&parts)?, &["timestamp"]))
     }
 }
 
