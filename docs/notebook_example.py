@@ -136,6 +136,17 @@ def type_matches(dtype: pl.DataType, doc_type: str) -> bool:
         return type_matches(dtype.inner, doc_type[len("list<") : -1])
     if doc_type.startswith("struct<") and isinstance(dtype, pl.Struct):
         return [f.name for f in dtype.fields] == top_level_fields(doc_type)
+    if doc_type.startswith("map<"):
+        key, value = (t.strip() for t in doc_type[len("map<") : -1].split(",", 1))
+        # Polars 2 has a map type; earlier versions read a Parquet map as a list of
+        # key/value structs.
+        if hasattr(pl, "Map") and isinstance(dtype, pl.Map):
+            return type_matches(dtype.key, key) and type_matches(dtype.value, value)
+        if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+            fields = dtype.inner.fields
+            return [f.name for f in fields] == ["key", "value"] and all(
+                type_matches(f.dtype, t) for f, t in zip(fields, (key, value))
+            )
     return False
 
 
