@@ -377,7 +377,14 @@ fn read_plain(
                 name,
                 ..Input::new(path, display)
             };
-            match read_file(format, &input, &mut sink) {
+            // A decompressed copy's own digest is not the input's: it is not worked out.
+            let mut read = || read_file(format, &input, &mut sink);
+            let result = if unpacked.is_some() {
+                crate::source::hashing::unhashed(read)
+            } else {
+                read()
+            };
+            match result {
                 Ok(()) => (Some(format), None),
                 Err(e) => (Some(format), Some(format!("cannot read {display}: {e}"))),
             }

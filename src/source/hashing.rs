@@ -16,6 +16,21 @@ pub struct HashingFile {
     in_order: bool,
 }
 
+thread_local! {
+    static UNHASHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `read` with the files it opens through [`HashingFile`] on this thread left unhashed
+/// (their [`HashingFile::finish`] gives `None`). For a copy whose digest is not the input's (a
+/// compressed input's decompressed copy is named by the compressed file's digest), where
+/// hashing would cost a SHA-256 pass over every decompressed byte for nothing.
+pub fn unhashed<T>(read: impl FnOnce() -> T) -> T {
+    let before = UNHASHED.with(|u| u.replace(true));
+    let out = read();
+    UNHASHED.with(|u| u.set(before));
+    out
+}
+
 impl HashingFile {
     pub fn open(path: &Path) -> io::Result<HashingFile> {
         let file = std::fs::File::open(path)?;
@@ -25,7 +40,7 @@ impl HashingFile {
             hasher: sha2::Digest::new(),
             read: 0,
             len,
-            in_order: true,
+            in_order: !UNHASHED.with(|u| u.get()),
         })
     }
 
