@@ -75,6 +75,7 @@ pub fn write_to_bucket<T>(out: &Path, job: impl FnOnce(&Path) -> io::Result<T>) 
 
 /// A local copy of the corpus, store or folder of nights at `path`: `path` itself, or for a URL
 /// a fetched copy that lives as long as the returned folder.
+#[cfg(feature = "reports")]
 pub fn readable(path: &Path) -> io::Result<(PathBuf, Option<TempFolder>)> {
     if !is_url(path) {
         return Ok((path.to_path_buf(), None));

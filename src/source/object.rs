@@ -392,7 +392,9 @@ impl Prefix {
         Ok(bytes)
     }
 
-    /// Fetch every object under the prefix into the local folder `dir`, at its relative path.
+    /// Fetch every object under the prefix into the local folder `dir`, at its relative path
+    /// (for the reports, which read corpora from a bucket).
+    #[cfg(feature = "reports")]
     pub fn download(&self, dir: &FsPath) -> io::Result<u64> {
         let mut bytes = 0;
         for (rel, remote) in self.objects()? {
