@@ -96,6 +96,10 @@ struct Nest {
     depth: u64,
     in_string: bool,
     escaped: bool,
+    /// Bytes of a `\u` escape still to pass over: serde_json takes the four bytes after `\u`
+    /// whatever they are, so the capture must hold them too, even a `"` among them, for the
+    /// slice to fail where the whole document fails.
+    hex: u8,
 }
 
 /// The bytes of one value in the buffer.
@@ -529,11 +533,13 @@ impl<R: Read + Seek> Scanner<R> {
                 depth: 1,
                 in_string: false,
                 escaped: false,
+                hex: 0,
             },
             b'"' => Nest {
                 depth: 0,
                 in_string: true,
                 escaped: false,
+                hex: 0,
             },
             _ => return self.capture_token(),
         };
@@ -657,6 +663,7 @@ impl<R: Read + Seek> Scanner<R> {
             mut depth,
             mut in_string,
             mut escaped,
+            mut hex,
         } = *nest;
         let mut python = false;
         loop {
@@ -664,8 +671,19 @@ impl<R: Read + Seek> Scanner<R> {
                 if i == buf.len() {
                     break;
                 }
+                if buf[i] == b'u' {
+                    hex = 4;
+                }
                 i += 1;
                 escaped = false;
+            }
+            if hex > 0 {
+                let passed = usize::from(hex).min(buf.len() - i);
+                i += passed;
+                hex -= passed as u8;
+                if hex > 0 {
+                    break;
+                }
             }
             let Some(mark) = find_mark(buf, i, in_string) else {
                 i = buf.len();
@@ -700,6 +718,7 @@ impl<R: Read + Seek> Scanner<R> {
             depth,
             in_string,
             escaped,
+            hex,
         };
         None
     }
