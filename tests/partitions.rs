@@ -32,6 +32,22 @@ fn night(root: &Path) {
     }
 }
 
+/// The corpus of [`night`]'s audit, under `dir`.
+fn audited_night(dir: &Path) -> std::path::PathBuf {
+    let inputs = dir.join("night");
+    night(&inputs);
+    let corpus = dir.join("corpus");
+    let run = traceaudit(&[
+        "audit",
+        path_str(&inputs),
+        "--quiet",
+        "--out",
+        path_str(&corpus),
+    ]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    corpus
+}
+
 fn run_partitions(store: &Path) -> Vec<(String, Vec<(String, String)>)> {
     use arrow::array::{Array, AsArray};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -62,17 +78,7 @@ fn run_partitions(store: &Path) -> Vec<(String, Vec<(String, String)>)> {
 #[test]
 fn runs_keep_the_partition_values_of_their_paths_and_reports_group_by_them() {
     let dir = tempfile::tempdir().unwrap();
-    let inputs = dir.path().join("night");
-    night(&inputs);
-    let corpus = dir.path().join("corpus");
-    let run = traceaudit(&[
-        "audit",
-        path_str(&inputs),
-        "--quiet",
-        "--out",
-        path_str(&corpus),
-    ]);
-    assert_eq!(run.status, 0, "{}", run.stderr);
+    let corpus = audited_night(dir.path());
 
     let rows = run_partitions(&corpus.join("store"));
     assert!(rows.len() >= 5, "{rows:?}");
@@ -162,17 +168,7 @@ fn runs_keep_the_partition_values_of_their_paths_and_reports_group_by_them() {
 #[test]
 fn a_partition_key_no_run_has_is_refused_with_the_keys_there_are() {
     let dir = tempfile::tempdir().unwrap();
-    let inputs = dir.path().join("night");
-    night(&inputs);
-    let corpus = dir.path().join("corpus");
-    let run = traceaudit(&[
-        "audit",
-        path_str(&inputs),
-        "--quiet",
-        "--out",
-        path_str(&corpus),
-    ]);
-    assert_eq!(run.status, 0, "{}", run.stderr);
+    let corpus = audited_night(dir.path());
     let typo = traceaudit(&["report", path_str(&corpus), "--by", "partition:dya"]);
     assert_eq!(typo.status, 2, "{}", typo.stdout);
     assert!(

@@ -103,6 +103,18 @@ struct ChannelSink<'a> {
 }
 
 impl ChannelSink<'_> {
+    /// End the file with an error: nothing of it could be read.
+    fn fail(mut self, error: String) {
+        let etag = self.etag.take();
+        self.send(Message::Done {
+            format: None,
+            sha256: String::new(),
+            decompressed: None,
+            etag,
+            error: Some(error),
+        });
+    }
+
     fn send(&mut self, message: Message) {
         if self.records > 0 {
             let _ = self
@@ -201,15 +213,6 @@ fn read_one(
         etag: None,
         pool,
     };
-    let fail = |mut sink: ChannelSink<'_>, error: String| {
-        sink.send(Message::Done {
-            format: None,
-            sha256: String::new(),
-            decompressed: None,
-            etag: None,
-            error: Some(error),
-        })
-    };
     // An object is fetched first, then read as a local file is; its copy goes with the folder.
     let fetched_folder = inputs.spool_dir.join(format!("fetched-{i:05}"));
     let fetched;
@@ -222,7 +225,7 @@ fn read_one(
                 .and_then(|()| crate::source::object::fetch(remote, &copy));
             if let Err(e) = got {
                 let _ = std::fs::remove_dir_all(&fetched_folder);
-                return fail(sink, e.to_string());
+                return sink.fail(e.to_string());
             }
             fetched = copy;
             sink.etag = remote.etag.clone();
@@ -250,17 +253,7 @@ fn read_local(
     };
     let compression = match Compression::of_file(path) {
         Ok(compression) => compression,
-        Err(e) => {
-            let error = Some(format!("cannot read {display}: {e}"));
-            let etag = sink.etag.take();
-            return sink.send(Message::Done {
-                format: None,
-                sha256: String::new(),
-                decompressed: None,
-                etag,
-                error,
-            });
-        }
+        Err(e) => return sink.fail(format!("cannot read {display}: {e}")),
     };
     let Some(compression) = compression else {
         return read_plain(path, inputs.sizes[i], display, opts, sink, None, &original);
@@ -277,16 +270,7 @@ fn read_local(
             crate::source::decompress(compression, path, &copy, opts.limits.decompressed_bytes)
         });
     match made {
-        Err(e) => {
-            let etag = sink.etag.take();
-            sink.send(Message::Done {
-                format: None,
-                sha256: String::new(),
-                decompressed: None,
-                etag,
-                error: Some(format!("cannot decompress {display}: {e}")),
-            })
-        }
+        Err(e) => sink.fail(format!("cannot decompress {display}: {e}")),
         Ok(made) => {
             if let Some(cut) = &made.cut {
                 // The rest of the file is lost: one record read and quarantined stands for it.

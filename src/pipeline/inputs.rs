@@ -156,12 +156,19 @@ fn drop_companions(files: &mut Vec<InputFile>) {
     let claimed: HashSet<PathBuf> = files
         .iter()
         .filter(|f| f.remote.is_none())
-        .filter(|f| !matches!(crate::source::Compression::of_file(&f.path), Ok(Some(_))))
-        .flat_map(|f| {
-            crate::ingest::Format::ALL
+        .map(|f| {
+            let companions: Vec<PathBuf> = crate::ingest::Format::ALL
                 .iter()
                 .flat_map(|format| format.adapter().companions(&f.path))
+                .collect();
+            (f, companions)
         })
+        // Only an index that claims files is opened to see whether it is compressed.
+        .filter(|(f, companions)| {
+            !companions.is_empty()
+                && !matches!(crate::source::Compression::of_file(&f.path), Ok(Some(_)))
+        })
+        .flat_map(|(_, companions)| companions)
         .map(|p| p.canonicalize().unwrap_or(p))
         .collect();
     if claimed.is_empty() {

@@ -97,7 +97,7 @@ pub fn readable(path: &Path) -> io::Result<(PathBuf, Option<TempFolder>)> {
         .unwrap_or("corpus");
     let local = temp.path().join(name);
     std::fs::create_dir_all(&local)?;
-    if prefix.download(&local)? == 0 && std::fs::read_dir(&local)?.next().is_none() {
+    if prefix.download(&local)? == 0 {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
             format!("{} holds no objects", prefix.shown()),

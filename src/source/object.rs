@@ -185,45 +185,43 @@ fn open(url: &str) -> io::Result<(Bucket, ObjectPath)> {
 /// The objects a URL names: every object under it, sorted by key, when it ends in `/`; else
 /// the one object.
 pub fn list(url: &str) -> io::Result<Vec<Remote>> {
-    use futures::TryStreamExt;
     let shown = redacted(url);
     let (bucket, key) = open(url)?;
-    let rt = runtime()?;
-    if !url.ends_with('/') {
-        let meta = rt
-            .block_on(bucket.store.head(&key))
-            .map_err(|e| store_error("read", &shown, &e))?;
-        return Ok(vec![Remote {
-            bucket,
-            location: meta.location,
-            size: meta.size,
-            etag: meta.e_tag,
-        }]);
+    if url.ends_with('/') {
+        return list_under(&bucket, &key, &shown);
     }
-    let prefix = (!key.as_ref().is_empty()).then_some(&key);
-    let metas: Vec<object_store::ObjectMeta> = rt
+    let meta = runtime()?
+        .block_on(bucket.store.head(&key))
+        .map_err(|e| store_error("read", &shown, &e))?;
+    Ok(vec![Remote {
+        bucket,
+        location: meta.location,
+        size: meta.size,
+        etag: meta.e_tag,
+    }])
+}
+
+/// Every object under `key` of `bucket`, sorted by key, folder markers left out.
+fn list_under(bucket: &Bucket, key: &ObjectPath, shown: &str) -> io::Result<Vec<Remote>> {
+    use futures::TryStreamExt;
+    let prefix = (!key.as_ref().is_empty()).then_some(key);
+    let metas: Vec<object_store::ObjectMeta> = runtime()?
         .block_on(bucket.store.list(prefix).try_collect())
-        .map_err(|e| store_error("list", &shown, &e))?;
+        .map_err(|e| store_error("list", shown, &e))?;
     // Empty keys ending in `/` are folder markers some tools write, not objects; the client
     // lists them without their `/`, as the name of a folder that holds other objects (or the
     // prefix itself).
-    let folders: std::collections::HashSet<&str> = metas
+    let folders: std::collections::HashSet<String> = metas
         .iter()
         .flat_map(|m| {
             let key = m.location.as_ref();
-            key.match_indices('/').map(move |(at, _)| &key[..at])
+            key.match_indices('/')
+                .map(move |(at, _)| key[..at].to_string())
         })
         .collect();
-    let is_marker = |m: &object_store::ObjectMeta| {
-        m.size == 0 && (m.location == key || folders.contains(m.location.as_ref()))
-    };
-    let markers: Vec<bool> = metas.iter().map(is_marker).collect();
-    drop(folders);
     let mut found: Vec<Remote> = metas
         .into_iter()
-        .zip(markers)
-        .filter(|(_, marker)| !marker)
-        .map(|(m, _)| m)
+        .filter(|m| !(m.size == 0 && (m.location == *key || folders.contains(m.location.as_ref()))))
         .map(|m| Remote {
             bucket: bucket.clone(),
             location: m.location,
@@ -320,13 +318,8 @@ impl Prefix {
 
     /// The objects under the prefix, with their keys relative to it.
     pub fn objects(&self) -> io::Result<Vec<(String, Remote)>> {
-        let listed = if self.key.as_ref().is_empty() {
-            list(&self.bucket.base)?
-        } else {
-            list(&format!("{}{}/", self.bucket.base, self.key))?
-        };
         let base = self.key.as_ref();
-        Ok(listed
+        Ok(list_under(&self.bucket, &self.key, &self.shown)?
             .into_iter()
             .filter_map(|r| {
                 let key = r.location.as_ref();
@@ -393,23 +386,23 @@ impl Prefix {
     }
 
     /// Fetch every object under the prefix into the local folder `dir`, at its relative path
-    /// (for the reports, which read corpora from a bucket).
+    /// (for the reports, which read corpora from a bucket); how many there were.
     #[cfg(feature = "reports")]
-    pub fn download(&self, dir: &FsPath) -> io::Result<u64> {
-        let mut bytes = 0;
-        for (rel, remote) in self.objects()? {
+    pub fn download(&self, dir: &FsPath) -> io::Result<usize> {
+        let objects = self.objects()?;
+        for (rel, remote) in &objects {
             if rel.split('/').any(|p| p == ".." || p == ".") {
                 continue;
             }
-            let to = dir.join(&rel);
+            let to = dir.join(rel);
             if let Some(parent) = to.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| {
                     io::Error::new(e.kind(), format!("cannot create {}: {e}", parent.display()))
                 })?;
             }
-            bytes += fetch(&remote, &to)?.bytes;
+            fetch(remote, &to)?;
         }
-        Ok(bytes)
+        Ok(objects.len())
     }
 }
 
