@@ -27,6 +27,8 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Run every check over a store or raw inputs and write a finding corpus.
     Audit(AuditArgs),
+    /// Rewrite a store's generations into one: superseded rows gone, parts near the part size.
+    Compact(CompactArgs),
     /// Summarise a corpus: dispositions and fail rates per check, top findings, agreement.
     #[cfg(feature = "reports")]
     Report(ReportArgs),
@@ -96,8 +98,22 @@ pub struct IngestArgs {
     /// The store directory to write.
     #[arg(long, short)]
     pub out: PathBuf,
+    /// Add the inputs to the store as a new generation (the store is created when absent):
+    /// inputs it holds already are skipped, and a conversation it holds that gains runs is
+    /// stored again whole, superseding its earlier rows.
+    #[arg(long)]
+    pub append: bool,
     #[command(flatten)]
     pub read: ReadArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// A store written by `ingest` (grown by `ingest --append`).
+    pub store: PathBuf,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -119,6 +135,10 @@ pub struct AuditArgs {
     /// are data from tool results.
     #[arg(long)]
     pub include_values: bool,
+    /// Audit only this generation of the store (`last`, or its number): the conversations that
+    /// `ingest --append` wrote or continued then.
+    #[arg(long, value_name = "N|last", value_parser = crate::store::generations::Pick::parse)]
+    pub generation: Option<crate::store::generations::Pick>,
     #[command(flatten)]
     pub read: ReadArgs,
 }
@@ -318,12 +338,16 @@ fn quiet_reader_panics() {
 
 pub fn run(cli: Cli) -> ExitCode {
     #[cfg(feature = "reports")]
-    if !matches!(cli.command, Command::Ingest(_) | Command::Audit(_)) {
+    if !matches!(
+        cli.command,
+        Command::Ingest(_) | Command::Audit(_) | Command::Compact(_)
+    ) {
         quiet_reader_panics();
     }
     match cli.command {
         Command::Ingest(args) => run_ingest(args),
         Command::Audit(args) => run_audit(args),
+        Command::Compact(args) => run_compact(args),
         #[cfg(feature = "reports")]
         Command::Report(args) => run_report(args),
         #[cfg(feature = "reports")]
@@ -343,6 +367,9 @@ fn run_ingest(args: IngestArgs) -> ExitCode {
         limits: args.read.limits(),
         ..IngestOptions::default()
     };
+    if args.append {
+        return run_append(&args, &opts);
+    }
     match ingest(&args.inputs, &args.out, &opts) {
         Ok(summary) => {
             let c = &summary.manifest.counts;
@@ -377,6 +404,7 @@ fn run_audit(args: AuditArgs) -> ExitCode {
         progress: !args.read.quiet,
         include_values: args.include_values,
         limits: args.read.limits(),
+        generation: args.generation,
     };
     match crate::pipeline::audit::audit(&args.inputs, &args.out, &opts) {
         Ok(summary) => {
@@ -405,6 +433,102 @@ fn run_audit(args: AuditArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail("audit", naming_output(e, &args.out)),
+    }
+}
+
+fn run_append(args: &IngestArgs, opts: &IngestOptions) -> ExitCode {
+    match crate::pipeline::append::append(&args.inputs, &args.out, opts) {
+        Ok(summary) => {
+            print!("{}", append_summary_text(&summary));
+            let quarantined = summary
+                .generation
+                .as_ref()
+                .map_or(0, |g| g.counts.records_quarantined);
+            if args.read.strict && quarantined > 0 {
+                eprintln!("traceaudit ingest: {quarantined} record(s) quarantined (--strict)");
+                return ExitCode::from(1);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("ingest", naming_output(e, &args.out)),
+    }
+}
+
+/// What an append did: the new generation's own counts, what it continued, and the store's
+/// totals after it.
+pub fn append_summary_text(summary: &crate::pipeline::append::AppendSummary) -> String {
+    let m = &summary.manifest;
+    let generations = crate::store::generations::entries(m).len();
+    let totals = format!(
+        "store            {} conversations, {} runs, {} generation(s) -> {}\n",
+        m.counts.conversations,
+        m.counts.runs,
+        generations,
+        summary.store.display()
+    );
+    let skipped = if summary.skipped_as_ingested > 0 {
+        format!(
+            "already ingested {} input(s) skipped (the store holds them: same SHA-256)\n",
+            summary.skipped_as_ingested
+        )
+    } else {
+        String::new()
+    };
+    let Some(g) = &summary.generation else {
+        return format!(
+            "{skipped}nothing to add: every input is in the store already (generation {} is \
+             the last)\n{totals}",
+            crate::store::generations::entries(m)
+                .last()
+                .map_or(0, |g| g.number)
+        );
+    };
+    if summary.created {
+        return format!(
+            "{}generation       0 (the store was created)\n{totals}",
+            ingest_summary_text(m)
+        );
+    }
+    let own = crate::store::StoreManifest {
+        counts: g.counts.clone(),
+        seconds: g.seconds,
+        ..m.clone()
+    };
+    format!(
+        "{}{skipped}generation       {}: {} new conversation(s), {} continued from earlier \
+         generations ({} runs copied with them, superseding their earlier rows)\n{totals}",
+        ingest_summary_text(&own),
+        g.number,
+        g.new_conversations,
+        g.superseded_conversations,
+        g.copied_runs,
+    )
+}
+
+fn run_compact(args: CompactArgs) -> ExitCode {
+    let opts = IngestOptions {
+        progress: !args.quiet,
+        ..IngestOptions::default()
+    };
+    match crate::pipeline::append::compact(&args.store, &opts) {
+        Ok(s) => {
+            println!(
+                "compacted {} generation(s), {} part(s) into generation {} of {} part(s); \
+                 {} superseded conversation version(s) dropped; {} conversations, {} runs -> {}",
+                s.generations_before,
+                s.parts_before,
+                crate::store::generations::entries(&s.manifest)
+                    .last()
+                    .map_or(0, |g| g.number),
+                s.parts_after,
+                s.superseded_dropped,
+                s.manifest.counts.conversations,
+                s.manifest.counts.runs,
+                s.store.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("compact", e),
     }
 }
 

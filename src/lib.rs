@@ -38,6 +38,9 @@ pub use config::{Config, RepeatedWhen};
 pub use corpus::{Disposition, Finding, CHECK_COLUMN};
 pub use ingest::{read_head, read_path, Collect, Format, Limits, Quarantined, Severity};
 pub use passes::{registry as checks, Pass, PassContext, RunOutcome};
+pub use pipeline::append::{
+    append, append_store, compact, fresh_inputs, AppendSummary, CompactSummary,
+};
 pub use pipeline::audit::{audit, AuditOptions, AuditSummary};
 pub use pipeline::ingest::{ingest, IngestOptions, IngestSummary};
 pub use pipeline::inputs::expand_inputs;
@@ -52,6 +55,7 @@ pub use pipeline::shards::{
     PlannedInput,
 };
 // What those callers need to name besides: a store's manifest.
+pub use store::generations::{GenerationEntry, Pick as GenerationPick};
 pub use store::StoreManifest;
 // Reading a corpus in either layout (one file per table, or the part files its manifest lists)
 // without Polars, and the driver's `findings.jsonl` for a corpus written a part at a time.

@@ -59,7 +59,7 @@ fn audit_options(
 }
 
 #[pyfunction]
-#[pyo3(signature = (inputs, out, format=None, threads=None, part_bytes=None))]
+#[pyo3(signature = (inputs, out, format=None, threads=None, part_bytes=None, append=false))]
 fn ingest(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
@@ -67,6 +67,7 @@ fn ingest(
     format: Option<String>,
     threads: Option<usize>,
     part_bytes: Option<u64>,
+    append: bool,
 ) -> PyResult<String> {
     let opts = traceaudit::IngestOptions {
         format: format_named(format)?,
@@ -74,14 +75,88 @@ fn ingest(
         part_bytes: part_bytes.unwrap_or(0),
         ..traceaudit::IngestOptions::default()
     };
+    if append {
+        let summary = py
+            .detach(|| traceaudit::append(&inputs, &out, &opts))
+            .map_err(to_py)?;
+        return appended_json(&summary);
+    }
     let summary = py
         .detach(|| traceaudit::ingest(&inputs, &out, &opts))
         .map_err(to_py)?;
     to_json(&summary.manifest)
 }
 
+/// The inputs (files and folders) the store at `store` does not hold yet, as paths to read, and
+/// how many it holds (all inputs, none held, when there is no store there).
 #[pyfunction]
-#[pyo3(signature = (inputs, out, config=None, checks=None, threads=None))]
+fn fresh_inputs(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    store: PathBuf,
+) -> PyResult<(Vec<String>, u64)> {
+    let (fresh, skipped) = py
+        .detach(|| traceaudit::fresh_inputs(&inputs, &store))
+        .map_err(to_py)?;
+    Ok((
+        fresh
+            .into_iter()
+            .map(|f| f.path.to_string_lossy().into_owned())
+            .collect(),
+        skipped,
+    ))
+}
+
+/// Add the store `night` to the store `out` as a new generation (as `ingest --append` adds
+/// inputs); the store's manifest after it, with an `appended` entry (JSON).
+#[pyfunction]
+#[pyo3(signature = (night, out, skipped, part_rows=None))]
+fn append_store(
+    py: Python<'_>,
+    night: PathBuf,
+    out: PathBuf,
+    skipped: u64,
+    part_rows: Option<u64>,
+) -> PyResult<String> {
+    let opts = traceaudit::IngestOptions {
+        part_rows: part_rows.unwrap_or(0),
+        ..traceaudit::IngestOptions::default()
+    };
+    let summary = py
+        .detach(|| traceaudit::append_store(&night, &out, skipped, &opts))
+        .map_err(to_py)?;
+    appended_json(&summary)
+}
+
+/// An append's result as the Python module returns it: the store's manifest, with an
+/// `appended` entry saying which generation was added.
+fn appended_json(summary: &traceaudit::AppendSummary) -> PyResult<String> {
+    let mut manifest = serde_json::to_value(&summary.manifest)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    manifest["appended"] = serde_json::json!({
+        "generation": summary.generation,
+        "skipped_as_ingested": summary.skipped_as_ingested,
+        "created": summary.created,
+    });
+    to_json(&manifest)
+}
+
+/// Compact a store's generations into one; the store's manifest after it (JSON).
+#[pyfunction]
+#[pyo3(signature = (store, part_bytes=None))]
+fn compact(py: Python<'_>, store: PathBuf, part_bytes: Option<u64>) -> PyResult<String> {
+    let opts = traceaudit::IngestOptions {
+        part_bytes: part_bytes.unwrap_or(0),
+        ..traceaudit::IngestOptions::default()
+    };
+    let summary = py
+        .detach(|| traceaudit::compact(&store, &opts))
+        .map_err(to_py)?;
+    to_json(&summary.manifest)
+}
+
+#[pyfunction]
+#[pyo3(signature = (inputs, out, config=None, checks=None, threads=None, generation=None))]
 fn audit(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
@@ -89,8 +164,13 @@ fn audit(
     config: Option<PathBuf>,
     checks: Option<Vec<String>>,
     threads: Option<usize>,
+    generation: Option<String>,
 ) -> PyResult<String> {
-    let opts = audit_options(config, checks, threads)?;
+    let mut opts = audit_options(config, checks, threads)?;
+    opts.generation = generation
+        .map(|g| traceaudit::GenerationPick::parse(&g))
+        .transpose()
+        .map_err(PyValueError::new_err)?;
     let summary = py
         .detach(|| traceaudit::audit(&inputs, &out, &opts))
         .map_err(to_py)?;
@@ -342,6 +422,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(ingest, m)?)?;
     m.add_function(wrap_pyfunction!(audit, m)?)?;
+    m.add_function(wrap_pyfunction!(compact, m)?)?;
+    m.add_function(wrap_pyfunction!(fresh_inputs, m)?)?;
+    m.add_function(wrap_pyfunction!(append_store, m)?)?;
     m.add_function(wrap_pyfunction!(audit_tables, m)?)?;
     m.add_function(wrap_pyfunction!(audit_part, m)?)?;
     m.add_function(wrap_pyfunction!(finish_corpus, m)?)?;

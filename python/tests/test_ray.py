@@ -303,3 +303,73 @@ def test_the_reports_read_a_ray_corpus_as_the_cli_corpus(
     assert f"{part}, which its manifest lists, is missing" in err, err
     with pytest.raises(FileNotFoundError, match="is missing"):
         traceaudit.table_files(ray_corpus, "findings")
+
+
+def nights_of(tmp_path: pathlib.Path):
+    """Two nights of generated agentfootprint logs whose sessions go on past midnight (the
+    runs' lines split by run, in order), night 2 with night 1's file delivered again and a
+    file of runs night 1 held already under another name."""
+    generate("--format", "agentfootprint", "--runs", "80", "--seed", "4", "--out", tmp_path / "gen")
+    lines, sessions = [], {}
+    for f in sorted((tmp_path / "gen" / "input").iterdir()):
+        for line in f.read_text().splitlines():
+            try:
+                meta = json.loads(line)["meta"]
+                run, session = meta["runId"], meta["sessionId"]
+            except (ValueError, KeyError, TypeError):
+                run, session = "", ""
+            if run and run not in sessions.setdefault(session, []):
+                sessions[session].append(run)
+            lines.append((run, line))
+    # The first half of each session's runs on night 1, the rest on night 2.
+    night_of = {r: 2 * i // len(runs) for runs in sessions.values() for i, r in enumerate(runs)}
+    last, texts = 0, ["", ""]
+    for run, line in lines:
+        last = night_of.get(run, last)
+        texts[last] += line + "\n"
+    nights = [tmp_path / "day=01", tmp_path / "day=02"]
+    for n, (folder, text) in enumerate(zip(nights, texts)):
+        folder.mkdir()
+        (folder / f"night-{n + 1}.ndjson").write_text(text)
+    shutil.copy(nights[0] / "night-1.ndjson", nights[1] / "night-1-again.ndjson")
+    # The same runs again, in a file of another digest: each run is a duplicate.
+    (nights[1] / "night-1-resent.ndjson").write_text(texts[0] + "\n")
+    return nights, tmp_path / "gen" / "traceaudit.toml"
+
+
+def test_distributed_append_equals_the_command_line_append(cluster, tmp_path):
+    nights, config = nights_of(tmp_path)
+    cli_store, ray_store = tmp_path / "cli-store", tmp_path / "ray-store"
+    for n, night in enumerate(nights):
+        want = traceaudit.ingest(night, cli_store, append=True, part_bytes=30_000)
+        got = tray.ingest(night, ray_store, append=True, part_bytes=30_000)
+        assert got["appended"]["created"] == want["appended"]["created"] == (n == 0)
+        assert got["appended"]["skipped_as_ingested"] == want["appended"]["skipped_as_ingested"]
+        a, b = got["appended"]["generation"], want["appended"]["generation"]
+        for key in ("number", "dir", "inputs", "first_input", "new_conversations",
+                    "superseded_conversations", "copied_runs", "copied_events", "counts"):
+            assert a[key] == b[key], (n, key, a[key], b[key])
+        for key in ("inputs", "counts", "digests", "envelope_types", "store_schema_version"):
+            assert got[key] == want[key], key
+    assert want["appended"]["skipped_as_ingested"] == 1
+    added = want["appended"]["generation"]
+    assert added["superseded_conversations"] > 0, "no session crossed midnight"
+    assert added["counts"]["duplicate_runs"] > 0, "no duplicate run was sent"
+    # The same conversations and runs, audited whole and night by night, give the same rows.
+    for pick in (None, "last"):
+        extra = [] if pick is None else ["--generation", pick]
+        name = pick or "whole"
+        cli("audit", cli_store, *extra, "--config", config, "--out", tmp_path / f"a-{name}", "--quiet")
+        cli("audit", ray_store, *extra, "--config", config, "--out", tmp_path / f"b-{name}", "--quiet")
+        for table in TABLES:
+            got = read_table(tmp_path / f"b-{name}", table)
+            want_t = read_table(tmp_path / f"a-{name}", table)
+            assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want_t.to_pylist())), (
+                name,
+                table,
+            )
+    # Everything again: nothing is added.
+    again = tray.ingest(nights[1], ray_store, append=True)
+    assert again["appended"]["generation"] is None
+    assert again["appended"]["skipped_as_ingested"] == 3
+    assert again["counts"] == json.loads((cli_store / "manifest.json").read_text())["counts"]

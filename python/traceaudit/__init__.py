@@ -25,6 +25,7 @@ __version__: str = _native.__version__
 __all__ = [
     "ingest",
     "audit",
+    "compact",
     "audit_tables",
     "audit_part",
     "finish_corpus",
@@ -62,8 +63,14 @@ def ingest(
     format: Optional[str] = None,
     threads: Optional[int] = None,
     part_bytes: Optional[int] = None,
+    append: bool = False,
 ) -> Dict[str, Any]:
     """Read recorded runs (files or directories) into a store at ``out``.
+
+    With ``append=True``, as ``traceaudit ingest INPUTS --out OUT --append``: the inputs are
+    added to the store as a new generation (the store is created when absent); the manifest
+    returned then has an ``appended`` entry with the ``generation`` added (``None`` when every
+    input was in the store already), ``skipped_as_ingested`` and ``created``.
 
     As ``traceaudit ingest INPUTS --out OUT``. ``format`` reads every input as that format
     (a name as ``--format`` takes it) instead of detecting it; ``threads`` defaults to the cores
@@ -71,8 +78,16 @@ def ingest(
     parts are smaller units for :mod:`traceaudit.ray`). Returns the store's manifest (what the command line prints: files, bytes,
     conversations, runs, records read = stored + quarantined, ...) as a dict.
     """
-    text = _native.ingest(_paths(inputs), os.fspath(out), format, threads, part_bytes)
+    text = _native.ingest(
+        _paths(inputs), os.fspath(out), format, threads, part_bytes, bool(append)
+    )
     return json.loads(text)
+
+
+def compact(store: PathLike, *, part_bytes: Optional[int] = None) -> Dict[str, Any]:
+    """Rewrite a store's generations into one, as ``traceaudit compact STORE``: superseded rows
+    gone, parts near the part size. Returns the store's manifest after it."""
+    return json.loads(_native.compact(os.fspath(store), part_bytes))
 
 
 def audit(
@@ -82,15 +97,23 @@ def audit(
     config: Optional[PathLike] = None,
     checks: Optional[Union[str, Sequence[str]]] = None,
     threads: Optional[int] = None,
+    generation: Optional[Union[int, str]] = None,
 ) -> Dict[str, Any]:
     """Run the checks over a store (or raw inputs) and write a corpus at ``out``.
 
     As ``traceaudit audit INPUTS --out OUT``. ``config`` is a path to a ``traceaudit.toml``;
-    ``checks`` names the checks to run (a list, or comma-separated), all by default. Returns the
-    corpus manifest (counts per check, conversations, runs, findings, ...) as a dict.
+    ``checks`` names the checks to run (a list, or comma-separated), all by default;
+    ``generation`` (a number, or ``"last"``) audits only that generation of the store, as
+    ``--generation``. Returns the corpus manifest (counts per check, conversations, runs,
+    findings, ...) as a dict.
     """
     text = _native.audit(
-        _paths(inputs), os.fspath(out), _opt_path(config), _checks(checks), threads
+        _paths(inputs),
+        os.fspath(out),
+        _opt_path(config),
+        _checks(checks),
+        threads,
+        None if generation is None else str(generation),
     )
     return json.loads(text)
 

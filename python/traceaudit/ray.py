@@ -198,16 +198,54 @@ class _PartAuditor:
         self.checks = checks
         self.threads = threads
 
+    def _generation_of(self, part: int):
+        """The folder of the generation holding the store's part ``part``, the part's number
+        there, and the conversations later generations supersede there (see
+        ``schemas/store.md``, Generations)."""
+        if not hasattr(self, "_manifest"):
+            self._manifest = json.loads(self.store.read_text("manifest.json"))
+        manifest = self._manifest
+        listed = manifest.get("generations") or [
+            {"number": 0, "dir": "", "parts": len(manifest["parts"])}
+        ]
+        first = 0
+        for at, generation in enumerate(listed):
+            if part < first + generation["parts"]:
+                superseded = set()
+                for later in listed[at + 1 :]:
+                    names = [later["dir"], "superseded.jsonl"]
+                    if not self.store.exists(*names):
+                        continue
+                    for line in self.store.read_text(*names).splitlines():
+                        if line.strip():
+                            entry = json.loads(line)
+                            if entry["generation"] == generation["number"]:
+                                superseded.add(entry["conversation_id"])
+                return generation["dir"], part - first, superseded
+            first += generation["parts"]
+        raise ValueError(f"{self.store.given} has no part {part}")
+
     def _audit_remote(self, part: int) -> Dict[str, Any]:
         """A part of a store on a remote filesystem: its rows read with pyarrow, audited in
         memory, the tables written back part file by part file."""
+        import pyarrow.compute as pc
+
         name = f"part-{part:05d}.parquet"
-        events = pq.read_table(self.store.join("events", name), filesystem=self.store.fs)
-        runs = pq.read_table(
-            self.store.join("runs.parquet"),
+        folder, local, superseded = self._generation_of(part)
+        at = [folder] if folder else []
+        events = pq.read_table(
+            self.store.join(*at, "events", f"part-{local:05d}.parquet"),
             filesystem=self.store.fs,
-            filters=[("part", "=", part)],
         )
+        runs = pq.read_table(
+            self.store.join(*at, "runs.parquet"),
+            filesystem=self.store.fs,
+            filters=[("part", "=", local)],
+        )
+        if superseded:
+            dropped = pa.array(sorted(superseded), type=pa.string())
+            events = events.filter(pc.invert(pc.is_in(events["conversation_id"], dropped)))
+            runs = runs.filter(pc.invert(pc.is_in(runs["conversation_id"], dropped)))
         tables, counted = traceaudit._audit_tables(
             events, runs, self.config.path, self.checks, self.threads
         )
@@ -505,6 +543,7 @@ def ingest(
     part_bytes: Optional[int] = None,
     shard_bytes: int = 0,
     address: Optional[str] = None,
+    append: bool = False,
 ) -> Dict[str, Any]:
     """Ingest ``inputs`` (files and folders) into the store ``store`` on a Ray cluster.
 
@@ -522,13 +561,62 @@ def ingest(
 
     Inputs and the store are local paths (on a cluster: a filesystem every node mounts) or
     ``file://`` URIs. ``part_bytes`` as for :func:`traceaudit.ingest`.
-    """
-    import ray
 
+    With ``append=True``, as ``traceaudit ingest --append``: the inputs the store holds already
+    are left out, the others are ingested on the cluster as above into a store of their own
+    beside ``store``, and the driver adds that store to ``store`` as a new generation (a part
+    at a time: runs the store holds are left out as duplicates, conversations it holds that
+    gain runs are written whole into the generation). The store is created when absent. The
+    manifest returned then has an ``appended`` entry, as :func:`traceaudit.ingest` gives.
+    """
     started = time.monotonic()
     _connect(address)
     paths = [_input_path(p) for p in traceaudit._paths(inputs)]
     out = _local_path(store)
+    if append and os.path.exists(os.path.join(out, "manifest.json")):
+        fresh, skipped = traceaudit._native.fresh_inputs(paths, out)
+        if not fresh:
+            with open(os.path.join(out, "manifest.json"), encoding="utf-8") as f:
+                manifest = json.load(f)
+            manifest["appended"] = {
+                "generation": None,
+                "skipped_as_ingested": skipped,
+                "created": False,
+            }
+            return manifest
+        parent, base = os.path.split(out.rstrip("/"))
+        night = os.path.join(parent, f".{base}.night-{os.getpid()}-{time.time_ns()}")
+        try:
+            _ingest_on_cluster(fresh, night, format, cpus_per_task, part_bytes, shard_bytes, started)
+            return json.loads(traceaudit._native.append_store(night, out, skipped))
+        finally:
+            import shutil
+
+            shutil.rmtree(night, ignore_errors=True)
+    manifest = _ingest_on_cluster(
+        paths, out, format, cpus_per_task, part_bytes, shard_bytes, started
+    )
+    if append:
+        manifest["appended"] = {
+            "generation": manifest["generations"][-1],
+            "skipped_as_ingested": 0,
+            "created": True,
+        }
+    return manifest
+
+
+def _ingest_on_cluster(
+    paths: List[str],
+    out: str,
+    format: Optional[str],
+    cpus_per_task: int,
+    part_bytes: Optional[int],
+    shard_bytes: int,
+    started: float,
+) -> Dict[str, Any]:
+    """The distributed ingest of ``paths`` into a new store at ``out``; its manifest."""
+    import ray
+
     plan_text = traceaudit._native.plan_ingest(paths, part_bytes)
     plan = json.loads(plan_text)
     count = len(plan["inputs"])
@@ -621,6 +709,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     i.add_argument("inputs", nargs="+", help="input files or directories (paths or URIs)")
     i.add_argument("--out", "-o", required=True, help="the store directory to write")
     i.add_argument("--format", help="read every input as this format")
+    i.add_argument(
+        "--append",
+        action="store_true",
+        help="add the inputs to the store as a new generation (created when absent)",
+    )
     i.add_argument("--address", help='Ray cluster address ("auto" for a running cluster)')
     args = parser.parse_args(argv)
     try:
@@ -635,7 +728,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             )
             print(_summary_line(manifest, args.out))
         else:
-            manifest = ingest(args.inputs, args.out, format=args.format, address=args.address)
+            manifest = ingest(
+                args.inputs,
+                args.out,
+                format=args.format,
+                address=args.address,
+                append=args.append,
+            )
             c = manifest["counts"]
             print(
                 f"{c['conversations']} conversations, {c['runs']} runs; records "

@@ -59,6 +59,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         python_outside: 0,
         index: None,
         single: false,
+        member: false,
     };
     if is_single_simulation(&crate::ingest::read_head(input.path)?) {
         // `simulations/<id>.json` read on its own: the run's agent and model are in the
@@ -305,6 +306,9 @@ struct State<'a, 'b> {
     /// The file is one simulation (a dir layout's `simulations/<id>.json`): quarantine entries
     /// name the whole file.
     single: bool,
+    /// The file is a member of the set its index reads (a dir layout's simulation): its digest
+    /// is not the input's, which the manifest names by its index file's.
+    member: bool,
 }
 
 impl State<'_, '_> {
@@ -365,7 +369,7 @@ impl State<'_, '_> {
         let parsed = scan
             .parse(Picked(RawSimulation::default()))
             .and_then(|sim| scan.end().map(|()| sim));
-        if let Some(sha256) = scan.file_digest() {
+        if let Some(sha256) = scan.file_digest().filter(|_| !self.member) {
             self.sink.file_digest(sha256);
         }
         match parsed {
@@ -400,16 +404,39 @@ impl State<'_, '_> {
     /// simulations, so a simulation it lists and a file holds is read once, from the file; a
     /// simulation the document itself also holds is stored once (the first copy).
     fn read_set(&mut self, files: &[PathBuf]) -> io::Result<()> {
-        let mut listed: Vec<String> = self.index.clone().unwrap_or_default();
+        let listed: Vec<String> = self.index.clone().unwrap_or_default();
         let stem_of = |p: &PathBuf| p.file_stem().map(|s| s.to_string_lossy().into_owned());
-        // The index's order (the run's), then the files it does not list, by name.
-        let mut ordered: Vec<&PathBuf> = listed
-            .iter()
-            .filter_map(|id| files.iter().find(|p| stem_of(p).as_deref() == Some(id)))
-            .collect();
-        let rest: Vec<&PathBuf> = files.iter().filter(|p| !ordered.contains(p)).collect();
-        ordered.extend(rest);
-        for path in ordered {
+        // The index's order (the run's), then the files it does not list, by name; looked up by
+        // stem, so a set of many simulations costs time linear in its files.
+        let mut by_stem: HashMap<String, usize> = HashMap::with_capacity(files.len());
+        for (at, path) in files.iter().enumerate() {
+            if let Some(stem) = stem_of(path) {
+                by_stem.entry(stem).or_insert(at);
+            }
+        }
+        let mut taken = vec![false; files.len()];
+        let mut ordered: Vec<&PathBuf> = Vec::with_capacity(files.len());
+        let mut missing: Vec<&String> = Vec::new();
+        for id in &listed {
+            // An id listed twice is read twice, as the index says (its second copy is then a
+            // duplicate simulation).
+            match by_stem.get(id) {
+                Some(&at) => {
+                    taken[at] = true;
+                    ordered.push(&files[at]);
+                }
+                None => missing.push(id),
+            }
+        }
+        let unlisted_from = ordered.len();
+        ordered.extend(
+            files
+                .iter()
+                .enumerate()
+                .filter(|(at, _)| !taken[*at])
+                .map(|(_, p)| p),
+        );
+        for (n, path) in ordered.into_iter().enumerate() {
             let display = match Path::new(self.input.display).parent() {
                 Some(dir) => dir
                     .join("simulations")
@@ -422,23 +449,14 @@ impl State<'_, '_> {
                 limits: self.input.limits,
                 ..Input::new(path, &display)
             };
-            let stem = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let in_index = listed.iter().position(|id| *id == stem);
-            match in_index {
-                Some(at) => {
-                    listed.remove(at);
-                }
-                None if self.index.is_some() => self.sink.quarantine(partial(
+            if n >= unlisted_from && self.index.is_some() {
+                self.sink.quarantine(partial(
                     &member,
                     FORMAT,
                     Locator::File,
                     "this simulation file is not listed in results.json's simulation_index; \
                      it is read as the listed ones are",
-                )),
-                None => {}
+                ));
             }
             let mut state = State {
                 input: &member,
@@ -454,12 +472,13 @@ impl State<'_, '_> {
                 python_outside: 0,
                 index: None,
                 single: true,
+                member: true,
             };
             state.read_single()?;
             self.next = state.next;
             self.seen = std::mem::take(&mut state.seen);
         }
-        for id in listed {
+        for id in missing {
             self.sink.records_read(1);
             let index = self.next;
             self.next += 1;

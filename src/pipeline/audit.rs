@@ -40,6 +40,9 @@ pub struct AuditOptions {
     pub include_values: bool,
     /// What an adapter may hold at once, for an audit of raw inputs.
     pub limits: crate::ingest::Limits,
+    /// Audit only this generation of the store (the conversations it wrote or superseded);
+    /// `None`: the whole store.
+    pub generation: Option<crate::store::generations::Pick>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -62,6 +65,9 @@ pub struct CorpusManifest {
     /// absent from the command line's, whose tables are `<table>.parquet`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tables: Option<Vec<crate::corpus::layout::TableFiles>>,
+    /// The generation of the store audited (`--generation`); absent when the whole store was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_generation: Option<u32>,
 }
 
 impl Contribution {
@@ -298,7 +304,7 @@ pub(super) fn check_part(
 
 /// Is `path` a store written by `ingest`?
 pub fn is_store(path: &Path) -> bool {
-    path.is_dir() && path.join("manifest.json").exists() && path.join("runs.parquet").exists()
+    crate::store::generations::looks_like_store(path)
 }
 
 /// The result of an audit.
@@ -333,7 +339,22 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     };
     let source = store_of(inputs, staging.path(), opts, &passes, &ctx)?;
     let spec = super::spec_of(&passes);
-    let store = Store::open(&source.dir)?.with_digests(&spec.digests);
+    let mut store = Store::open(&source.dir)?.with_digests(&spec.digests);
+    let store_generation = match opts.generation {
+        Some(_) if source.tapped.is_some() => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--generation picks a generation of a store, and the inputs are not a store \
+                 (ingest them with `ingest --append` first)",
+            ))
+        }
+        Some(pick) => {
+            let number = pick.number(store.last_generation());
+            store = store.only_generation(number)?;
+            Some(number)
+        }
+        None => None,
+    };
     refuse_missing_envelopes(&source.dir, &store.manifest, &passes)?;
     let store_manifest = store.manifest.clone();
     let pool = rayon::ThreadPoolBuilder::new()
@@ -390,6 +411,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         seconds: started.elapsed().as_secs_f64(),
         ingest_seconds: source.ingest_seconds,
         tables: None,
+        store_generation,
     };
     let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
     write_file(&staging.path().join("manifest.json"), text.as_bytes())?;

@@ -442,8 +442,58 @@ pub(super) fn ingest_found(
     started: Instant,
 ) -> io::Result<(IngestSummary, Option<Tapped>)> {
     let staging = AtomicDir::create(out, &crate::store::store_layout())?;
+    let mut written = ingest_into(found, staging.path(), opts, tap, shard, None, started)?;
+    if shard.is_none() {
+        crate::store::generations::first_generation(&mut written.manifest, out);
+    }
+    let text = serde_json::to_string_pretty(&written.manifest).map_err(io::Error::other)?;
+    write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
+    let store = staging.commit()?;
+    let tapped = match written.tap_files {
+        Some(files) => Some(files.finish()?.refile(&written.split)?),
+        None => None,
+    };
+    Ok((
+        IngestSummary {
+            store,
+            manifest: written.manifest,
+        },
+        tapped,
+    ))
+}
+
+/// What an ingest wrote into its directory, before its manifest is: the manifest it will write,
+/// how its parts were split, and the tap's files.
+pub(super) struct Written {
+    pub manifest: StoreManifest,
+    pub split: crate::store::split::Split,
+    tap_files: Option<TapFiles>,
+}
+
+/// How an ingest adds a generation to a store ([`super::append`]): where its inputs' indices
+/// start in the store's list, the runs the store holds already (each skipped as a duplicate),
+/// and what to do once every input is read and before the parts are closed (copy in the
+/// stored rows of the conversations it continues).
+pub(super) struct Extension<'a> {
+    pub first_input: u32,
+    pub known_runs: HashSet<String>,
+    #[allow(clippy::type_complexity)]
+    pub before_finish: &'a mut dyn FnMut(&mut StoreWriter, &HashMap<String, u64>) -> io::Result<()>,
+}
+
+/// Ingest the files `found` lists into the directory `dir` (the caller owns its atomicity and
+/// writes the manifest).
+pub(super) fn ingest_into(
+    found: &FoundInputs,
+    dir: &Path,
+    opts: &IngestOptions,
+    tap: Option<(&dyn Tap, &Path)>,
+    shard: Option<&Shard<'_>>,
+    extension: Option<Extension<'_>>,
+    started: Instant,
+) -> io::Result<Written> {
     // Streams are copied in first: their size decides the parts, and they can be read once.
-    let spool_dir = staging.path().join(".spool");
+    let spool_dir = dir.join(".spool");
     let files = readable_copies(found, &spool_dir)?;
     let remote: Vec<_> = found.files.iter().map(|f| f.remote.clone()).collect();
     let streams: Vec<bool> = found.files.iter().map(|f| f.stream).collect();
@@ -460,21 +510,26 @@ pub(super) fn ingest_found(
         Some(shard) => shard.parts,
         None => parts_for(total_bytes, opts.part_bytes),
     };
-    let store = StoreWriter::create(staging.path(), parts, super::store_spec())?;
+    let store = StoreWriter::create(dir, parts, super::store_spec())?;
     let tap_files = match tap {
         Some((_, dir)) => Some(TapFiles::create(dir, parts)?),
         None => None,
     };
     let tap_queue = TapQueue::new();
-    let mut quarantine = io::BufWriter::new(std::fs::File::create(
-        staging.path().join("quarantine.jsonl"),
-    )?);
+    let mut quarantine = io::BufWriter::new(std::fs::File::create(dir.join("quarantine.jsonl"))?);
     write_skipped(&mut quarantine, &found.skipped)?;
     let displays: Vec<String> = found.files.iter().map(|f| f.display.clone()).collect();
-    let identity: Vec<u32> = (0..files.len() as u32).collect();
+    let first_input = extension.as_ref().map_or(0, |e| e.first_input);
+    let identity: Vec<u32> = (first_input..first_input + files.len() as u32).collect();
+    let (known_runs, mut before_finish) = match extension {
+        Some(e) => (e.known_runs, Some(e.before_finish)),
+        None => (HashSet::new(), None),
+    };
     let mut writer = Writer {
         input_indices: shard.map_or(&identity, |s| s.indices),
-        unfinished_index: shard.map_or(files.len().saturating_sub(1) as u32, |s| s.last_index),
+        unfinished_index: shard.map_or((first_input + files.len() as u32).saturating_sub(1), |s| {
+            s.last_index
+        }),
         finishing: false,
         may_be_empty: shard.is_some(),
         store,
@@ -489,7 +544,7 @@ pub(super) fn ingest_found(
             ..Counts::default()
         },
         entries: Vec::with_capacity(files.len()),
-        seen_runs: HashSet::new(),
+        seen_runs: known_runs,
         seen_conversations: HashMap::new(),
         conversation_row_limit: opts.limits.conversation_rows,
         left_out: HashMap::new(),
@@ -515,19 +570,19 @@ pub(super) fn ingest_found(
     if let Some(e) = writer.fatal.take() {
         return Err(e);
     }
+    if let Some(before_finish) = before_finish.as_mut() {
+        before_finish(&mut writer.store, &writer.seen_conversations)?;
+    }
     let (manifest, split) = writer.finish(found.skipped.len() as u64, started)?;
     if spool_dir.exists() {
         std::fs::remove_dir_all(&spool_dir)
             .map_err(|e| atomic::with_path(e, "cannot remove", &spool_dir))?;
     }
-    let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
-    write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
-    let store = staging.commit()?;
-    let tapped = match tap_files {
-        Some(files) => Some(files.finish()?.refile(&split)?),
-        None => None,
-    };
-    Ok((IngestSummary { store, manifest }, tapped))
+    Ok(Written {
+        manifest,
+        split,
+        tap_files,
+    })
 }
 
 /// The runs of a conversation left out at the rows-per-conversation limit: where the first
@@ -1100,6 +1155,9 @@ impl Writer<'_> {
                     .map(|t| t.to_string())
                     .collect(),
             ),
+            store_id: None,
+            generations: None,
+            retired: Vec::new(),
         };
         Ok((manifest, split))
     }

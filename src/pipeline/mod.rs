@@ -6,6 +6,7 @@
 //! Adapters (`crate::ingest`) read one file each; stages know nothing of formats,
 //! and nothing here takes the command line's argument structs.
 
+pub mod append;
 pub mod audit;
 pub mod counts;
 pub mod ingest;

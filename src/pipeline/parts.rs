@@ -249,6 +249,7 @@ pub fn finish_corpus(
         seconds,
         ingest_seconds: None,
         tables: Some(tables),
+        store_generation: None,
     };
     let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
     write_file(&out.join("manifest.json"), text.as_bytes())?;

@@ -541,10 +541,11 @@ pub fn merge_shards(
         &kept,
         started_seconds_ago + started.elapsed().as_secs_f64(),
     )?;
-    let manifest = StoreManifest {
+    let mut manifest = StoreManifest {
         parts: crate::store::write::part_names(split.parts),
         ..manifest
     };
+    crate::store::generations::first_generation(&mut manifest, out);
     let text = serde_json::to_string_pretty(&manifest).map_err(io::Error::other)?;
     write_file(&staging.path().join("manifest.json"), text.as_bytes())?;
     let store = staging.commit()?;
@@ -646,5 +647,8 @@ fn merged_manifest(
         seconds,
         digests: Some(spec.digest_entries()),
         envelope_types: Some(spec.envelope_types.iter().map(|t| t.to_string()).collect()),
+        store_id: None,
+        generations: None,
+        retired: Vec::new(),
     })
 }

@@ -251,7 +251,7 @@ impl CorpusDir {
         ];
         let mut other = None;
         for candidate in candidates {
-            if !candidate.join("runs.parquet").exists() {
+            if !crate::store::generations::looks_like_store(&candidate) {
                 continue;
             }
             match self.is_recorded_store(&candidate) {
@@ -291,6 +291,26 @@ impl CorpusDir {
             .map_err(|e| format!("its manifest.json cannot be read: {e}"))?;
         let found: Value = serde_json::from_str(&text)
             .map_err(|e| format!("its manifest.json is not JSON: {e}"))?;
+        // A store that has grown since (appends, compactions) keeps its id and holds every run
+        // it held then.
+        if let (Some(id), Some(then)) = (
+            recorded.get("store_id").and_then(Value::as_str),
+            recorded.get("generations").and_then(Value::as_array),
+        ) {
+            let last = |list: &[Value]| {
+                list.iter()
+                    .filter_map(|g| g.get("number").and_then(Value::as_u64))
+                    .max()
+            };
+            let now = found.get("generations").and_then(Value::as_array);
+            if found.get("store_id").and_then(Value::as_str) != Some(id) {
+                return Err("its manifest names another store id".into());
+            }
+            return match (now.and_then(|n| last(n)), last(then)) {
+                (Some(now), Some(then)) if now >= then => Ok(()),
+                _ => Err("it holds fewer generations than the corpus's record".into()),
+            };
+        }
         for field in ["store_schema_version", "parts", "counts", "inputs"] {
             if found.get(field) != recorded.get(field) {
                 return Err(format!(
@@ -304,6 +324,31 @@ impl CorpusDir {
     /// The parts the store's manifest lists, each there (the manifest is the truth: other
     /// files lying in `events/` are not read).
     fn store_parts(&self, store: &Path) -> io::Result<Vec<PathBuf>> {
+        Ok(self
+            .store_generations(store)?
+            .into_iter()
+            .flat_map(|g| (0..g.parts).map(move |p| g.part_path(p)))
+            .collect())
+    }
+
+    /// The store's generations as its manifest lists them, each listed part there, with the
+    /// conversations later generations supersede.
+    fn store_generations(
+        &self,
+        store: &Path,
+    ) -> io::Result<Vec<crate::store::generations::GenerationFiles>> {
+        self.listed_parts(store)?;
+        let manifest = crate::store::StoreManifest::read(store).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{}: {e}", store.join("manifest.json").display()),
+            )
+        })?;
+        crate::store::generations::resolve(store, &manifest)
+    }
+
+    /// The parts the store's manifest lists, each checked to be there.
+    fn listed_parts(&self, store: &Path) -> io::Result<Vec<PathBuf>> {
         let manifest_path = store.join("manifest.json");
         let text = std::fs::read_to_string(&manifest_path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", manifest_path.display())))?;
@@ -319,9 +364,9 @@ impl CorpusDir {
         listed
             .iter()
             .map(|p| {
-                let rel = p
-                    .as_str()
-                    .filter(|r| r.starts_with("events/") && !r.contains(".."));
+                let rel = p.as_str().filter(|r| {
+                    (r.starts_with("events/") || r.starts_with("generations/")) && !r.contains("..")
+                });
                 let Some(rel) = rel else {
                     return Err(io::Error::other(format!(
                         "{} lists {p} as a part, which is not a part's name",
@@ -359,7 +404,8 @@ impl CorpusDir {
             files
         });
         if let Ok(store) = self.store_dir() {
-            files.push(store.join("runs.parquet"));
+            let generations = self.store_generations(&store).unwrap_or_default();
+            files.extend(generations.iter().map(|g| g.runs_path()));
             files.extend(self.store_parts(&store).unwrap_or_default());
         }
         files.into_iter().find_map(|file| {
@@ -373,18 +419,31 @@ impl CorpusDir {
         })
     }
 
-    /// `runs.parquet` of the store.
+    /// The live runs of the store: every generation's `runs.parquet`, without the rows of
+    /// conversations a later generation supersedes.
     pub fn runs(&self) -> io::Result<LazyFrame> {
+        let generations = self.store_generations(&self.store_dir()?)?;
+        let scans = generations
+            .iter()
+            .map(|g| Ok(live(scan(&g.runs_path())?, g)))
+            .collect::<io::Result<Vec<_>>>()?;
         Ok(only_plausible_times(
-            scan(&self.store_dir()?.join("runs.parquet"))?,
+            concat_scans(scans)?,
             &["started_at", "ended_at"],
         ))
     }
 
-    /// Every events part of the store's manifest, as one scan.
+    /// The live events of every part of the store's manifest, as one scan.
     pub fn events(&self) -> io::Result<LazyFrame> {
-        let parts = self.store_parts(&self.store_dir()?)?;
-        Ok(only_plausible_times(scan_files(&parts)?, &["timestamp"]))
+        let generations = self.store_generations(&self.store_dir()?)?;
+        let scans = generations
+            .iter()
+            .map(|g| {
+                let parts: Vec<PathBuf> = (0..g.parts).map(|p| g.part_path(p)).collect();
+                Ok(live(scan_files(&parts)?, g))
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(only_plausible_times(concat_scans(scans)?, &["timestamp"]))
     }
 }
 
@@ -425,6 +484,24 @@ pub fn only_plausible_times(lf: LazyFrame, columns: &[&str]) -> LazyFrame {
             })
             .collect::<Vec<_>>(),
     )
+}
+
+/// The rows of `scan`, of generation `g`, that a later generation does not supersede.
+fn live(scan: LazyFrame, g: &crate::store::generations::GenerationFiles) -> LazyFrame {
+    if g.superseded.is_empty() {
+        return scan;
+    }
+    let mut ids: Vec<String> = g.superseded.iter().cloned().collect();
+    ids.sort();
+    scan.filter(one_of("conversation_id", &ids).not())
+}
+
+/// Scans of one schema, one after the other.
+fn concat_scans(mut scans: Vec<LazyFrame>) -> io::Result<LazyFrame> {
+    if scans.len() == 1 {
+        return Ok(scans.remove(0));
+    }
+    concat(scans, UnionArgs::default()).map_err(pl)
 }
 
 /// `column` is one of `values` (an exact string match), for scans that read a few runs.

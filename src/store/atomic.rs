@@ -247,6 +247,32 @@ impl Drop for OutputLock {
     }
 }
 
+/// The lock [`AtomicDir`] takes on an output, held for as long as this lives: a run that
+/// changes an output in place (an append to a store) shuts out the runs that would write it.
+pub struct HeldLock {
+    _lock: OutputLock,
+}
+
+/// Take the lock on the output directory `target` (which must have a name of its own).
+pub fn lock_output(target: &Path) -> io::Result<HeldLock> {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} names no directory of its own", target.display()),
+            )
+        })?;
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Ok(HeldLock {
+        _lock: OutputLock::take(parent, &name, target)?,
+    })
+}
+
 /// An I/O error that names the path it happened at (a bare "Read-only file system" or "No
 /// space left on device" does not say where).
 pub fn with_path(e: io::Error, doing: &str, path: &Path) -> io::Error {

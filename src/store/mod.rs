@@ -9,6 +9,7 @@
 
 pub mod atomic;
 pub mod digest;
+pub mod generations;
 pub mod parquet_file;
 pub mod partitions;
 pub mod read;
@@ -25,12 +26,19 @@ use serde::{Deserialize, Serialize};
 
 /// The entries of a store, for [`atomic::Layout`]: what an existing store may hold to be
 /// replaced by a new one.
-pub const STORE_ENTRIES: [&str; 5] = [
+pub const STORE_ENTRIES: [&str; 12] = [
     "manifest.json",
     "quarantine.jsonl",
     "runs.parquet",
     "events/",
     "events/part-*.parquet",
+    "generations/",
+    "generations/*/",
+    "generations/*/quarantine.jsonl",
+    "generations/*/runs.parquet",
+    "generations/*/superseded.jsonl",
+    "generations/*/events/",
+    "generations/*/events/part-*.parquet",
 ];
 
 /// A store as an output directory: a traceaudit manifest with a schema version, and only the
@@ -117,6 +125,18 @@ pub struct StoreManifest {
     /// [`ENVELOPE_TYPES_BEFORE_MANIFEST`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope_types: Option<Vec<String>>,
+    /// The store's id, kept by every append and compaction; `None` in a manifest written
+    /// before stores had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_id: Option<String>,
+    /// The generations the store holds, in order ([`generations`]); `None` in a manifest
+    /// written before stores had them (one generation, at the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generations: Option<Vec<generations::GenerationEntry>>,
+    /// Files and folders a compaction replaced, relative to the root: no reader opening the
+    /// store reads them, and the next append or compaction deletes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<String>,
 }
 
 /// A digest as a manifest names it.

@@ -3,6 +3,7 @@
 
 use crate::model::digest::{Digest, DigestKind, DigestValue, Digests, EvidenceDigest};
 use crate::model::{Conversation, Event, EventKind, Role, Run};
+use crate::store::generations::GenerationFiles;
 use crate::store::parquet_file::ParquetFile;
 use crate::store::write::{part_file_name, to_io, Origin};
 use crate::store::{StoreManifest, StoreSpec};
@@ -185,19 +186,11 @@ fn may_hold_part(group: &parquet::file::metadata::RowGroupMetaData, part: u32) -
     }
 }
 
-/// Every row of `runs.parquet`.
+/// Every live row of the store's runs tables (those of every generation, without the rows a
+/// later generation supersedes).
+#[cfg(test)]
 pub fn read_runs(store: &Path) -> io::Result<Vec<RunRow>> {
-    let path = store.join("runs.parquet");
-    runs_from(
-        read_row_groups(
-            &path,
-            &load_checked(&path, &crate::store::schema::runs_read_schema())?,
-            |_| true,
-            &[],
-        )?,
-        None,
-        None,
-    )
+    Store::open(store)?.runs()
 }
 
 /// The rows of `batches` (of `only_part` when given); answers carry their evidence digest
@@ -206,6 +199,7 @@ fn runs_from(
     batches: Vec<RecordBatch>,
     only_part: Option<u32>,
     evidence: Option<&'static str>,
+    superseded: &HashSet<String>,
 ) -> io::Result<Vec<RunRow>> {
     // Sized up front: a part's runs are tens of thousands of rows, grown by doubling otherwise.
     let mut rows = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
@@ -237,7 +231,9 @@ fn runs_from(
         let input_index = col::<UInt32Array>(&batch, "input_index")?;
         let record_index = col::<UInt64Array>(&batch, "record_index")?;
         for i in 0..batch.num_rows() {
-            if only_part.is_some_and(|p| p != part.value(i)) {
+            if only_part.is_some_and(|p| p != part.value(i))
+                || (!superseded.is_empty() && superseded.contains(conversation_id.value(i)))
+            {
                 continue;
             }
             let mut answer_digests = Digests::default();
@@ -278,11 +274,11 @@ fn runs_from(
     Ok(rows)
 }
 
-/// The parts the manifest lists, each checked to be there and to look like a whole Parquet file
-/// (its magic at both ends), so that a store missing a part, or holding a truncated one, is
-/// refused with the part's name instead of being audited in part. The manifest is the truth:
-/// part files it does not list are not read.
-fn listed_parts(dir: &Path, manifest: &StoreManifest) -> io::Result<u32> {
+/// The generations of the store and their parts as the manifest lists them, each part checked
+/// to be there and to look like a whole Parquet file (its magic at both ends), so that a store
+/// missing a part, or holding a truncated one, is refused with the part's name instead of being
+/// audited in part. The manifest is the truth: part files it does not list are not read.
+fn listed_parts(dir: &Path, manifest: &StoreManifest) -> io::Result<Vec<GenerationFiles>> {
     let refuse = |why: String| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -295,17 +291,21 @@ fn listed_parts(dir: &Path, manifest: &StoreManifest) -> io::Result<u32> {
     if manifest.parts.is_empty() {
         return Err(refuse("its manifest lists no part".into()));
     }
-    for (i, listed) in manifest.parts.iter().enumerate() {
-        let expected = format!("events/{}", part_file_name(i as u32));
-        if *listed != expected {
-            return Err(refuse(format!(
-                "its manifest lists {listed:?} as part {i}, where {expected:?} belongs"
-            )));
-        }
+    u32::try_from(manifest.parts.len()).map_err(|_| refuse("it lists too many parts".into()))?;
+    let generations = super::generations::resolve(dir, manifest)?;
+    for listed in &manifest.parts {
         looks_whole(&dir.join(listed)).map_err(|why| refuse(format!("{listed} {why}")))?;
     }
-    looks_whole(&dir.join("runs.parquet")).map_err(|why| refuse(format!("runs.parquet {why}")))?;
-    u32::try_from(manifest.parts.len()).map_err(|_| refuse("it lists too many parts".into()))
+    for generation in &generations {
+        let runs = generation.runs_path();
+        let name = runs
+            .strip_prefix(dir)
+            .unwrap_or(&runs)
+            .display()
+            .to_string();
+        looks_whole(&runs).map_err(|why| refuse(format!("{name} {why}")))?;
+    }
+    Ok(generations)
 }
 
 /// Does the file at `path` begin and end with Parquet's magic? `Err` says what is wrong with it.
@@ -340,14 +340,35 @@ fn looks_whole(path: &Path) -> Result<(), String> {
 /// not grow with the store.
 pub struct Store {
     pub dir: PathBuf,
+    /// The parts of every generation read, numbered from 0 in generation order.
     pub parts: u32,
     pub manifest: StoreManifest,
     /// The names events are given the digests of the fingerprint and evidence columns under:
     /// those asked for ([`Store::with_digests`]) that the store holds at their version.
     digest_names: DigestNames,
-    /// `runs.parquet`'s footer, read once: it lists a row group per part flush, thousands in a
-    /// large store, and every part's read needs it.
+    /// The generations read, in order.
+    generations: Vec<Generation>,
+}
+
+/// A generation of an opened store.
+struct Generation {
+    files: GenerationFiles,
+    /// Its `runs.parquet`'s footer, read once: it lists a row group per part flush, thousands
+    /// in a large store, and every part's read needs it.
     runs_metadata: std::sync::OnceLock<ArrowReaderMetadata>,
+}
+
+impl Generation {
+    fn runs_metadata(&self) -> io::Result<&ArrowReaderMetadata> {
+        if let Some(m) = self.runs_metadata.get() {
+            return Ok(m);
+        }
+        let m = load_checked(
+            &self.files.runs_path(),
+            &crate::store::schema::runs_read_schema(),
+        )?;
+        Ok(self.runs_metadata.get_or_init(|| m))
+    }
 }
 
 impl Store {
@@ -377,33 +398,92 @@ impl Store {
                 ),
             ));
         }
-        let parts = listed_parts(dir, &manifest)?;
+        let generations = listed_parts(dir, &manifest)?;
         let store = Store {
             dir: dir.to_path_buf(),
-            parts,
+            parts: manifest.parts.len() as u32,
             manifest,
             digest_names: DigestNames::default(),
-            runs_metadata: std::sync::OnceLock::new(),
+            generations: generations
+                .into_iter()
+                .map(|files| Generation {
+                    files,
+                    runs_metadata: std::sync::OnceLock::new(),
+                })
+                .collect(),
         };
-        store.refuse_runs_past_the_parts()?;
+        for generation in &store.generations {
+            store.refuse_runs_past_the_parts(generation)?;
+        }
         Ok(store)
     }
 
-    /// `runs.parquet`'s footer, read on first use.
-    fn runs_metadata(&self) -> io::Result<&ArrowReaderMetadata> {
-        if let Some(m) = self.runs_metadata.get() {
-            return Ok(m);
-        }
-        let path = self.dir.join("runs.parquet");
-        let m = load_checked(&path, &crate::store::schema::runs_read_schema())?;
-        Ok(self.runs_metadata.get_or_init(|| m))
+    /// The store as generation `number` wrote it: its parts only (numbered from 0), every
+    /// conversation it holds read, as the store held it then (later generations may hold
+    /// newer versions of some). `Err` when the store has no such generation.
+    pub fn only_generation(mut self, number: u32) -> io::Result<Store> {
+        let Some(at) = self
+            .generations
+            .iter()
+            .position(|g| g.files.number == number)
+        else {
+            let held: Vec<String> = self
+                .generations
+                .iter()
+                .map(|g| g.files.number.to_string())
+                .collect();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} has no generation {number} (it holds {})",
+                    self.dir.display(),
+                    held.join(", ")
+                ),
+            ));
+        };
+        let mut generation = self.generations.swap_remove(at);
+        generation.files.first_part = 0;
+        generation.files.superseded.clear();
+        self.parts = generation.files.parts;
+        self.generations = vec![generation];
+        Ok(self)
     }
 
-    /// Refuse a runs table whose rows point into a part the manifest does not list: those runs
-    /// would never be read. Told by the `part` column's statistics, which the writer keeps.
-    fn refuse_runs_past_the_parts(&self) -> io::Result<()> {
+    /// The number of the store's last generation.
+    pub fn last_generation(&self) -> u32 {
+        self.generations.last().map_or(0, |g| g.files.number)
+    }
+
+    /// The generations read, in order, with their parts and what later ones supersede.
+    pub fn generations(&self) -> impl Iterator<Item = &GenerationFiles> {
+        self.generations.iter().map(|g| &g.files)
+    }
+
+    /// The generation holding part `part` of the store, and the part's number within it.
+    fn locate(&self, part: u32) -> io::Result<(&Generation, u32)> {
+        self.generations
+            .iter()
+            .find(|g| part >= g.files.first_part && part < g.files.first_part + g.files.parts)
+            .map(|g| (g, part - g.files.first_part))
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} has no part {part}", self.dir.display()),
+                )
+            })
+    }
+
+    /// The file of part `part` of the store.
+    pub fn part_path(&self, part: u32) -> io::Result<PathBuf> {
+        let (generation, local) = self.locate(part)?;
+        Ok(generation.files.part_path(local))
+    }
+
+    /// Refuse a runs table whose rows point into a part its generation does not hold: those
+    /// runs would never be read. Told by the `part` column's statistics, which the writer keeps.
+    fn refuse_runs_past_the_parts(&self, generation: &Generation) -> io::Result<()> {
         use parquet::file::statistics::Statistics;
-        let metadata = self.runs_metadata()?;
+        let metadata = generation.runs_metadata()?;
         let highest = metadata
             .metadata()
             .row_groups()
@@ -420,17 +500,67 @@ impl Store {
             })
             .max();
         match highest {
-            Some(part) if part >= self.parts => Err(io::Error::new(
+            Some(part) if part >= generation.files.parts => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "{} is not a whole store: runs.parquet holds runs of part {part}, and the \
-                     manifest lists {} part(s); ingest its inputs again",
+                    "{} is not a whole store: {} holds runs of part {part}, and the \
+                     manifest lists {} part(s) there; ingest its inputs again",
                     self.dir.display(),
-                    self.parts
+                    generation.files.runs_path().display(),
+                    generation.files.parts
                 ),
             )),
             _ => Ok(()),
         }
+    }
+
+    /// Every column of part `part`'s live rows, as stored: its runs and its events, of the
+    /// conversations in `only` when given. For copying rows into another generation.
+    pub fn raw_part(
+        &self,
+        part: u32,
+        only: Option<&HashSet<String>>,
+    ) -> io::Result<(Vec<RecordBatch>, Vec<RecordBatch>)> {
+        let (generation, local) = self.locate(part)?;
+        let superseded = &generation.files.superseded;
+        let keep = |id: &str| only.is_none_or(|o| o.contains(id)) && !superseded.contains(id);
+        let runs_path = generation.files.runs_path();
+        let mut runs = Vec::new();
+        for batch in read_row_groups_of(
+            &runs_path,
+            generation.runs_metadata()?,
+            |g| may_hold_part(g, local),
+            &[],
+            None,
+        )? {
+            let ids = col::<StringArray>(&batch, "conversation_id")?;
+            let parts = col::<UInt32Array>(&batch, "part")?;
+            let mask: BooleanArray = (0..batch.num_rows())
+                .map(|i| Some(parts.value(i) == local && keep(ids.value(i))))
+                .collect();
+            let kept = arrow::compute::filter_record_batch(&batch, &mask).map_err(to_io)?;
+            if kept.num_rows() > 0 {
+                runs.push(kept);
+            }
+        }
+        let path = generation.files.part_path(local);
+        let metadata = load_checked(&path, &crate::store::schema::events_schema())?;
+        let mut events = Vec::new();
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(ParquetFile::open(&path)?, metadata)
+                .with_batch_size(1024)
+                .build()
+                .map_err(|e| corrupt(&path, e))?;
+        for batch in reader {
+            let batch = batch.map_err(|e| corrupt(&path, e))?;
+            let ids = col::<StringArray>(&batch, "conversation_id")?;
+            let mask: BooleanArray = ids.iter().map(|id| Some(id.is_some_and(keep))).collect();
+            let kept = arrow::compute::filter_record_batch(&batch, &mask).map_err(to_io)?;
+            if kept.num_rows() > 0 {
+                events.push(kept);
+            }
+        }
+        Ok((runs, events))
     }
 
     /// Hand back on the events the values of these digests, those the store holds at their
@@ -452,7 +582,56 @@ impl Store {
 
     /// Every run of the store (events not loaded); for small stores and tests.
     pub fn runs(&self) -> io::Result<Vec<RunRow>> {
-        read_runs(&self.dir)
+        let mut rows = Vec::new();
+        for generation in &self.generations {
+            let path = generation.files.runs_path();
+            let mut these = runs_from(
+                read_row_groups(&path, generation.runs_metadata()?, |_| true, &[])?,
+                None,
+                None,
+                &generation.files.superseded,
+            )?;
+            for row in &mut these {
+                row.part += generation.files.first_part;
+            }
+            rows.append(&mut these);
+        }
+        Ok(rows)
+    }
+
+    /// Every live run's id, its conversation's and its part (the store's number), read from
+    /// those three columns only: what an append needs to know of what the store holds.
+    pub fn run_keys(&self) -> io::Result<Vec<(String, String, u32)>> {
+        let mut keys = Vec::new();
+        for generation in &self.generations {
+            let path = generation.files.runs_path();
+            let metadata = generation.runs_metadata()?;
+            let others: Vec<&str> = metadata
+                .parquet_schema()
+                .columns()
+                .iter()
+                .map(|c| c.name())
+                .filter(|n| !matches!(*n, "run_id" | "conversation_id" | "part"))
+                .collect();
+            let superseded = &generation.files.superseded;
+            for batch in read_row_groups(&path, metadata, |_| true, &others)? {
+                let runs = col::<StringArray>(&batch, "run_id")?;
+                let conversations = col::<StringArray>(&batch, "conversation_id")?;
+                let parts = col::<UInt32Array>(&batch, "part")?;
+                for i in 0..batch.num_rows() {
+                    let conversation = conversations.value(i);
+                    if superseded.contains(conversation) {
+                        continue;
+                    }
+                    keys.push((
+                        runs.value(i).to_string(),
+                        conversation.to_string(),
+                        parts.value(i) + generation.files.first_part,
+                    ));
+                }
+            }
+        }
+        Ok(keys)
     }
 
     /// The conversations of one part, in stable order, with every event loaded.
@@ -514,7 +693,9 @@ impl Store {
                 io::ErrorKind::InvalidData,
                 format!(
                     "{} is corrupt: its pages cannot be decoded ({why}); ingest its inputs again",
-                    self.dir.join("events").join(part_file_name(part)).display()
+                    self.part_path(part)
+                        .unwrap_or_else(|_| self.dir.join("events").join(part_file_name(part)))
+                        .display()
                 ),
             ))
         })
@@ -526,9 +707,11 @@ impl Store {
         only: Option<&HashSet<String>>,
         results: bool,
     ) -> io::Result<Vec<(Origin, Conversation)>> {
-        let path = self.dir.join("events").join(part_file_name(part));
-        let runs_path = self.dir.join("runs.parquet");
-        let runs_metadata = self.runs_metadata()?;
+        let (generation, local) = self.locate(part)?;
+        let path = generation.files.part_path(local);
+        let runs_path = generation.files.runs_path();
+        let runs_metadata = generation.runs_metadata()?;
+        let superseded = &generation.files.superseded;
         let only_shared: Option<std::sync::Arc<HashSet<String>>> =
             only.map(|o| std::sync::Arc::new(o.clone()));
         // Row groups are decoded in parallel on the caller's rayon pool (the audit's), batch by
@@ -560,7 +743,7 @@ impl Store {
                 read_row_groups_of(
                     &runs_path,
                     runs_metadata,
-                    |g| may_hold_part(g, part),
+                    |g| may_hold_part(g, local),
                     {
                         // No check reads the user message a run answers (they read the messages);
                         // answers are read from their digests when the store holds them.
@@ -572,8 +755,9 @@ impl Store {
                     },
                     only_shared.as_ref(),
                 )?,
-                Some(part),
+                Some(local),
                 self.digest_names.evidence,
+                superseded,
             )
         };
         let decode = || -> Vec<io::Result<Decoded>> {
@@ -773,7 +957,7 @@ pub fn conversations_from_batches(
             .map(|d| d.name()),
         evidence: spec.digest_of(DigestKind::Evidence).map(|d| d.name()),
     };
-    let mut rows = runs_from(runs, None, names.evidence)?;
+    let mut rows = runs_from(runs, None, names.evidence, &HashSet::new())?;
     let mut expected: HashMap<&str, (&RunRow, u32)> = HashMap::with_capacity(rows.len());
     for row in &rows {
         if expected.insert(row.run.run_id.as_str(), (row, 0)).is_some() {
@@ -1069,6 +1253,9 @@ mod tests {
             seconds: 0.0,
             digests,
             envelope_types: None,
+            store_id: None,
+            generations: None,
+            retired: Vec::new(),
         };
         std::fs::write(
             dir.join("manifest.json"),

@@ -4,11 +4,13 @@
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use std::sync::Arc;
 
-/// Bumped when a column is added, removed or changes type.
-pub const STORE_SCHEMA_VERSION: u32 = 8;
+/// Bumped when a column is added, removed or changes type, or the layout changes (version 9:
+/// generations, which an engine that does not know them would read only the first of).
+pub const STORE_SCHEMA_VERSION: u32 = 9;
 
 /// The store versions this engine audits: version 7 lacks only the runs' `partitions`, which
-/// no check reads (a report grouping by partition asks for a newer store).
+/// no check reads (a report grouping by partition asks for a newer store); version 8 is 9
+/// without generations (one, at the root).
 pub const READABLE_STORE_VERSIONS: std::ops::RangeInclusive<u32> = 7..=STORE_SCHEMA_VERSION;
 
 /// The runs' columns an audit does not need, which older stores lack.

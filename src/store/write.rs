@@ -724,6 +724,47 @@ impl StoreWriter {
         Ok(())
     }
 
+    /// Write rows copied from a store of this schema into part `part`: `runs` and `events` hold
+    /// whole conversations that belong there ([`part_of`]), every column as the store writes it.
+    /// The runs' `part` column is set to `part`; their origins are kept. Copied rows are not
+    /// counted in `runs_written` and the others (the caller counts what it copied).
+    pub fn copy_rows(
+        &mut self,
+        part: u32,
+        runs: &RecordBatch,
+        events: &RecordBatch,
+    ) -> io::Result<()> {
+        let p = part as usize;
+        if p >= self.parts.len() {
+            return Err(io::Error::other(format!(
+                "copied rows go to part {part}, and the store has {}",
+                self.parts.len()
+            )));
+        }
+        if events.num_rows() > 0 {
+            let target = &mut self.parts[p];
+            target.flush_batch()?;
+            target.writer.write(events).map_err(to_io)?;
+            if target.writer.in_progress_size() >= ROW_GROUP_BYTES {
+                target.writer.flush().map_err(to_io)?;
+            }
+        }
+        if runs.num_rows() > 0 {
+            // A row group of the runs holds one part's rows only.
+            self.flush_runs(p)?;
+            let at = runs
+                .schema()
+                .index_of("part")
+                .map_err(|_| io::Error::other("copied runs have no `part` column"))?;
+            let mut columns = runs.columns().to_vec();
+            columns[at] = Arc::new(arrow::array::UInt32Array::from(vec![part; runs.num_rows()]));
+            let batch = RecordBatch::try_new(runs_schema(), columns).map_err(to_io)?;
+            self.runs_writer.write(&batch).map_err(to_io)?;
+            self.runs_writer.flush().map_err(to_io)?;
+        }
+        Ok(())
+    }
+
     /// The store directory being written.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -1,0 +1,820 @@
+//! Growing a store night by night: [`append`] adds a generation of new inputs
+//! (`ingest --append`), [`compact`] rewrites the live rows of every generation into one.
+//! The layout and its guarantees are [`crate::store::generations`]'.
+//!
+//! Both hold the store's lock for as long as they write, and both commit by replacing the
+//! root's `manifest.json` with a rename: until then nothing a reader opens has changed, and a
+//! run killed before it leaves a folder the manifest does not name, which the next run removes.
+
+use crate::store::atomic::{self, write_file};
+use crate::store::generations::{self, GenerationEntry, SupersededLine, GENERATIONS_DIR};
+use crate::store::write::part_of;
+use crate::store::{Counts, Store, StoreManifest, StoreWriter};
+use arrow::array::{AsArray, BooleanArray};
+use arrow::datatypes::UInt32Type;
+use arrow::record_batch::RecordBatch;
+use hashbrown::{HashMap, HashSet};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::ingest::{ingest, ingest_into, part_rows, parts_for, Extension, IngestOptions};
+use super::inputs::{find_inputs, FoundInputs, InputFile};
+
+/// What an append did.
+#[derive(Debug, Clone)]
+pub struct AppendSummary {
+    pub store: PathBuf,
+    /// The store's manifest after the append.
+    pub manifest: StoreManifest,
+    /// The generation added: `None` when every input was in the store already (nothing was
+    /// written).
+    pub generation: Option<GenerationEntry>,
+    /// Inputs skipped because the store held them already (the same SHA-256).
+    pub skipped_as_ingested: u64,
+    /// The store did not exist: it was created, its inputs its first generation.
+    pub created: bool,
+}
+
+/// Add the inputs to the store at `out` as a new generation; a store is created when `out` is
+/// absent (or an empty folder). Inputs the store holds already (same size and SHA-256; for an
+/// object, same size and ETag) are skipped; runs it holds already are skipped as duplicates;
+/// a conversation it holds that gains runs is written whole into the new generation, which
+/// supersedes its earlier rows.
+pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<AppendSummary> {
+    if super::remote::is_url(out) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "--append writes a store on a local disk, and {} is in object storage: append \
+                 to a local store, then copy it (`ingest --out` to a bucket writes a whole store)",
+                crate::source::object::redacted(&out.display().to_string())
+            ),
+        ));
+    }
+    let empty_dir = out.is_dir()
+        && std::fs::read_dir(out)
+            .map_err(|e| atomic::with_path(e, "cannot read", out))?
+            .next()
+            .is_none();
+    if !out.exists() || empty_dir {
+        let summary = ingest(inputs, out, opts)?;
+        let generation = generations::entries(&summary.manifest).pop();
+        return Ok(AppendSummary {
+            store: summary.store,
+            manifest: summary.manifest,
+            generation,
+            skipped_as_ingested: 0,
+            created: true,
+        });
+    }
+    let started = Instant::now();
+    let _lock = atomic::lock_output(out)?;
+    atomic::refuse_overlap(out, inputs)?;
+    let store = open_for_writing(out)?;
+    let found = find_inputs(inputs)?;
+    let (fresh, skipped) = not_yet_ingested(found, &store.manifest)?;
+    if fresh.files.is_empty() {
+        return Ok(AppendSummary {
+            store: out.to_path_buf(),
+            manifest: store.manifest,
+            generation: None,
+            skipped_as_ingested: skipped,
+            created: false,
+        });
+    }
+    let number = store.last_generation() + 1;
+    let rel = generations::relative_dir(number);
+    let dir = out.join(&rel);
+    std::fs::create_dir_all(&dir).map_err(|e| atomic::with_path(e, "cannot create", &dir))?;
+
+    let (known_runs, index) = live_index(&store)?;
+    let mut continued = Continued::default();
+    let mut copy = |writer: &mut StoreWriter, seen: &HashMap<String, u64>| {
+        continued.copy(&store, &index, writer, seen)
+    };
+    let written = ingest_into(
+        &fresh,
+        &dir,
+        opts,
+        None,
+        None,
+        Some(Extension {
+            first_input: store.manifest.inputs.len() as u32,
+            known_runs,
+            before_finish: &mut copy,
+        }),
+        started,
+    );
+    let written = match written {
+        Ok(w) => w,
+        Err(e) => {
+            // Nothing names the folder; removed now rather than by the next append.
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
+    commit_generation(
+        out,
+        &store,
+        NewGeneration {
+            number,
+            rel,
+            own: written.manifest,
+            continued,
+            skipped,
+        },
+        started,
+    )
+}
+
+/// A generation written into its folder, not yet named by the store's manifest.
+struct NewGeneration {
+    number: u32,
+    /// Its folder, relative to the store's root.
+    rel: String,
+    /// The manifest its own ingest made (its inputs, parts and counts).
+    own: StoreManifest,
+    /// The conversations it continues, with the rows it copied of them.
+    continued: Continued,
+    /// Inputs given that the store held already.
+    skipped: u64,
+}
+
+/// Name generation `new` in the store's manifest: its superseded list written, the manifest's
+/// parts, inputs, counts and generations extended, and the manifest replaced (the commit).
+fn commit_generation(
+    out: &Path,
+    store: &Store,
+    mut new: NewGeneration,
+    started: Instant,
+) -> io::Result<AppendSummary> {
+    let dir = out.join(&new.rel);
+    new.continued
+        .write_superseded(&dir.join(generations::SUPERSEDED_FILE))?;
+    let own = new.own;
+    let superseded = new.continued.lines.len() as u64;
+    let entry = GenerationEntry {
+        number: new.number,
+        dir: new.rel,
+        parts: own.parts.len() as u32,
+        first_input: store.manifest.inputs.len() as u64,
+        inputs: own.inputs.len() as u64,
+        written_at: generations::now_rfc3339(),
+        new_conversations: own.counts.conversations.saturating_sub(superseded),
+        superseded_conversations: superseded,
+        copied_runs: new.continued.copied.runs,
+        copied_events: new.continued.copied.events,
+        skipped_as_ingested: new.skipped,
+        compacted_from: Vec::new(),
+        counts: own.counts.clone(),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    let mut manifest = store.manifest.clone();
+    manifest.engine_version = crate::store::ENGINE_VERSION.into();
+    manifest.store_schema_version = crate::store::schema::STORE_SCHEMA_VERSION;
+    manifest.parts.extend(generations::part_names(&entry));
+    manifest.inputs.extend(own.inputs);
+    manifest.counts = grown(&store.manifest.counts, &own.counts, &entry);
+    manifest.seconds += started.elapsed().as_secs_f64();
+    manifest.retired.clear();
+    let mut list = generations::entries(&store.manifest);
+    list.push(entry.clone());
+    manifest.generations = Some(list);
+    if manifest.store_id.is_none() {
+        manifest.store_id = Some(generations::new_store_id(out));
+    }
+    commit(out, &manifest)?;
+    Ok(AppendSummary {
+        store: out.to_path_buf(),
+        manifest,
+        generation: Some(entry),
+        skipped_as_ingested: new.skipped,
+        created: false,
+    })
+}
+
+/// Add the store at `night` (a whole store of new inputs, as the distributed ingest writes
+/// one) to the store at `out` as a new generation, as [`append`] adds inputs: runs `out` holds
+/// already are left out (quarantined as duplicates), and the conversations it holds that
+/// `night` continues are written whole into the generation. `skipped` counts the inputs the
+/// caller left out as held already ([`fresh_inputs`]). The night's rows are rewritten a part at
+/// a time, so memory is one of its parts.
+pub fn append_store(
+    night: &Path,
+    out: &Path,
+    skipped: u64,
+    opts: &IngestOptions,
+) -> io::Result<AppendSummary> {
+    let started = Instant::now();
+    let _lock = atomic::lock_output(out)?;
+    atomic::refuse_overlap(out, &[night.to_path_buf()])?;
+    let store = open_for_writing(out)?;
+    let night_store = Store::open(night)?;
+    if night_store.manifest.digests != store.manifest.digests
+        || night_store.manifest.envelope_types != store.manifest.envelope_types
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "cannot add {} to {}: the two keep different digests or envelopes (written by \
+                 other versions)",
+                night.display(),
+                out.display()
+            ),
+        ));
+    }
+    let number = store.last_generation() + 1;
+    let rel = generations::relative_dir(number);
+    let dir = out.join(&rel);
+    std::fs::create_dir_all(&dir).map_err(|e| atomic::with_path(e, "cannot create", &dir))?;
+    let written = (|| {
+        let (known_runs, index) = live_index(&store)?;
+        let first_input = store.manifest.inputs.len() as u32;
+        let mut writer = StoreWriter::create(&dir, night_store.parts, super::store_spec())?;
+        let mut own = Copied::default();
+        let mut seen: HashMap<String, u64> = HashMap::new();
+        let mut quarantine: Vec<u8> = match std::fs::read(night.join("quarantine.jsonl")) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(atomic::with_path(e, "cannot read", night)),
+        };
+        let mut duplicates = 0u64;
+        for part in 0..night_store.parts {
+            let (runs, events) = night_store.raw_part(part, None)?;
+            let runs = concat(&runs, crate::store::schema::runs_schema())?;
+            let events = concat(&events, crate::store::schema::events_schema())?;
+            let dropped = held_runs(&runs, &known_runs)?;
+            for (run, source, record) in &dropped {
+                duplicates += 1;
+                let q = crate::ingest::Quarantined {
+                    file: source.clone(),
+                    locator: crate::ingest::Locator::Record(*record),
+                    severity: crate::ingest::Severity::Duplicate,
+                    reason: format!(
+                        "run {run:?} was already read from an earlier input; this copy is \
+                         skipped"
+                    ),
+                    format: None,
+                };
+                super::ingest::write_quarantine(&mut quarantine, &q)?;
+            }
+            let dropped: HashSet<String> = dropped.into_iter().map(|d| d.0).collect();
+            let runs = without_runs(&runs, &dropped)?;
+            let events = without_runs(&events, &dropped)?;
+            let runs = shifted_inputs(&runs, first_input)?;
+            let ids = runs
+                .column_by_name("conversation_id")
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(|| io::Error::other("runs have no `conversation_id` column"))?;
+            for id in ids.iter().flatten() {
+                *seen.entry(id.to_string()).or_default() += 1;
+            }
+            distribute(&mut writer, &[runs], &[events], &mut own)?;
+        }
+        let mut continued = Continued::default();
+        continued.copy(&store, &index, &mut writer, &seen)?;
+        writer.finish()?;
+        let split = crate::store::split::split_large_parts(
+            &dir,
+            night_store.parts,
+            super::ingest::part_rows(opts.part_rows),
+        )?;
+        std::fs::write(dir.join("quarantine.jsonl"), &quarantine)
+            .map_err(|e| atomic::with_path(e, "cannot write", &dir.join("quarantine.jsonl")))?;
+        let mut manifest = night_store.manifest.clone();
+        manifest.parts = crate::store::write::part_names(split.parts);
+        let c = &mut manifest.counts;
+        c.conversations = seen.len() as u64;
+        c.runs = own.runs;
+        c.user_turn_runs = own.user_turn_runs;
+        c.events = own.events;
+        c.landings = own.landings;
+        c.duplicate_runs += duplicates;
+        Ok((manifest, continued))
+    })();
+    let (own, continued) = match written {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
+    commit_generation(
+        out,
+        &store,
+        NewGeneration {
+            number,
+            rel,
+            own,
+            continued,
+            skipped,
+        },
+        started,
+    )
+}
+
+/// The inputs of `inputs` (files and folders, as `ingest` takes them) that the store at `store`
+/// does not hold yet, and how many it holds; every input when there is no store there.
+pub fn fresh_inputs(inputs: &[PathBuf], store: &Path) -> io::Result<(Vec<InputFile>, u64)> {
+    let found = find_inputs(inputs)?;
+    if !store.join("manifest.json").is_file() {
+        return Ok((found.files, 0));
+    }
+    let manifest = Store::open(store)?.manifest;
+    let (fresh, skipped) = not_yet_ingested(found, &manifest)?;
+    Ok((fresh.files, skipped))
+}
+
+/// The runs of `runs` whose ids are in `held`: (run id, source, record index).
+fn held_runs(runs: &RecordBatch, held: &HashSet<String>) -> io::Result<Vec<(String, String, u64)>> {
+    if runs.num_rows() == 0 {
+        return Ok(Vec::new());
+    }
+    let text = |name: &str| {
+        runs.column_by_name(name)
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| io::Error::other(format!("runs have no `{name}` column")))
+    };
+    let (ids, sources) = (text("run_id")?, text("source")?);
+    let records = runs
+        .column_by_name("record_index")
+        .and_then(|c| c.as_primitive_opt::<arrow::datatypes::UInt64Type>())
+        .ok_or_else(|| io::Error::other("runs have no `record_index` column"))?;
+    Ok((0..runs.num_rows())
+        .filter(|&i| held.contains(ids.value(i)))
+        .map(|i| {
+            (
+                ids.value(i).to_string(),
+                sources.value(i).to_string(),
+                records.value(i),
+            )
+        })
+        .collect())
+}
+
+/// `batch` without the rows of the runs in `dropped`.
+fn without_runs(batch: &RecordBatch, dropped: &HashSet<String>) -> io::Result<RecordBatch> {
+    if dropped.is_empty() {
+        return Ok(batch.clone());
+    }
+    let ids = batch
+        .column_by_name("run_id")
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(|| io::Error::other("rows have no `run_id` column"))?;
+    let mask: BooleanArray = ids
+        .iter()
+        .map(|id| Some(!id.is_some_and(|id| dropped.contains(id))))
+        .collect();
+    arrow::compute::filter_record_batch(batch, &mask).map_err(crate::store::write::to_io)
+}
+
+/// `runs` with `by` added to every `input_index` (their inputs' place in the store's list).
+fn shifted_inputs(runs: &RecordBatch, by: u32) -> io::Result<RecordBatch> {
+    let at = runs
+        .schema()
+        .index_of("input_index")
+        .map_err(|_| io::Error::other("runs have no `input_index` column"))?;
+    let old = runs
+        .column(at)
+        .as_primitive_opt::<UInt32Type>()
+        .ok_or_else(|| io::Error::other("runs' `input_index` is not UInt32"))?;
+    let shifted: arrow::array::UInt32Array = old.iter().map(|i| i.map(|i| i + by)).collect();
+    let mut columns = runs.columns().to_vec();
+    columns[at] = std::sync::Arc::new(shifted);
+    RecordBatch::try_new(runs.schema(), columns).map_err(crate::store::write::to_io)
+}
+
+/// The store at `out`, opened to be written: one this engine can add to (its digests and
+/// envelopes the ones an ingest writes now), with what earlier runs left behind removed:
+/// generation folders the manifest does not name (an append killed before its commit) and the
+/// files a compaction retired.
+fn open_for_writing(out: &Path) -> io::Result<Store> {
+    let store = Store::open(out)?;
+    let manifest = &store.manifest;
+    let spec = super::store_spec();
+    let refuse = |why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "cannot add to {}: {why}; ingest all of its inputs again into a new store",
+                out.display()
+            ),
+        )
+    };
+    if manifest.store_schema_version < 8 {
+        return Err(refuse(format!(
+            "it has store schema version {}, and appends need 8 or later",
+            manifest.store_schema_version
+        )));
+    }
+    if manifest.digests.as_ref() != Some(&spec.digest_entries()) {
+        return Err(refuse(
+            "it keeps other digests than this engine writes (it was written by another version)"
+                .into(),
+        ));
+    }
+    let envelope_types: Vec<String> = spec.envelope_types.iter().map(|t| t.to_string()).collect();
+    if manifest.envelope_types.as_ref() != Some(&envelope_types) {
+        return Err(refuse(
+            "it keeps the envelopes of other row types than this engine writes".into(),
+        ));
+    }
+    remove_leftovers(out, manifest)?;
+    Ok(store)
+}
+
+/// Remove what no reader of the store's manifest reads and an earlier writer left: folders
+/// under `generations/` named as ours (five digits, or a temporary name of ours) that the
+/// manifest does not list, and the files a compaction retired.
+fn remove_leftovers(out: &Path, manifest: &StoreManifest) -> io::Result<()> {
+    let listed: std::collections::HashSet<String> = generations::entries(manifest)
+        .into_iter()
+        .map(|g| g.dir)
+        .collect();
+    let root = out.join(GENERATIONS_DIR);
+    if root.is_dir() {
+        for entry in
+            std::fs::read_dir(&root).map_err(|e| atomic::with_path(e, "cannot read", &root))?
+        {
+            let entry = entry.map_err(|e| atomic::with_path(e, "cannot read", &root))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ours = name.len() == 5 && name.bytes().all(|b| b.is_ascii_digit());
+            if ours && !listed.contains(&format!("{GENERATIONS_DIR}/{name}")) {
+                let path = entry.path();
+                std::fs::remove_dir_all(&path)
+                    .map_err(|e| atomic::with_path(e, "cannot remove", &path))?;
+            }
+        }
+    }
+    for retired in &manifest.retired {
+        let rel = retired.trim_end_matches('/');
+        let allowed = matches!(rel, "runs.parquet" | "events" | "quarantine.jsonl")
+            || (rel.starts_with("generations/") && !rel.contains("..") && !listed.contains(rel));
+        if !allowed {
+            continue;
+        }
+        let path = out.join(rel);
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        match removed {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(atomic::with_path(e, "cannot remove", &path)),
+        }
+    }
+    Ok(())
+}
+
+/// The inputs the store does not hold yet, and how many it holds. A local file is held when an
+/// input of the same size has its SHA-256 (only files of such a size are hashed first); an
+/// object, when one of the same URL, size and ETag was read; a stream never is.
+fn not_yet_ingested(
+    found: FoundInputs,
+    manifest: &StoreManifest,
+) -> io::Result<(FoundInputs, u64)> {
+    let sizes: std::collections::HashSet<u64> = manifest.inputs.iter().map(|i| i.size).collect();
+    let held = |file: &InputFile| -> io::Result<bool> {
+        if file.stream {
+            return Ok(false);
+        }
+        if let Some(remote) = &file.remote {
+            return Ok(remote.etag.is_some()
+                && manifest.inputs.iter().any(|i| {
+                    i.path == file.display && i.size == remote.size && i.etag == remote.etag
+                }));
+        }
+        let size = std::fs::metadata(&file.path)
+            .map_err(|e| atomic::with_path(e, "cannot read", &file.path))?
+            .len();
+        if !sizes.contains(&size) {
+            return Ok(false);
+        }
+        let sha = crate::source::sha256_of(&file.path)
+            .map_err(|e| atomic::with_path(e, "cannot read", &file.path))?;
+        Ok(manifest
+            .inputs
+            .iter()
+            .any(|i| i.size == size && i.sha256 == sha))
+    };
+    let mut fresh = Vec::with_capacity(found.files.len());
+    let mut skipped = 0u64;
+    for file in found.files {
+        if held(&file)? {
+            skipped += 1;
+        } else {
+            fresh.push(file);
+        }
+    }
+    Ok((
+        FoundInputs {
+            files: fresh,
+            skipped: found.skipped,
+        },
+        skipped,
+    ))
+}
+
+/// The live run ids of a store, and the part holding each live conversation.
+fn live_index(store: &Store) -> io::Result<(HashSet<String>, HashMap<String, u32>)> {
+    let keys = store.run_keys()?;
+    let mut runs = HashSet::with_capacity(keys.len());
+    let mut conversations = HashMap::new();
+    for (run, conversation, part) in keys {
+        conversations.entry(conversation).or_insert(part);
+        runs.insert(run);
+    }
+    Ok((runs, conversations))
+}
+
+/// The rows copied into a generation.
+#[derive(Default, Debug, Clone, Copy)]
+struct Copied {
+    runs: u64,
+    user_turn_runs: u64,
+    events: u64,
+    landings: u64,
+}
+
+impl Copied {
+    fn count(&mut self, runs: &RecordBatch, events: &RecordBatch) -> io::Result<()> {
+        self.runs += runs.num_rows() as u64;
+        self.events += events.num_rows() as u64;
+        let column = |name: &str| {
+            runs.column_by_name(name)
+                .and_then(|c| c.as_primitive_opt::<UInt32Type>())
+                .ok_or_else(|| io::Error::other(format!("copied runs have no `{name}` column")))
+        };
+        let turns = column("turn")?;
+        self.user_turn_runs += turns.iter().filter(|t| t.is_some_and(|t| t >= 1)).count() as u64;
+        self.landings += column("landings")?
+            .iter()
+            .map(|l| l.unwrap_or(0) as u64)
+            .sum::<u64>();
+        Ok(())
+    }
+}
+
+/// The conversations a generation continues: their stored rows are copied into it.
+#[derive(Default)]
+struct Continued {
+    lines: Vec<SupersededLine>,
+    copied: Copied,
+}
+
+impl Continued {
+    /// Copy into `writer` the stored rows of every conversation of `seen` (the new
+    /// generation's) that the store holds, a source part at a time.
+    fn copy(
+        &mut self,
+        store: &Store,
+        index: &HashMap<String, u32>,
+        writer: &mut StoreWriter,
+        seen: &HashMap<String, u64>,
+    ) -> io::Result<()> {
+        let mut by_part: BTreeMap<u32, std::collections::HashSet<String>> = BTreeMap::new();
+        for id in seen.keys() {
+            if let Some(&part) = index.get(id) {
+                by_part.entry(part).or_default().insert(id.clone());
+            }
+        }
+        let numbers: Vec<(u32, u32, u32)> = store
+            .generations()
+            .map(|g| (g.first_part, g.first_part + g.parts, g.number))
+            .collect();
+        for (part, ids) in by_part {
+            let (runs, events) = store.raw_part(part, Some(&ids))?;
+            distribute(writer, &runs, &events, &mut self.copied)?;
+            let generation = numbers
+                .iter()
+                .find(|(from, to, _)| part >= *from && part < *to)
+                .map_or(0, |g| g.2);
+            let mut ids: Vec<String> = ids.into_iter().collect();
+            ids.sort();
+            self.lines
+                .extend(ids.into_iter().map(|conversation_id| SupersededLine {
+                    conversation_id,
+                    generation,
+                }));
+        }
+        Ok(())
+    }
+
+    fn write_superseded(&mut self, path: &Path) -> io::Result<()> {
+        self.lines.sort_by(|a, b| {
+            (&a.conversation_id, a.generation).cmp(&(&b.conversation_id, b.generation))
+        });
+        let mut text = Vec::new();
+        for line in &self.lines {
+            serde_json::to_writer(&mut text, line).map_err(io::Error::other)?;
+            text.push(b'\n');
+        }
+        let mut file =
+            std::fs::File::create(path).map_err(|e| atomic::with_path(e, "cannot write", path))?;
+        file.write_all(&text)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| atomic::with_path(e, "cannot write", path))
+    }
+}
+
+/// Copy whole conversations' rows (`runs`, `events`: every column, as stored) into the parts of
+/// `writer` they belong to, counting them.
+fn distribute(
+    writer: &mut StoreWriter,
+    runs: &[RecordBatch],
+    events: &[RecordBatch],
+    copied: &mut Copied,
+) -> io::Result<()> {
+    if runs.is_empty() && events.is_empty() {
+        return Ok(());
+    }
+    let to_io = crate::store::write::to_io;
+    let runs = concat(runs, crate::store::schema::runs_schema())?;
+    let events = concat(events, crate::store::schema::events_schema())?;
+    copied.count(&runs, &events)?;
+    let parts = writer.part_count();
+    let targets = |batch: &RecordBatch| -> io::Result<Vec<u32>> {
+        let ids = batch
+            .column_by_name("conversation_id")
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| io::Error::other("copied rows have no `conversation_id` column"))?;
+        Ok(ids
+            .iter()
+            .map(|id| part_of(id.unwrap_or(""), parts))
+            .collect())
+    };
+    let (run_targets, event_targets) = (targets(&runs)?, targets(&events)?);
+    let mut used: Vec<u32> = run_targets.iter().chain(&event_targets).copied().collect();
+    used.sort_unstable();
+    used.dedup();
+    for part in used {
+        let pick = |batch: &RecordBatch, targets: &[u32]| {
+            let mask: BooleanArray = targets.iter().map(|&t| Some(t == part)).collect();
+            arrow::compute::filter_record_batch(batch, &mask).map_err(to_io)
+        };
+        writer.copy_rows(
+            part,
+            &pick(&runs, &run_targets)?,
+            &pick(&events, &event_targets)?,
+        )?;
+    }
+    Ok(())
+}
+
+fn concat(batches: &[RecordBatch], schema: arrow::datatypes::SchemaRef) -> io::Result<RecordBatch> {
+    arrow::compute::concat_batches(&schema, batches).map_err(crate::store::write::to_io)
+}
+
+/// The store's counts once generation `entry`, whose own ingest counted `own`, is added: its
+/// conversations counted once (those it continues were counted before), the rows it copied
+/// counted where they are now.
+fn grown(before: &Counts, own: &Counts, entry: &GenerationEntry) -> Counts {
+    Counts {
+        files: before.files + own.files,
+        bytes: before.bytes + own.bytes,
+        conversations: before.conversations + entry.new_conversations,
+        runs: before.runs + own.runs,
+        user_turn_runs: before.user_turn_runs + own.user_turn_runs,
+        events: before.events + own.events,
+        landings: before.landings + own.landings,
+        records_read: before.records_read + own.records_read,
+        records_stored: before.records_stored + own.records_stored,
+        records_quarantined: before.records_quarantined + own.records_quarantined,
+        partial_notes: before.partial_notes + own.partial_notes,
+        duplicate_runs: before.duplicate_runs + own.duplicate_runs,
+        skipped_inputs: before.skipped_inputs + own.skipped_inputs,
+        unrecognised_files: before.unrecognised_files + own.unrecognised_files,
+    }
+}
+
+/// Replace the store's manifest: the commit point of an append or a compaction.
+fn commit(out: &Path, manifest: &StoreManifest) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(manifest).map_err(io::Error::other)?;
+    write_file(&out.join("manifest.json"), text.as_bytes())
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone)]
+pub struct CompactSummary {
+    pub store: PathBuf,
+    pub manifest: StoreManifest,
+    /// The generations compacted, and the parts before and after.
+    pub generations_before: u32,
+    pub parts_before: u32,
+    pub parts_after: u32,
+    /// Conversations whose superseded rows were dropped.
+    pub superseded_dropped: u64,
+}
+
+/// Rewrite the live rows of every generation of the store at `dir` into one new generation of
+/// parts near the part size (`opts.part_bytes` of input each, split at `opts.part_rows`), and
+/// retire the files it replaces (deleted by the next append or compaction). Readers see the
+/// store before or after; an audit of it gives the same results.
+pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
+    let started = Instant::now();
+    let _lock = atomic::lock_output(dir)?;
+    let store = open_for_writing(dir)?;
+    let before = generations::entries(&store.manifest);
+    let superseded_dropped: u64 = store.generations().map(|g| g.superseded.len() as u64).sum();
+    let number = store.last_generation() + 1;
+    let rel = generations::relative_dir(number);
+    let out = dir.join(&rel);
+    std::fs::create_dir_all(&out).map_err(|e| atomic::with_path(e, "cannot create", &out))?;
+    let input_bytes: u64 = store
+        .manifest
+        .inputs
+        .iter()
+        .map(|i| i.decompressed_size.unwrap_or(i.size))
+        .sum();
+    let parts = parts_for(input_bytes, opts.part_bytes);
+    let mut writer = StoreWriter::create(&out, parts, super::store_spec())?;
+    let mut copied = Copied::default();
+    for part in 0..store.parts {
+        let (runs, events) = store.raw_part(part, None)?;
+        distribute(&mut writer, &runs, &events, &mut copied)?;
+    }
+    writer.finish()?;
+    let split = crate::store::split::split_large_parts(&out, parts, part_rows(opts.part_rows))?;
+    // Every generation's quarantine, in order: what could not be used stays on record.
+    let mut quarantine = Vec::new();
+    for generation in store.generations() {
+        match std::fs::read(generation.quarantine_path()) {
+            Ok(bytes) => quarantine.extend(bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(atomic::with_path(
+                    e,
+                    "cannot read",
+                    &generation.quarantine_path(),
+                ))
+            }
+        }
+    }
+    std::fs::write(out.join("quarantine.jsonl"), &quarantine)
+        .map_err(|e| atomic::with_path(e, "cannot write", &out.join("quarantine.jsonl")))?;
+
+    let counts = store.manifest.counts.clone();
+    if copied.runs != counts.runs || copied.events != counts.events {
+        return Err(io::Error::other(format!(
+            "compacting {} read {} runs and {} events, and its manifest counts {} and {}; \
+             the store is left as it was",
+            dir.display(),
+            copied.runs,
+            copied.events,
+            counts.runs,
+            counts.events
+        )));
+    }
+    let entry = GenerationEntry {
+        number,
+        dir: rel,
+        parts: split.parts,
+        first_input: 0,
+        inputs: store.manifest.inputs.len() as u64,
+        written_at: generations::now_rfc3339(),
+        new_conversations: counts.conversations,
+        superseded_conversations: 0,
+        copied_runs: copied.runs,
+        copied_events: copied.events,
+        skipped_as_ingested: 0,
+        compacted_from: before.iter().map(|g| g.number).collect(),
+        counts: counts.clone(),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    let mut manifest = store.manifest.clone();
+    manifest.engine_version = crate::store::ENGINE_VERSION.into();
+    manifest.store_schema_version = crate::store::schema::STORE_SCHEMA_VERSION;
+    manifest.parts = generations::part_names(&entry);
+    manifest.seconds += started.elapsed().as_secs_f64();
+    manifest.retired = before
+        .iter()
+        .flat_map(|g| {
+            if g.dir.is_empty() {
+                vec![
+                    "runs.parquet".to_string(),
+                    "events/".to_string(),
+                    "quarantine.jsonl".to_string(),
+                ]
+            } else {
+                vec![format!("{}/", g.dir)]
+            }
+        })
+        .collect();
+    manifest.generations = Some(vec![entry]);
+    if manifest.store_id.is_none() {
+        manifest.store_id = Some(generations::new_store_id(dir));
+    }
+    commit(dir, &manifest)?;
+    Ok(CompactSummary {
+        store: dir.to_path_buf(),
+        manifest,
+        generations_before: before.len() as u32,
+        parts_before: store.parts,
+        parts_after: split.parts,
+        superseded_dropped,
+    })
+}
