@@ -460,3 +460,115 @@ fn a_night_in_a_bucket_writes_its_store_and_corpus_to_the_bucket() {
     assert_eq!(bare.status, 2);
     assert!(bare.stderr.contains("end it with `/`"), "{}", bare.stderr);
 }
+
+/// A store that grew night by night, kept in a bucket: `audit` of its prefix (the whole store,
+/// or `--generation last`, which fetches that generation's files only) writes the corpus an
+/// audit of its local copy writes, and `report --by` of that corpus reads the store from the
+/// bucket. A store whose manifest lists a file the bucket lacks is refused by name.
+#[test]
+fn a_store_in_a_bucket_is_audited_as_its_local_copy() {
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    for night in ["agentfootprint", "tau2"] {
+        let run = traceaudit(&[
+            "ingest",
+            path_str(&testdata.join(night)),
+            "--out",
+            path_str(&store),
+            "--append",
+            "--quiet",
+        ]);
+        assert_eq!(run.status, 0, "{}", run.stderr);
+    }
+    server.put("/stores", b"");
+    let mut files = Vec::new();
+    files_under(&store, &mut files);
+    for file in &files {
+        let rel = file.strip_prefix(&store).unwrap().display().to_string();
+        server.put(
+            &format!("/stores/nightly/{rel}"),
+            &std::fs::read(file).unwrap(),
+        );
+    }
+    let config = testdata.join("traceaudit.toml");
+    for pick in [None, Some("last")] {
+        let (remote, local) = (dir.path().join("remote"), dir.path().join("local"));
+        let mut args = vec!["audit", "--config", path_str(&config), "--quiet"];
+        if let Some(pick) = pick {
+            args.extend(["--generation", pick]);
+        }
+        let with = |input: &str, out: &Path| -> Vec<String> {
+            let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            a.push("--out".into());
+            a.push(path_str(out).into());
+            a.push(input.into());
+            a
+        };
+        let run = server.traceaudit(
+            &with("s3://stores/nightly/", &remote)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(run.status, 0, "{pick:?}: {}", run.stderr);
+        let run = traceaudit(
+            &with(path_str(&store), &local)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(run.status, 0, "{}", run.stderr);
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(remote.join("manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(manifest["store"], "s3://stores/nightly/");
+        assert_eq!(
+            manifest["store_generation"].as_u64(),
+            pick.map(|_| 1),
+            "{pick:?}"
+        );
+        for name in ["dispositions.parquet", "findings.parquet", "findings.jsonl"] {
+            assert_eq!(
+                std::fs::read(remote.join(name)).unwrap(),
+                std::fs::read(local.join(name)).unwrap(),
+                "{name} ({pick:?})"
+            );
+        }
+        // The report groups by agent with the runs of the store in the bucket.
+        let by_bucket = server.traceaudit(&["report", path_str(&remote), "--by", "agent"]);
+        assert_eq!(by_bucket.status, 0, "{}", by_bucket.stderr);
+        let by_local = traceaudit(&["report", path_str(&local), "--by", "agent"]);
+        let tidy = |s: &str, corpus: &Path| s.replace(path_str(corpus), "CORPUS");
+        assert_eq!(
+            tidy(&by_bucket.stdout, &remote),
+            tidy(&by_local.stdout, &local),
+            "{pick:?}"
+        );
+        assert!(by_bucket.stdout.contains("agent"), "{}", by_bucket.stdout);
+        std::fs::remove_dir_all(&remote).unwrap();
+        std::fs::remove_dir_all(&local).unwrap();
+    }
+    // The manifest alone: refused, naming the file the bucket lacks.
+    server.put(
+        "/stores/broken/manifest.json",
+        &std::fs::read(store.join("manifest.json")).unwrap(),
+    );
+    let run = server.traceaudit(&[
+        "audit",
+        "s3://stores/broken/",
+        "--quiet",
+        "--out",
+        path_str(&dir.path().join("broken")),
+    ]);
+    assert_eq!(run.status, 2, "{}", run.stdout);
+    assert!(
+        run.stderr
+            .contains("s3://stores/broken/ is not a whole store")
+            && run.stderr.contains("runs.parquet"),
+        "{}",
+        run.stderr
+    );
+    assert!(!dir.path().join("broken").exists());
+}

@@ -313,7 +313,9 @@ pub struct AuditSummary {
     pub manifest: CorpusManifest,
 }
 
-/// Audit `inputs` (one store, or raw inputs) into the corpus directory `out`.
+/// Audit `inputs` (one store, or raw inputs) into the corpus directory `out`. A store may be
+/// in object storage (a prefix holding its manifest): the files the audit reads are fetched
+/// first (with `opts.generation`, that generation's only).
 pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<AuditSummary> {
     if super::remote::is_url(out) {
         return super::remote::write_to_bucket(out, |local| {
@@ -322,6 +324,35 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
             Ok(summary)
         });
     }
+    let one_store = inputs.len() == 1 && is_store(&inputs[0]);
+    if inputs.len() == 1 && super::remote::is_url(&inputs[0]) {
+        if let Some((local, _copy)) = super::remote::fetched_store(&inputs[0], opts.generation)? {
+            let shown = crate::source::object::redacted(&inputs[0].display().to_string());
+            return audit_store_at(std::slice::from_ref(&local), out, opts, Some(shown));
+        }
+    }
+    if opts.generation.is_some() && !one_store {
+        return Err(not_a_store_for_generation());
+    }
+    audit_store_at(inputs, out, opts, None)
+}
+
+fn not_a_store_for_generation() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "--generation picks a generation of a store, and the inputs are not a store (ingest \
+         them with `ingest --append` first)",
+    )
+}
+
+/// [`audit`] of inputs on this machine; `store_named`: how the corpus names the store it was
+/// audited from when that is not where it was read (a store fetched from a bucket).
+fn audit_store_at(
+    inputs: &[PathBuf],
+    out: &Path,
+    opts: &AuditOptions,
+    store_named: Option<String>,
+) -> io::Result<AuditSummary> {
     let started = Instant::now();
     let passes = select(opts.checks.as_deref())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -339,22 +370,15 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     };
     let source = store_of(inputs, staging.path(), opts, &passes, &ctx)?;
     let spec = super::spec_of(&passes);
-    let mut store = Store::open(&source.dir)?.with_digests(&spec.digests);
-    let store_generation = match opts.generation {
-        Some(_) if source.tapped.is_some() => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "--generation picks a generation of a store, and the inputs are not a store \
-                 (ingest them with `ingest --append` first)",
-            ))
-        }
+    let (store, store_generation) = match opts.generation {
+        Some(_) if source.tapped.is_some() => return Err(not_a_store_for_generation()),
         Some(pick) => {
-            let number = pick.number(store.last_generation());
-            store = store.only_generation(number)?;
-            Some(number)
+            let (store, number) = Store::open_generation(&source.dir, pick)?;
+            (store, Some(number))
         }
-        None => None,
+        None => (Store::open(&source.dir)?, None),
     };
+    let store = store.with_digests(&spec.digests);
     refuse_missing_envelopes(&source.dir, &store.manifest, &passes)?;
     let store_manifest = store.manifest.clone();
     let pool = rayon::ThreadPoolBuilder::new()
@@ -397,10 +421,10 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         checks: passes.iter().map(|p| p.name().to_string()).collect(),
         config: opts.config_text.clone(),
         config_hash: opts.config.hash(),
-        store: if source.dir.starts_with(staging.path()) {
-            "store".into()
-        } else {
-            source.dir.display().to_string()
+        store: match store_named {
+            Some(name) => name,
+            None if source.dir.starts_with(staging.path()) => "store".into(),
+            None => source.dir.display().to_string(),
         },
         store_manifest,
         conversations: totals.conversations,

@@ -105,3 +105,83 @@ pub fn readable(path: &Path) -> io::Result<(PathBuf, Option<TempFolder>)> {
     }
     Ok((local, Some(temp)))
 }
+
+/// A store in object storage (a prefix holding a store's `manifest.json`), fetched for an
+/// audit: its manifest, then the files it names of every generation, or of generation `pick`
+/// only (with the superseded lists of the others). `None` when the prefix holds no store's
+/// manifest (its objects are then raw inputs). The copy lives as long as the returned folder.
+pub fn fetched_store(
+    input: &Path,
+    pick: Option<crate::store::generations::Pick>,
+) -> io::Result<Option<(PathBuf, TempFolder)>> {
+    use crate::store::generations;
+    let url = input.to_str().unwrap_or("");
+    let url = if url.ends_with('/') {
+        url.to_string()
+    } else {
+        format!("{url}/")
+    };
+    let prefix = Prefix::open(&url)?;
+    let objects: std::collections::HashMap<String, object::Remote> =
+        prefix.objects()?.into_iter().collect();
+    let Some(manifest_object) = objects.get("manifest.json") else {
+        return Ok(None);
+    };
+    let temp = TempFolder::new("store")?;
+    let local = temp.path().join("store");
+    std::fs::create_dir_all(&local)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", local.display())))?;
+    object::fetch(manifest_object, &local.join("manifest.json"))?;
+    let Ok(manifest) = crate::store::StoreManifest::read(&local) else {
+        return Ok(None);
+    };
+    let list = generations::entries(&manifest);
+    let wanted_number = pick.map(|p| p.number(list.last().map_or(0, |g| g.number)));
+    let mut wanted: Vec<String> = Vec::new();
+    for entry in &list {
+        let at = |name: &str| {
+            if entry.dir.is_empty() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", entry.dir)
+            }
+        };
+        let superseded = at(generations::SUPERSEDED_FILE);
+        if objects.contains_key(&superseded) {
+            wanted.push(superseded);
+        }
+        if wanted_number.is_none_or(|n| n == entry.number) {
+            wanted.push(at("runs.parquet"));
+            wanted.extend(generations::part_names(entry));
+        }
+    }
+    for rel in &wanted {
+        if rel
+            .split('/')
+            .any(|p| p == ".." || p == "." || p.is_empty())
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{url} lists {rel:?}, which is not a file of a store"),
+            ));
+        }
+        let Some(remote) = objects.get(rel) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} is not a whole store: its manifest lists {rel}, which the bucket does \
+                     not hold",
+                    prefix.shown()
+                ),
+            ));
+        };
+        let to = local.join(rel);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot create {}: {e}", parent.display()))
+            })?;
+        }
+        object::fetch(remote, &to)?;
+    }
+    Ok(Some((local, temp)))
+}

@@ -18,6 +18,10 @@ pub struct CorpusDir {
     pub manifest: Value,
     /// Where its tables are.
     pub layout: Layout,
+    /// Its store fetched from object storage, when the corpus names one there (fetched on
+    /// first use, removed with the corpus value); `Err` says why it could not be.
+    fetched_store:
+        std::sync::OnceLock<Result<(PathBuf, crate::pipeline::remote::TempFolder), String>>,
 }
 
 /// Polars errors as I/O errors, the crate's error currency, marked as Polars' (see
@@ -124,6 +128,7 @@ impl CorpusDir {
             dir: dir.to_path_buf(),
             manifest,
             layout,
+            fetched_store: std::sync::OnceLock::new(),
         };
         guarded(|| corpus.refuse_unknown_dispositions())
             .map_err(|e| name_the_unreadable(&[&corpus], e))?;
@@ -244,6 +249,9 @@ impl CorpusDir {
     pub fn store_dir(&self) -> io::Result<PathBuf> {
         let inside = self.dir.join("store");
         let recorded = PathBuf::from(self.str_field("store"));
+        if crate::pipeline::remote::is_url(&recorded) && !inside.is_dir() {
+            return self.store_in_bucket(&recorded);
+        }
         let candidates = [
             inside,
             recorded.clone(),
@@ -280,6 +288,46 @@ impl CorpusDir {
                 ),
             ),
         })
+    }
+
+    /// The corpus's store in object storage, fetched once (the generation it audited, or the
+    /// whole store) and checked to be the one the corpus recorded.
+    fn store_in_bucket(&self, url: &Path) -> io::Result<PathBuf> {
+        let fetched = self.fetched_store.get_or_init(|| {
+            let pick = self.manifest["store_generation"]
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(crate::store::generations::Pick::Number);
+            match crate::pipeline::remote::fetched_store(url, pick) {
+                Ok(Some(copy)) => Ok(copy),
+                Ok(None) => Err(format!(
+                    "the store of {} is not at {} (manifest field `store`): it holds no store's \
+                     manifest",
+                    self.dir.display(),
+                    url.display()
+                )),
+                Err(e) => Err(format!(
+                    "the store of {} cannot be read from {}: {e}",
+                    self.dir.display(),
+                    url.display()
+                )),
+            }
+        });
+        let (local, _) = fetched
+            .as_ref()
+            .map_err(|why| io::Error::new(io::ErrorKind::NotFound, why.clone()))?;
+        self.is_recorded_store(local).map_err(|why| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the store at {} is not the one {} was audited from ({why}); its runs are \
+                     not used",
+                    url.display(),
+                    self.dir.display()
+                ),
+            )
+        })?;
+        Ok(local.clone())
     }
 
     /// Is the store at `dir` the one the corpus manifest recorded? `Err` says how it differs.
@@ -337,55 +385,45 @@ impl CorpusDir {
         &self,
         store: &Path,
     ) -> io::Result<Vec<crate::store::generations::GenerationFiles>> {
-        self.listed_parts(store)?;
         let manifest = crate::store::StoreManifest::read(store).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!("{}: {e}", store.join("manifest.json").display()),
             )
         })?;
-        crate::store::generations::resolve(store, &manifest)
-    }
-
-    /// The parts the store's manifest lists, each checked to be there.
-    fn listed_parts(&self, store: &Path) -> io::Result<Vec<PathBuf>> {
-        let manifest_path = store.join("manifest.json");
-        let text = std::fs::read_to_string(&manifest_path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", manifest_path.display())))?;
-        let manifest: Value = serde_json::from_str(&text)
-            .map_err(|e| io::Error::other(format!("{}: {e}", manifest_path.display())))?;
-        let listed = manifest["parts"].as_array().cloned().unwrap_or_default();
-        if listed.is_empty() {
+        if manifest.parts.is_empty() {
             return Err(io::Error::other(format!(
                 "{} lists no events parts",
-                manifest_path.display()
+                store.join("manifest.json").display()
             )));
         }
-        listed
-            .iter()
-            .map(|p| {
-                let rel = p.as_str().filter(|r| {
-                    (r.starts_with("events/") || r.starts_with("generations/")) && !r.contains("..")
-                });
-                let Some(rel) = rel else {
-                    return Err(io::Error::other(format!(
-                        "{} lists {p} as a part, which is not a part's name",
-                        manifest_path.display()
-                    )));
-                };
-                let path = store.join(rel);
+        // The manifest's parts are its generations' (checked there), so every path is ours.
+        let mut generations = crate::store::generations::resolve(store, &manifest)?;
+        // A corpus of one generation reads that generation's rows, as the store held them
+        // then; once compacted away, the live rows (the same runs) stand in for them.
+        let audited = self.manifest["store_generation"].as_u64();
+        if let Some(n) = audited.filter(|&n| generations.iter().any(|g| u64::from(g.number) == n)) {
+            generations.retain(|g| u64::from(g.number) == n);
+            for g in &mut generations {
+                g.superseded.clear();
+            }
+        }
+        for g in &generations {
+            for p in 0..g.parts {
+                let path = g.part_path(p);
                 if !path.is_file() {
                     return Err(io::Error::new(
                         io::ErrorKind::NotFound,
                         format!(
-                            "{} is not a whole store: {rel}, which its manifest lists, is missing",
-                            store.display()
+                            "{} is not a whole store: {}, which its manifest lists, is missing",
+                            store.display(),
+                            path.strip_prefix(store).unwrap_or(&path).display()
                         ),
                     ));
                 }
-                Ok(path)
-            })
-            .collect()
+            }
+        }
+        Ok(generations)
     }
 
     /// The first Parquet file this corpus reads that cannot be read whole (its tables, then its

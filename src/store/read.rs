@@ -278,7 +278,11 @@ fn runs_from(
 /// to be there and to look like a whole Parquet file (its magic at both ends), so that a store
 /// missing a part, or holding a truncated one, is refused with the part's name instead of being
 /// audited in part. The manifest is the truth: part files it does not list are not read.
-fn listed_parts(dir: &Path, manifest: &StoreManifest) -> io::Result<Vec<GenerationFiles>> {
+fn listed_parts(
+    dir: &Path,
+    manifest: &StoreManifest,
+    only: Option<u32>,
+) -> io::Result<Vec<GenerationFiles>> {
     let refuse = |why: String| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -293,10 +297,14 @@ fn listed_parts(dir: &Path, manifest: &StoreManifest) -> io::Result<Vec<Generati
     }
     u32::try_from(manifest.parts.len()).map_err(|_| refuse("it lists too many parts".into()))?;
     let generations = super::generations::resolve(dir, manifest)?;
-    for listed in &manifest.parts {
-        looks_whole(&dir.join(listed)).map_err(|why| refuse(format!("{listed} {why}")))?;
+    let checked = |g: &GenerationFiles| only.is_none_or(|n| n == g.number);
+    for generation in generations.iter().filter(|g| checked(g)) {
+        let first = generation.first_part as usize;
+        for listed in &manifest.parts[first..first + generation.parts as usize] {
+            looks_whole(&dir.join(listed)).map_err(|why| refuse(format!("{listed} {why}")))?;
+        }
     }
-    for generation in &generations {
+    for generation in generations.iter().filter(|g| checked(g)) {
         let runs = generation.runs_path();
         let name = runs
             .strip_prefix(dir)
@@ -372,7 +380,31 @@ impl Generation {
 }
 
 impl Store {
+    /// The store at `dir`, every generation of it checked to be whole (each listed file there
+    /// and looking like Parquet).
     pub fn open(dir: &Path) -> io::Result<Store> {
+        Store::open_checked(dir, None)
+    }
+
+    /// Generation `pick` of the store at `dir`, as [`Store::only_generation`] gives it, with
+    /// only that generation's files checked (and needed): a copy of a store that holds the
+    /// manifest and one generation's files opens. Its number is returned too.
+    pub fn open_generation(dir: &Path, pick: super::generations::Pick) -> io::Result<(Store, u32)> {
+        let manifest = super::StoreManifest::read(dir).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{}: {e}", dir.join("manifest.json").display()),
+            )
+        })?;
+        let last = super::generations::entries(&manifest)
+            .last()
+            .map_or(0, |g| g.number);
+        let number = pick.number(last);
+        let store = Store::open_checked(dir, Some(number))?.only_generation(number)?;
+        Ok((store, number))
+    }
+
+    fn open_checked(dir: &Path, only: Option<u32>) -> io::Result<Store> {
         if !dir.join("manifest.json").exists() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -398,7 +430,7 @@ impl Store {
                 ),
             ));
         }
-        let generations = listed_parts(dir, &manifest)?;
+        let generations = listed_parts(dir, &manifest, only)?;
         let store = Store {
             dir: dir.to_path_buf(),
             parts: manifest.parts.len() as u32,
@@ -413,7 +445,9 @@ impl Store {
                 .collect(),
         };
         for generation in &store.generations {
-            store.refuse_runs_past_the_parts(generation)?;
+            if only.is_none_or(|n| n == generation.files.number) {
+                store.refuse_runs_past_the_parts(generation)?;
+            }
         }
         Ok(store)
     }
