@@ -596,6 +596,7 @@ fn tally_shared(folder: &str, format: Format) -> Option<Tally> {
 }
 
 #[test]
+#[ignore = "needs ../shared/data; CI runs it with --ignored"]
 fn shared_inspect_logs() {
     let Some(t) = tally_shared("inspect-ai", Format::InspectAi) else {
         return;
@@ -631,6 +632,7 @@ fn shared_inspect_logs() {
 }
 
 #[test]
+#[ignore = "needs ../shared/data; CI runs it with --ignored"]
 fn shared_swe_agent_trajectories() {
     let Some(t) = tally_shared("swe-agent", Format::SweAgent) else {
         return;

@@ -58,6 +58,7 @@ fn repeated_keys(findings: &[serde_json::Value]) -> String {
 }
 
 #[test]
+#[ignore = "needs ../shared/data; CI runs it with --ignored"]
 fn tau_bench_v1() {
     let Some(data) = shared_data("tau-bench") else {
         return;
@@ -82,6 +83,7 @@ fn tau_bench_v1() {
 }
 
 #[test]
+#[ignore = "needs ../shared/data; CI runs it with --ignored"]
 fn tau2_grok() {
     let Some(data) = shared_data("tau2-grok") else {
         return;

@@ -293,6 +293,7 @@ fn tau2_leaderboard_excerpts_in_each_shape() {
 /// `Format::detect` on the first 64 KiB of every real file, including tau2 results documents
 /// whose `tasks` list pushes `"simulations"` past 64 KiB.
 #[test]
+#[ignore = "needs ../shared/data; CI runs it with --ignored"]
 fn detection_on_every_real_file() {
     let Some(data) = shared_data() else { return };
     let mut misses = Vec::new();
@@ -321,6 +322,7 @@ fn detection_on_every_real_file() {
 }
 
 #[test]
+#[ignore = "needs ../shared/data; CI runs it with --ignored"]
 fn real_tau_bench_full_file() {
     let Some(data) = shared_data() else { return };
     let file = data.join("tau-bench/gpt-4o-airline.json");
@@ -336,6 +338,7 @@ fn real_tau_bench_full_file() {
 }
 
 #[test]
+#[ignore = "needs ../shared/data; CI runs it with --ignored"]
 fn real_tau2_grok_folder() {
     let Some(data) = shared_data() else { return };
     let files = json_files(&data.join("tau2-grok"));
@@ -354,6 +357,7 @@ fn real_tau2_grok_folder() {
 }
 
 #[test]
+#[ignore = "needs ../shared/data; CI runs it with --ignored"]
 fn real_tau2_leaderboard_folder() {
     let Some(data) = shared_data() else { return };
     let files = json_files(&data.join("tau2-leaderboard"));
