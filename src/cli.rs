@@ -257,17 +257,16 @@ impl clap::ValueEnum for Format {
     }
 }
 
-pub fn threads(requested: Option<usize>) -> usize {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    match requested.filter(|&n| n > 0) {
-        None => cores,
-        Some(n) if n > cores => {
-            eprintln!("traceaudit: note: --threads {n} capped at {cores}, the cores available");
-            cores
-        }
-        Some(n) => n,
+/// The threads asked for, resolved as every front door resolves them; a cap is told here.
+fn threads(requested: Option<usize>) -> usize {
+    let (threads, note) = crate::pipeline::options::threads(requested);
+    tell_notes(note);
+    threads
+}
+
+fn tell_notes(notes: impl IntoIterator<Item = String>) {
+    for note in notes {
+        eprintln!("traceaudit: note: {note}");
     }
 }
 
@@ -388,23 +387,23 @@ fn run_ingest(args: IngestArgs) -> ExitCode {
 }
 
 fn run_audit(args: AuditArgs) -> ExitCode {
-    let (config, config_text) = match &args.config {
-        Some(path) => match crate::config::Config::load(path) {
-            Ok((c, t)) => (c, Some(t)),
-            Err(e) => return fail("audit", e),
-        },
-        None => (crate::config::Config::default(), None),
+    let resolved = crate::pipeline::options::audit_options(
+        args.config.as_deref(),
+        args.checks.clone(),
+        args.read.threads,
+    );
+    let (opts, notes) = match resolved {
+        Ok(r) => r,
+        Err(e) => return fail("audit", e),
     };
+    tell_notes(notes);
     let opts = crate::pipeline::audit::AuditOptions {
-        config,
-        config_text,
-        checks: args.checks.clone(),
-        threads: threads(args.read.threads),
         format: args.read.format,
         progress: !args.read.quiet,
         include_values: args.include_values,
         limits: args.read.limits(),
         generation: args.generation,
+        ..opts
     };
     match crate::pipeline::audit::audit(&args.inputs, &args.out, &opts) {
         Ok(summary) => {

@@ -42,8 +42,10 @@ pub use pipeline::append::{
     append, append_store, compact, fresh_inputs, AppendSummary, CompactSummary,
 };
 pub use pipeline::audit::{audit, AuditOptions, AuditSummary};
+// How a front door (the command line, the Python module) resolves what it was given.
 pub use pipeline::ingest::{ingest, IngestOptions, IngestSummary};
 pub use pipeline::inputs::expand_inputs;
+pub use pipeline::options::{audit_options, threads as resolve_threads};
 pub use store::Store;
 pub use terminal::line as terminal_line;
 // The ingest in shards and the audit a part at a time, for engines that distribute the work

@@ -27,12 +27,9 @@ fn to_json<T: serde::Serialize>(value: &T) -> PyResult<String> {
     serde_json::to_string(value).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// The worker threads: those asked for, else (and at most) the cores available.
+/// The threads asked for, resolved as the command line resolves them (a cap is not told).
 fn threads(requested: Option<usize>) -> usize {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    requested.filter(|&n| n > 0).unwrap_or(cores).min(cores)
+    traceaudit::resolve_threads(requested).0
 }
 
 /// Audit options from the Python arguments: a configuration file (whose text the manifest
@@ -42,20 +39,9 @@ fn audit_options(
     checks: Option<Vec<String>>,
     threads_wanted: Option<usize>,
 ) -> PyResult<traceaudit::AuditOptions> {
-    let (config, config_text) = match config {
-        Some(path) => {
-            let (c, text) = traceaudit::Config::load(&path).map_err(PyValueError::new_err)?;
-            (c, Some(text))
-        }
-        None => (traceaudit::Config::default(), None),
-    };
-    Ok(traceaudit::AuditOptions {
-        config,
-        config_text,
-        checks,
-        threads: threads(threads_wanted),
-        ..traceaudit::AuditOptions::default()
-    })
+    traceaudit::audit_options(config.as_deref(), checks, threads_wanted)
+        .map(|(opts, _notes)| opts)
+        .map_err(PyValueError::new_err)
 }
 
 #[pyfunction]

@@ -11,6 +11,7 @@ pub mod audit;
 pub mod counts;
 pub mod ingest;
 pub mod inputs;
+pub mod options;
 pub mod parts;
 pub mod queue;
 pub mod remote;
