@@ -48,12 +48,12 @@ impl Limits {
 
     /// 32 MiB per record: a record of ordinary items takes about ten times its size while it is
     /// parsed, so one at the limit stays inside a 512 MB budget, and real records are far
-    /// smaller (the README's Limits section has the measured peaks).
+    /// smaller (docs/limits.md has the measured peaks).
     pub const DEFAULT_RECORD_BYTES: u64 = 32 << 20;
 
     /// 250,000 rows: the audit holds a conversation whole, at about 1.3 KB a row, so this keeps
     /// one conversation to a few hundred MB; real conversations are orders of magnitude
-    /// smaller (see the README's Limits section).
+    /// smaller (see docs/limits.md).
     pub const DEFAULT_CONVERSATION_ROWS: u64 = 250_000;
 
     /// The record limit as a `usize` (saturating on 32-bit targets).
