@@ -214,6 +214,63 @@ struct RunCopy {
     events: u64,
 }
 
+/// The columns of a shard's runs a merge's survey reads: what names a copy of a run and what
+/// the store's counts take from it (the runs' texts are not read).
+const KEY_COLUMNS: [&str; 7] = [
+    "run_id",
+    "conversation_id",
+    "input_index",
+    "record_index",
+    "turn",
+    "landings",
+    "events",
+];
+
+/// The key columns ([`KEY_COLUMNS`]) of every row of a store's `runs.parquet`.
+fn read_key_batches(path: &Path) -> io::Result<Vec<RecordBatch>> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(path)?)
+        .map_err(|e| corrupt_shard(path, e))?;
+    let schema = builder.parquet_schema();
+    let keep: Vec<usize> = (0..schema.num_columns())
+        .filter(|&i| KEY_COLUMNS.contains(&schema.column(i).name()))
+        .collect();
+    let mask = parquet::arrow::ProjectionMask::leaves(schema, keep);
+    builder
+        .with_projection(mask)
+        .build()
+        .map_err(|e| corrupt_shard(path, e))?
+        .map(|b| b.map_err(|e| corrupt_shard(path, e)))
+        .collect()
+}
+
+/// The rows of part `part` of a store's `runs.parquet`: only the row groups whose statistics
+/// may hold the part are decoded (the writer keeps a row group to one part).
+fn read_part_batches(path: &Path, part: u32) -> io::Result<Vec<RecordBatch>> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(path)?)
+        .map_err(|e| corrupt_shard(path, e))?;
+    let groups: Vec<usize> = builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| crate::store::read::may_hold_part(g, part))
+        .map(|(i, _)| i)
+        .collect();
+    builder
+        .with_row_groups(groups)
+        .build()
+        .map_err(|e| corrupt_shard(path, e))?
+        .map(|b| b.map_err(|e| corrupt_shard(path, e)).and_then(|b| of_part(&b, part)))
+        .collect()
+}
+
+fn corrupt_shard(path: &Path, e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{} cannot be read: {e}", path.display()),
+    )
+}
+
 /// Every run row of a store's `runs.parquet`, as raw batches.
 fn read_batches(path: &Path) -> io::Result<Vec<RecordBatch>> {
     ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(path)?)
@@ -277,11 +334,10 @@ fn of_part(batch: &RecordBatch, part: u32) -> io::Result<RecordBatch> {
     arrow::compute::filter_record_batch(batch, &keep).map_err(to_io)
 }
 
-/// What a merge needs of the shards: their manifests and runs, every copy of a run, which
-/// copies are kept, and the runs each shard holds that the store does not keep.
+/// What a merge needs of the shards: their manifests, every copy of a run (its key, not its
+/// row), which copies are kept, and the runs each shard holds that the store does not keep.
 struct Survey {
     manifests: Vec<StoreManifest>,
-    runs: Vec<Vec<RecordBatch>>,
     copies: Vec<RunCopy>,
     kept: HashSet<usize>,
     dropped: Vec<HashSet<String>>,
@@ -289,7 +345,6 @@ struct Survey {
 
 fn survey(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result<Survey> {
     let mut manifests = Vec::with_capacity(shards.len());
-    let mut runs = Vec::with_capacity(shards.len());
     let mut copies = Vec::new();
     for (s, (dir, _)) in shards.iter().enumerate() {
         let manifest = StoreManifest::read(dir)?;
@@ -305,9 +360,8 @@ fn survey(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result<Surve
             ));
         }
         manifests.push(manifest);
-        let batches = read_batches(&dir.join("runs.parquet"))?;
+        let batches = read_key_batches(&dir.join("runs.parquet"))?;
         copies.extend(copies_of(s, &batches)?);
-        runs.push(batches);
     }
     // A run read more than once is kept from the earliest input, as the command line keeps the
     // first copy it reads.
@@ -329,7 +383,6 @@ fn survey(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result<Surve
     }
     Ok(Survey {
         manifests,
-        runs,
         copies,
         kept,
         dropped,
@@ -426,7 +479,6 @@ pub fn merge_shards(
     let staging = AtomicDir::create(out, &crate::store::store_layout())?;
     let Survey {
         manifests,
-        runs,
         copies,
         kept,
         dropped,
@@ -475,21 +527,15 @@ pub fn merge_shards(
         Some(store_writer_properties()),
     )
     .map_err(to_io)?;
-    let runs: Vec<Vec<RecordBatch>> = runs
-        .iter()
-        .enumerate()
-        .map(|(s, batches)| {
-            batches
-                .iter()
-                .map(|b| without_runs(b, &dropped[s]))
-                .collect::<io::Result<Vec<_>>>()
-        })
-        .collect::<io::Result<_>>()?;
+    // A part at a time, each shard's rows of it read from its file: the merge holds one part's
+    // rows of one shard, whatever the store's size.
     for part in 0..plan.parts {
-        for batch in runs.iter().flatten() {
-            let rows = of_part(batch, part)?;
-            if rows.num_rows() > 0 {
-                writer.write(&rows).map_err(to_io)?;
+        for (s, (dir, _)) in shards.iter().enumerate() {
+            for batch in read_part_batches(&dir.join("runs.parquet"), part)? {
+                let rows = without_runs(&batch, &dropped[s])?;
+                if rows.num_rows() > 0 {
+                    writer.write(&rows).map_err(to_io)?;
+                }
             }
         }
         writer.flush().map_err(to_io)?;

@@ -168,7 +168,7 @@ fn conversation_filter(
 
 /// Can the row group hold runs of `part`? The writer gives each part row groups of its own,
 /// so the `part` column's statistics say; a row group without them is read and filtered.
-fn may_hold_part(group: &parquet::file::metadata::RowGroupMetaData, part: u32) -> bool {
+pub fn may_hold_part(group: &parquet::file::metadata::RowGroupMetaData, part: u32) -> bool {
     use parquet::file::statistics::Statistics;
     let Some(column) = group
         .columns()
