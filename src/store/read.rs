@@ -559,13 +559,16 @@ impl Store {
         let superseded = &generation.files.superseded;
         let keep = |id: &str| only.is_none_or(|o| o.contains(id)) && !superseded.contains(id);
         let runs_path = generation.files.runs_path();
+        // Copying a few conversations out of a part decodes their rows only: a row filter on
+        // the conversation id selects them before the other columns are read.
+        let only_shared = only.map(|o| std::sync::Arc::new(o.clone()));
         let mut runs = Vec::new();
         for batch in read_row_groups_of(
             &runs_path,
             generation.runs_metadata()?,
             |g| may_hold_part(g, local),
             &[],
-            None,
+            only_shared.as_ref(),
         )? {
             let ids = col::<StringArray>(&batch, "conversation_id")?;
             let parts = col::<UInt32Array>(&batch, "part")?;
@@ -580,11 +583,18 @@ impl Store {
         let path = generation.files.part_path(local);
         let metadata = load_checked(&path, &crate::store::schema::events_schema())?;
         let mut events = Vec::new();
-        let reader =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(ParquetFile::open(&path)?, metadata)
-                .with_batch_size(1024)
-                .build()
-                .map_err(|e| corrupt(&path, e))?;
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            ParquetFile::open(&path)?,
+            metadata.clone(),
+        )
+        .with_batch_size(1024);
+        if let Some(only) = &only_shared {
+            builder = builder.with_row_filter(conversation_filter(
+                metadata.parquet_schema(),
+                only.clone(),
+            )?);
+        }
+        let reader = builder.build().map_err(|e| corrupt(&path, e))?;
         for batch in reader {
             let batch = batch.map_err(|e| corrupt(&path, e))?;
             let ids = col::<StringArray>(&batch, "conversation_id")?;
