@@ -40,7 +40,7 @@ pub enum Command {
     #[cfg(feature = "reports")]
     Explain(ExplainArgs),
     /// Follow corpora night by night: each check's fail rate with its interval, and the nights
-    /// the diff's --fail-on rules would have flagged.
+    /// the diff's --fail-on rules would have flagged; exit 1 when the last night is flagged.
     #[cfg(feature = "reports")]
     Trend(TrendArgs),
 }
@@ -243,9 +243,6 @@ pub struct TrendArgs {
     pub out: Option<PathBuf>,
 }
 
-/// The worker threads to use: the cores this process may run on, or fewer when asked. The work
-/// is CPU-bound, so threads past the cores only cost memory and start-up (each one has queues
-/// and buffers of its own); a request for more is capped, with a note.
 /// `--format` takes the registered formats' names.
 impl clap::ValueEnum for Format {
     fn value_variants<'a>() -> &'a [Self] {
@@ -714,12 +711,24 @@ fn run_trend(args: TrendArgs) -> ExitCode {
     };
     match run() {
         Ok(t) => {
+            let last_flagged = t.nights.last().is_some_and(|n| n.flagged);
             eprintln!(
-                "traceaudit trend: {} night(s), {} flagged",
+                "traceaudit trend: {} night(s), {} flagged{}",
                 t.nights.len(),
-                t.flagged()
+                t.flagged(),
+                if last_flagged {
+                    "; the last night is flagged (exit 1)"
+                } else {
+                    ""
+                }
             );
-            ExitCode::SUCCESS
+            // A nightly gate on the trend stops on tonight's regression, as `diff` of last
+            // night against tonight would; earlier flagged nights are history.
+            if last_flagged {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Err(e) => fail("trend", e),
     }

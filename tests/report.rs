@@ -48,6 +48,34 @@ fn ok(args: &[&str]) -> String {
     text
 }
 
+/// `trend`'s output, its exit status held to the gate: 1 exactly when the last night is flagged
+/// (as the JSON of the same nights and rules says), else 0.
+fn trend_out(args: &[&str]) -> String {
+    let (status, text) = run(args);
+    let mut json: Vec<&str> = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+        } else if *a == "--format" {
+            skip = true;
+        } else {
+            json.push(a);
+        }
+    }
+    json.extend(["--format", "json"]);
+    let (json_status, json_text) = run(&json);
+    let v: Value = serde_json::from_str(&json_text).unwrap();
+    let last_flagged = v["nights"]
+        .as_array()
+        .unwrap()
+        .last()
+        .is_some_and(|n| n["flagged"] == Value::Bool(true));
+    let expected = u8::from(last_flagged);
+    assert_eq!((status, json_status), (expected, expected), "{args:?}");
+    text
+}
+
 /// Audit `inputs` (relative to the crate directory) with the sample configuration into `out`.
 fn audit(inputs: &[&str], out: &Path) {
     let mut args = vec!["audit"];
@@ -920,14 +948,14 @@ fn trend_over_nights() {
     let dir = tempfile::tempdir().unwrap();
     let nights = testdata_nights(dir.path());
     let n = path_str(&nights);
-    let table = ok(&["trend", n]);
+    let table = trend_out(&["trend", n]);
     assert!(
         table.lines().all(|l| l.chars().count() <= 100),
         "a line is wider than 100 columns:\n{table}"
     );
     assert!(!table.contains('\u{1b}'));
     insta::assert_snapshot!("trend_table", table);
-    let json = ok(&["trend", n, "--format", "json"]);
+    let json = trend_out(&["trend", n, "--format", "json"]);
     let v: Value = serde_json::from_str(&json).unwrap();
     insta::assert_json_snapshot!("trend_json", v);
     // A night is flagged exactly when `diff` of the night before against it fails the gate,
@@ -941,9 +969,15 @@ fn trend_over_nights() {
     assert_eq!(names.len(), 6);
     assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
     for rules in ["rate=2,new-keys=1", "rate=0.1", "new-keys=2"] {
-        let v: Value =
-            serde_json::from_str(&ok(&["trend", n, "--format", "json", "--fail-on", rules]))
-                .unwrap();
+        let v: Value = serde_json::from_str(&trend_out(&[
+            "trend",
+            n,
+            "--format",
+            "json",
+            "--fail-on",
+            rules,
+        ]))
+        .unwrap();
         for i in 1..names.len() {
             let (prev, this) = (nights.join(&names[i - 1]), nights.join(&names[i]));
             let (status, d) = run(&[
@@ -976,7 +1010,7 @@ fn trend_over_nights() {
     }
     // Nights named one by one keep the order given.
     let (a, b) = (nights.join("2025-06-03"), nights.join("2025-06-01"));
-    let v: Value = serde_json::from_str(&ok(&[
+    let v: Value = serde_json::from_str(&trend_out(&[
         "trend",
         path_str(&a),
         path_str(&b),
@@ -987,7 +1021,7 @@ fn trend_over_nights() {
     assert_eq!(v["nights"][0]["name"], "2025-06-03");
     assert_eq!(v["nights"][1]["name"], "2025-06-01");
 
-    let page = ok(&["trend", n, "--format", "html"]);
+    let page = trend_out(&["trend", n, "--format", "html"]);
     assert_no_markup_from_recordings(&page);
     assert_only_our_elements(&page);
     assert!(assert_links_resolve(&page) > 0);
@@ -1018,8 +1052,13 @@ fn trend_marks_a_rate_regression() {
             path_str(&nights.join(format!("night-{i}"))),
         ]);
     }
-    let v: Value =
-        serde_json::from_str(&ok(&["trend", path_str(&nights), "--format", "json"])).unwrap();
+    let v: Value = serde_json::from_str(&trend_out(&[
+        "trend",
+        path_str(&nights),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
     let rc = v["checks"]
         .as_array()
         .unwrap()
@@ -1039,14 +1078,25 @@ fn trend_marks_a_rate_regression() {
     assert_eq!(status, 1);
     let d: Value = serde_json::from_str(&d).unwrap();
     assert_eq!(v["nights"][2]["regressions"], d["regressions"]);
-    let table = ok(&["trend", path_str(&nights)]);
+    // The nightly gate: the last night is flagged, exit 1; without it (night 2 has no rate
+    // regression), 0; with no rules, 0.
+    assert_eq!(run(&["trend", path_str(&nights)]).0, 1);
+    let (one, two) = (nights.join("night-1"), nights.join("night-2"));
+    let (one, two) = (path_str(&one), path_str(&two));
+    assert_eq!(run(&["trend", one, two, "--fail-on", "rate=2"]).0, 0);
+    assert_eq!(
+        run(&["trend", path_str(&nights), "--fail-on", "rate=2"]).0,
+        1
+    );
+    assert_eq!(run(&["trend", path_str(&nights), "--fail-on", "none"]).0, 0);
+    let table = trend_out(&["trend", path_str(&nights)]);
     assert!(
         table
             .lines()
             .any(|l| l.starts_with("night-3") && l.trim_end().ends_with("rate")),
         "{table}"
     );
-    let page = ok(&["trend", path_str(&nights), "--format", "html"]);
+    let page = trend_out(&["trend", path_str(&nights), "--format", "html"]);
     assert!(
         page.contains("<circle class=\"dot bad\""),
         "the flagged point is drawn red"
@@ -1069,8 +1119,13 @@ fn trend_errors_exit_2() {
         2
     );
     // One night: nothing to compare, nothing flagged.
-    let v: Value =
-        serde_json::from_str(&ok(&["trend", path_str(&corpus), "--format", "json"])).unwrap();
+    let v: Value = serde_json::from_str(&trend_out(&[
+        "trend",
+        path_str(&corpus),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
     assert_eq!(v["nights"][0]["flagged"], false);
     assert_eq!(v["nights"][0]["appeared_keys"], Value::Null);
 }
