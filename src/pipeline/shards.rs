@@ -260,7 +260,10 @@ fn read_part_batches(path: &Path, part: u32) -> io::Result<Vec<RecordBatch>> {
         .with_row_groups(groups)
         .build()
         .map_err(|e| corrupt_shard(path, e))?
-        .map(|b| b.map_err(|e| corrupt_shard(path, e)).and_then(|b| of_part(&b, part)))
+        .map(|b| {
+            b.map_err(|e| corrupt_shard(path, e))
+                .and_then(|b| of_part(&b, part))
+        })
         .collect()
 }
 
