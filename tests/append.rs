@@ -308,6 +308,18 @@ fn a_night_corpus_finds_its_store_after_the_store_grew() {
     .unwrap()
     .to_string();
     assert!(err.contains("has no generation 99"), "{err}");
+    // A corpus given as the store to grow is refused as one, and left as it was.
+    let before = std::fs::read(first.join("manifest.json")).unwrap();
+    let err = append(&folders[..1], &first, &ingest_opts())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("is not a traceaudit store: it is a corpus's manifest"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(first.join("manifest.json")).unwrap(), before);
+    assert!(!first.join("generations").exists());
     // --generation needs a store.
     let err = audit(
         &folders[..1],

@@ -385,12 +385,7 @@ impl CorpusDir {
         &self,
         store: &Path,
     ) -> io::Result<Vec<crate::store::generations::GenerationFiles>> {
-        let manifest = crate::store::StoreManifest::read(store).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{}: {e}", store.join("manifest.json").display()),
-            )
-        })?;
+        let manifest = crate::store::StoreManifest::read(store)?;
         if manifest.parts.is_empty() {
             return Err(io::Error::other(format!(
                 "{} lists no events parts",

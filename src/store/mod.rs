@@ -232,9 +232,26 @@ pub const ENGINE: &str = "traceaudit";
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 impl StoreManifest {
+    /// The manifest of the store at `dir`. `Err` names the file, and says so when it is a
+    /// corpus's manifest or not a store's.
     pub fn read(dir: &std::path::Path) -> std::io::Result<StoreManifest> {
-        let text = std::fs::read_to_string(dir.join("manifest.json"))?;
-        serde_json::from_str(&text).map_err(std::io::Error::other)
+        use std::io::{Error, ErrorKind};
+        let path = dir.join("manifest.json");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::new(e.kind(), format!("cannot read {}: {e}", path.display())))?;
+        serde_json::from_str(&text).map_err(|e| {
+            let corpus = serde_json::from_str::<serde_json::Value>(&text)
+                .is_ok_and(|v| v.get("store_manifest").is_some());
+            let why = if corpus {
+                "it is a corpus's manifest (written by `audit`), not a store's".to_string()
+            } else {
+                format!("it is not a traceaudit store's manifest ({e})")
+            };
+            Error::new(
+                ErrorKind::InvalidData,
+                format!("{} is not a traceaudit store: {why}", dir.display()),
+            )
+        })
     }
 }
 

@@ -390,12 +390,7 @@ impl Store {
     /// only that generation's files checked (and needed): a copy of a store that holds the
     /// manifest and one generation's files opens. Its number is returned too.
     pub fn open_generation(dir: &Path, pick: super::generations::Pick) -> io::Result<(Store, u32)> {
-        let manifest = super::StoreManifest::read(dir).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{}: {e}", dir.join("manifest.json").display()),
-            )
-        })?;
+        let manifest = super::StoreManifest::read(dir)?;
         let last = super::generations::entries(&manifest)
             .last()
             .map_or(0, |g| g.number);
