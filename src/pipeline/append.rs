@@ -258,7 +258,7 @@ pub fn append_store(
                     ),
                     format: None,
                 };
-                super::ingest::write_quarantine(&mut quarantine, &q)?;
+                super::writer::write_quarantine(&mut quarantine, &q)?;
             }
             let dropped: HashSet<String> = dropped.into_iter().map(|d| d.0).collect();
             let runs = without_runs(&runs, &dropped)?;

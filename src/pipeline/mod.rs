@@ -14,10 +14,12 @@ pub mod inputs;
 pub mod options;
 pub mod parts;
 pub mod queue;
+pub mod reader;
 pub mod remote;
 pub mod shards;
 pub mod tables;
 pub mod tap;
+pub mod writer;
 
 use crate::model::Conversation;
 use crate::passes::Pass;

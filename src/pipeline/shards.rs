@@ -13,10 +13,9 @@
 //! line keeps it); the same counts and quarantine records. Rows within a part file, and
 //! quarantine lines, may come in another order.
 
-use super::ingest::{
-    ingest_found, parts_for, write_quarantine, write_skipped, IngestOptions, IngestSummary, Shard,
-};
+use super::ingest::{ingest_found, parts_for, IngestOptions, IngestSummary, Shard};
 use super::inputs::{find_inputs, FoundInputs, InputFile};
+use super::writer::{write_quarantine, write_skipped};
 use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Sink};
 use crate::model::Conversation;
 use crate::store::atomic::{self, write_file, AtomicDir};
