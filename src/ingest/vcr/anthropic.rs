@@ -1,7 +1,7 @@
 //! Anthropic Messages: `messages` of content blocks (`text`, `tool_use`, `tool_result`), a
 //! `system` prompt, content blocks in the response; streams are content-block events.
 
-use super::{
+use super::call::{
     args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value,
     ChatMessage, ChatToolCall, Provider, Request, Response,
 };

@@ -1,7 +1,7 @@
 //! Amazon Bedrock Converse: `messages` of content blocks (`text`, `toolUse`, `toolResult`), a
 //! `toolConfig`, `output.message` in the response.
 
-use super::{
+use super::call::{
     args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value,
     ChatMessage, ChatToolCall, Provider, Request, Response,
 };
@@ -125,5 +125,8 @@ impl Provider for Bedrock {
                 .unwrap_or_else(|| ChatMessage::new(Role::Assistant, "")),
         );
         resp.stop = s(body, "stopReason").map(|r| normalise_stop(&r));
+    }
+    fn assemble_stream(&self, chunks: &[Value]) -> Value {
+        super::openai_chat::assemble_deltas(chunks)
     }
 }

@@ -9,11 +9,11 @@
 //! (`[{name, parameters}]`, no ids: results pair with calls by name). A streamed v1 answer is one
 //! JSON event per line; its `stream-end` event holds the whole response.
 
-use super::openai_chat::{chat_calls, chat_request};
-use super::{
+use super::call::{
     args_text, arr, content_text, contract_of, normalise_stop, s, schema_value, ChatMessage,
     ChatToolCall, Provider, Request, Response,
 };
+use super::openai_chat::{chat_calls, chat_request};
 use crate::js;
 use crate::model::Role;
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! Google Gemini (`generateContent`): `contents` of `parts`, a `systemInstruction`, function
 //! declarations in OpenAPI-flavoured or JSON Schema form, `candidates` in the response.
 
-use super::{
+use super::call::{
     args_text, arr, content_text, contract_of, normalise_stop, s, ChatMessage, ChatToolCall,
     Provider, Request, Response,
 };

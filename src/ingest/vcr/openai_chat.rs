@@ -2,7 +2,7 @@
 //! OpenRouter, Hugging Face, ...): `messages`, `tools`, `response_format`, `choices` in the
 //! response, `choices[].delta` chunks in a stream. Cohere and xAI send requests of this shape.
 
-use super::{
+use super::call::{
     args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value,
     ChatMessage, ChatToolCall, Provider, Request, Response,
 };
@@ -97,6 +97,9 @@ impl Provider for OpenAiChat {
         } else {
             s(&choice, "finish_reason").map(|r| normalise_stop(&r))
         };
+    }
+    fn assemble_stream(&self, chunks: &[Value]) -> Value {
+        assemble_deltas(chunks)
     }
 }
 

@@ -1,7 +1,7 @@
 //! OpenAI Responses: `input` items (messages, function calls and their outputs), `instructions`,
 //! `previous_response_id` chaining, `output` items in the response.
 
-use super::{
+use super::call::{
     args_text, arr, content_text, contract_of, normalise_stop, role_of, s, schema_value,
     ChatMessage, ChatToolCall, Provider, Request, Response,
 };
@@ -114,5 +114,8 @@ impl Provider for OpenAiResponses {
                 .map(|r| normalise_stop(&r))
                 .or_else(|| s(body, "status"));
         }
+    }
+    fn assemble_stream(&self, chunks: &[Value]) -> Value {
+        super::openai_chat::assemble_deltas(chunks)
     }
 }

@@ -3,6 +3,9 @@ use super::*;
 use crate::ingest::limits::NESTING_LIMIT;
 use crate::ingest::Limits;
 use crate::ingest::{read_path, Collect, Format, Severity};
+use crate::js;
+use crate::model::{Event, EventKind};
+use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
 

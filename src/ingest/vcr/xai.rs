@@ -1,8 +1,8 @@
 //! xAI's recorded gRPC samples (`request_sample.json` / `response_sample.json`): requests in the
 //! OpenAI chat shape (tool parameters as JSON text), the answer under `outputs[0]`.
 
+use super::call::{arr, content_text, normalise_stop, s, ChatMessage, Provider, Request, Response};
 use super::openai_chat::{chat_calls, chat_request};
-use super::{arr, content_text, normalise_stop, s, ChatMessage, Provider, Request, Response};
 use crate::model::Role;
 use serde_json::Value;
 
@@ -30,5 +30,8 @@ impl Provider for Xai {
         msg.tool_calls = chat_calls(arr(&m, "tool_calls"));
         resp.message = Some(msg);
         resp.stop = s(&out, "finish_reason").map(|r| normalise_stop(&r));
+    }
+    fn assemble_stream(&self, chunks: &[Value]) -> Value {
+        super::openai_chat::assemble_deltas(chunks)
     }
 }
