@@ -194,7 +194,8 @@ pub(super) trait Provider: Sync {
     /// The name each model call's payload records.
     fn name(&self) -> &'static str;
     /// Does a request (its JSON body and URI) have this provider's shape? Asked in the order of
-    /// `PROVIDERS` (in `vcr/mod.rs`); a request can pass more than one test, so the order is part of the rule.
+    /// `PROVIDERS` (in `vcr/mod.rs`); a request can pass more than one test, so the order is
+    /// part of the rule.
     fn matches(&self, body: &Value, uri: &str) -> bool;
     /// Read the request's messages and output contract.
     fn parse_request(&self, body: &Value, req: &mut Request);
