@@ -1,6 +1,7 @@
 //! The scanner's walk of a document and serde_json's streaming walk of the same document, for
 //! the tests and the fuzz target that hold them equal.
 
+use super::python::replace_python_numbers;
 use super::*;
 use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::Deserializer as _;
