@@ -447,6 +447,20 @@ pub fn render_table(r: &Report) -> String {
         r.findings,
         fit(&r.engine_version, 20)
     ));
+    table_dispositions(r, &mut o);
+    table_groups(r, &mut o);
+    table_loops(r, &mut o);
+    table_stale(r, &mut o);
+    table_kinds(r, &mut o);
+    table_agreement(r, &mut o);
+    for n in &r.notes {
+        o.push_str(&wrap(n, 400, 100, "note: ", "      "));
+    }
+    trim_lines(&o)
+}
+
+/// The terminal table's dispositions per check.
+fn table_dispositions(r: &Report, o: &mut String) {
     o.push_str("Dispositions per check\n");
     o.push_str(&format!(
         "{:<22} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>6}  {:<14}\n",
@@ -468,6 +482,10 @@ pub fn render_table(r: &Report) -> String {
     }
     o.push_str(RATE_NOTE);
     o.push('\n');
+}
+
+/// The terminal table's rates per group (`--by`), when asked for.
+fn table_groups(r: &Report, o: &mut String) {
     if let Some(by) = &r.by {
         o.push_str(&format!("\nPer {}\n", by.label()));
         o.push_str(&format!(
@@ -495,6 +513,10 @@ pub fn render_table(r: &Report) -> String {
             ));
         }
     }
+}
+
+/// The terminal table's tools that loop most, when any does.
+fn table_loops(r: &Report, o: &mut String) {
     if !r.loops.is_empty() {
         o.push_str("\nTools that loop most (repeated-call: identical arguments landing again)\n");
         o.push_str(&format!(
@@ -520,6 +542,10 @@ pub fn render_table(r: &Report) -> String {
             o.push_str("≥: some wasted landings were not timed; the time is a lower bound\n");
         }
     }
+}
+
+/// The terminal table's conversations with the most stale answers, when any has one.
+fn table_stale(r: &Report, o: &mut String) {
     if !r.stale.is_empty() {
         o.push_str(
             "\nConversations with the most stale answers (prior-turn-evidence: every grounded \
@@ -539,6 +565,10 @@ pub fn render_table(r: &Report) -> String {
             ));
         }
     }
+}
+
+/// The terminal table's findings by kind, when there are findings.
+fn table_kinds(r: &Report, o: &mut String) {
     if !r.kinds.is_empty() {
         o.push_str("\nFindings by kind\n");
         o.push_str(&format!(
@@ -556,6 +586,10 @@ pub fn render_table(r: &Report) -> String {
             ));
         }
     }
+}
+
+/// The terminal table's agreement with recorded framework verdicts.
+fn table_agreement(r: &Report, o: &mut String) {
     o.push_str("\nAgreement with recorded framework verdicts\n");
     if r.agreement.is_empty() {
         o.push_str("no run in this corpus records the framework's own verdicts\n");
@@ -587,10 +621,6 @@ pub fn render_table(r: &Report) -> String {
             }
         }
     }
-    for n in &r.notes {
-        o.push_str(&wrap(n, 400, 100, "note: ", "      "));
-    }
-    trim_lines(&o)
 }
 
 /// `s` without trailing spaces on any line.

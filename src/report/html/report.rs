@@ -67,6 +67,28 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
     }
     o.push_str("</table>\n<p class=\"note\">fail % = checked-fail among checked runs (pass + fail). Bars show the rate, whiskers its 95% Wilson score interval.</p>\n");
 
+    html_groups(r, &mut o);
+    html_loops(r, &mut o);
+    html_stale(r, &mut o);
+    html_kinds(r, findings, &mut o);
+    if let (Some(f), Some(a)) = (findings, &anchors) {
+        o.push_str(&story::listing(f, a));
+        o.push_str(&story::runs(f, a));
+    }
+    html_agreement(r, &mut o);
+    if !r.notes.is_empty() {
+        o.push_str("<ul class=\"note\">\n");
+        for n in &r.notes {
+            o.push_str(&format!("<li>{}</li>\n", html_bounded(n, 400)));
+        }
+        o.push_str("</ul>\n");
+    }
+    o.push_str(&foot());
+    o
+}
+
+/// The report page's rates per group (`--by`), a chart and a table per check.
+fn html_groups(r: &Report, o: &mut String) {
     if let Some(by) = &r.by {
         let mut first = true;
         for c in &r.checks {
@@ -114,7 +136,10 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
             }
         }
     }
+}
 
+/// The report page's tools that loop most, when any does.
+fn html_loops(r: &Report, o: &mut String) {
     if !r.loops.is_empty() {
         o.push_str("<h2 id=\"loops\">Tools that loop most</h2>\n<p class=\"note\">repeated-call: a tool landing again in one run with identical arguments (and result). Wasted landings are the landings after the first; wasted time their tool time.</p>\n");
         o.push_str("<table><tr><th>tool</th><th class=\"n\">findings</th><th class=\"n\">runs</th><th class=\"n\">conversations</th><th class=\"n\">wasted landings</th><th class=\"n\">wasted time</th><th class=\"n\">max repeats</th></tr>\n");
@@ -138,6 +163,10 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
         }
         o.push_str("</table>\n");
     }
+}
+
+/// The report page's conversations with the most stale answers, when any has one.
+fn html_stale(r: &Report, o: &mut String) {
     if !r.stale.is_empty() {
         o.push_str("<h2 id=\"stale\">Conversations with the most stale answers</h2>\n<p class=\"note\">prior-turn-evidence: every grounded value of the answer was served by a tool in an earlier turn.</p>\n");
         o.push_str("<table><tr><th>conversation</th><th>source</th><th class=\"n\">stale answers</th><th class=\"n\">max turns back</th></tr>\n");
@@ -152,6 +181,10 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
         }
         o.push_str("</table>\n");
     }
+}
+
+/// The report page's findings by kind, each linked to its list when the page lists it.
+fn html_kinds(r: &Report, findings: Option<&Findings>, o: &mut String) {
     if !r.kinds.is_empty() {
         o.push_str("<h2 id=\"kinds\">Findings by kind</h2>\n<table><tr><th>check</th><th>kind</th><th class=\"n\">findings</th><th class=\"n\">runs</th><th class=\"n\">advisory</th></tr>\n");
         for k in &r.kinds {
@@ -179,10 +212,10 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
         }
         o.push_str("</table>\n");
     }
-    if let (Some(f), Some(a)) = (findings, &anchors) {
-        o.push_str(&story::listing(f, a));
-        o.push_str(&story::runs(f, a));
-    }
+}
+
+/// The report page's agreement with recorded framework verdicts, and the disagreements.
+fn html_agreement(r: &Report, o: &mut String) {
     o.push_str("<h2 id=\"agreement\">Agreement with recorded framework verdicts</h2>\n");
     if r.agreement.is_empty() {
         o.push_str("<p>No run in this corpus records the framework's own verdicts.</p>\n");
@@ -214,15 +247,6 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
             o.push_str("</table>\n");
         }
     }
-    if !r.notes.is_empty() {
-        o.push_str("<ul class=\"note\">\n");
-        for n in &r.notes {
-            o.push_str(&format!("<li>{}</li>\n", html_bounded(n, 400)));
-        }
-        o.push_str("</ul>\n");
-    }
-    o.push_str(&foot());
-    o
 }
 
 #[cfg(test)]
