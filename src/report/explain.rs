@@ -457,102 +457,12 @@ fn tell(
     sib.sort();
     let position = sib.iter().position(|(_, r)| r == run_id).unwrap_or(0) as u64 + 1;
 
-    let seq = counts(&ev, "seq")?;
-    let kind = strings(&ev, "kind")?;
-    let role = strs(&ev, "role")?;
-    let tool = strs(&ev, "tool_name")?;
-    let call = strs(&ev, "call_id")?;
-    let arguments = strs(&ev, "arguments")?;
-    let text = strs(&ev, "text")?;
-    let error = counts(&ev, "error")?;
-    let flags = counts(&ev, "flags")?;
-    let iteration = u64s(&ev, "iteration")?;
-    let duration = f64s(&ev, "duration_ms")?;
-
     let answer_text = strs(&run, "answer")?[0].clone();
-    let mut steps: Vec<Step> = Vec::new();
-    let mut not_shown: std::collections::BTreeMap<String, u64> = Default::default();
-    let mut current_iteration = None;
-    let mut answered = false;
-    let mut landing_fps: Vec<LandingRef> = Vec::new();
-    for i in 0..ev.height() {
-        let p = |t: &Option<String>| Preview::of(t.as_deref().unwrap_or(""), opts.preview);
-        match kind[i].as_str() {
-            "landing" => {
-                if iteration[i].is_some() && iteration[i] != current_iteration {
-                    current_iteration = iteration[i];
-                    steps.push(Step::Iteration {
-                        iteration: iteration[i].unwrap_or(0),
-                    });
-                }
-                let fp = crate::js::fingerprint(&arguments_text(arguments[i].as_deref()));
-                let name = tool[i].clone().unwrap_or_default();
-                landing_fps.push(LandingRef {
-                    step: steps.len(),
-                    tool: name.clone(),
-                    fp: fp.clone(),
-                    call_id: call[i].clone(),
-                    iteration: iteration[i],
-                });
-                let unanswered = flags[i] & crate::model::LandingFlags::UNANSWERED as u64 != 0;
-                steps.push(Step::ToolCall {
-                    seq: seq[i],
-                    iteration: iteration[i],
-                    tool: name,
-                    call_id: call[i].clone(),
-                    args_fingerprint: fp,
-                    arguments: p(&arguments[i]),
-                    result: (!unanswered).then(|| p(&text[i])),
-                    error: error[i] != 0,
-                    duration_ms: duration[i],
-                    flags: flag_words(flags[i]),
-                    findings: Vec::new(),
-                });
-            }
-            "answer" => {
-                answered = true;
-                steps.push(Step::Answer {
-                    seq: Some(seq[i]),
-                    text: p(&text[i]),
-                    findings: Vec::new(),
-                });
-            }
-            "verdict" => steps.push(Step::Verdict {
-                seq: seq[i],
-                name: text[i].clone().unwrap_or_default(),
-                tool: tool[i].clone(),
-            }),
-            "message"
-                if role[i].as_deref() == Some("assistant")
-                    && text[i].as_deref().is_some_and(|t| !t.trim().is_empty())
-                    && text[i] != answer_text =>
-            {
-                steps.push(Step::Message {
-                    seq: seq[i],
-                    role: "assistant".into(),
-                    text: p(&text[i]),
-                })
-            }
-            other => {
-                let label = match (other, role[i].as_deref()) {
-                    ("message", Some(r)) => format!("{r} message"),
-                    ("context", _) => "context row".to_string(),
-                    ("model_call", _) => "model call".to_string(),
-                    (k, _) => format!("{k} event"),
-                };
-                *not_shown.entry(label).or_default() += 1;
-            }
-        }
-    }
-    if !answered {
-        if let Some(a) = &answer_text {
-            steps.push(Step::Answer {
-                seq: None,
-                text: Preview::of(a, opts.preview),
-                findings: Vec::new(),
-            });
-        }
-    }
+    let Told {
+        mut steps,
+        not_shown,
+        landing_fps,
+    } = steps_of(&ev, &answer_text, opts)?;
 
     // Place each finding where it fired.
     let mut unplaced = Vec::new();
@@ -614,6 +524,124 @@ fn tell(
         dispositions,
         not_shown: not_shown.into_iter().collect(),
         cut,
+    })
+}
+
+/// What `explain` tells of a run's events: its steps (each iteration, tool call, answer,
+/// verdict and assistant message), the landings' fingerprints for placing findings, and how
+/// many rows of each other kind were not shown.
+struct Told {
+    steps: Vec<Step>,
+    not_shown: std::collections::BTreeMap<String, u64>,
+    landing_fps: Vec<LandingRef>,
+}
+
+/// The steps of a run from its events, `answer_text` the run's answer (told at the end when no
+/// answer event carries it).
+fn steps_of(
+    ev: &DataFrame,
+    answer_text: &Option<String>,
+    opts: ExplainOptions,
+) -> io::Result<Told> {
+    let seq = counts(ev, "seq")?;
+    let kind = strings(ev, "kind")?;
+    let role = strs(ev, "role")?;
+    let tool = strs(ev, "tool_name")?;
+    let call = strs(ev, "call_id")?;
+    let arguments = strs(ev, "arguments")?;
+    let text = strs(ev, "text")?;
+    let error = counts(ev, "error")?;
+    let flags = counts(ev, "flags")?;
+    let iteration = u64s(ev, "iteration")?;
+    let duration = f64s(ev, "duration_ms")?;
+
+    let mut steps: Vec<Step> = Vec::new();
+    let mut not_shown: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut current_iteration = None;
+    let mut answered = false;
+    let mut landing_fps: Vec<LandingRef> = Vec::new();
+    for i in 0..ev.height() {
+        let p = |t: &Option<String>| Preview::of(t.as_deref().unwrap_or(""), opts.preview);
+        match kind[i].as_str() {
+            "landing" => {
+                if iteration[i].is_some() && iteration[i] != current_iteration {
+                    current_iteration = iteration[i];
+                    steps.push(Step::Iteration {
+                        iteration: iteration[i].unwrap_or(0),
+                    });
+                }
+                let fp = crate::js::fingerprint(&arguments_text(arguments[i].as_deref()));
+                let name = tool[i].clone().unwrap_or_default();
+                landing_fps.push(LandingRef {
+                    step: steps.len(),
+                    tool: name.clone(),
+                    fp: fp.clone(),
+                    call_id: call[i].clone(),
+                    iteration: iteration[i],
+                });
+                let unanswered = flags[i] & crate::model::LandingFlags::UNANSWERED as u64 != 0;
+                steps.push(Step::ToolCall {
+                    seq: seq[i],
+                    iteration: iteration[i],
+                    tool: name,
+                    call_id: call[i].clone(),
+                    args_fingerprint: fp,
+                    arguments: p(&arguments[i]),
+                    result: (!unanswered).then(|| p(&text[i])),
+                    error: error[i] != 0,
+                    duration_ms: duration[i],
+                    flags: flag_words(flags[i]),
+                    findings: Vec::new(),
+                });
+            }
+            "answer" => {
+                answered = true;
+                steps.push(Step::Answer {
+                    seq: Some(seq[i]),
+                    text: p(&text[i]),
+                    findings: Vec::new(),
+                });
+            }
+            "verdict" => steps.push(Step::Verdict {
+                seq: seq[i],
+                name: text[i].clone().unwrap_or_default(),
+                tool: tool[i].clone(),
+            }),
+            "message"
+                if role[i].as_deref() == Some("assistant")
+                    && text[i].as_deref().is_some_and(|t| !t.trim().is_empty())
+                    && text[i] != *answer_text =>
+            {
+                steps.push(Step::Message {
+                    seq: seq[i],
+                    role: "assistant".into(),
+                    text: p(&text[i]),
+                })
+            }
+            other => {
+                let label = match (other, role[i].as_deref()) {
+                    ("message", Some(r)) => format!("{r} message"),
+                    ("context", _) => "context row".to_string(),
+                    ("model_call", _) => "model call".to_string(),
+                    (k, _) => format!("{k} event"),
+                };
+                *not_shown.entry(label).or_default() += 1;
+            }
+        }
+    }
+    if !answered {
+        if let Some(a) = &answer_text {
+            steps.push(Step::Answer {
+                seq: None,
+                text: Preview::of(a, opts.preview),
+                findings: Vec::new(),
+            });
+        }
+    }
+    Ok(Told {
+        steps,
+        not_shown,
+        landing_fps,
     })
 }
 
