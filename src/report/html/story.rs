@@ -276,86 +276,7 @@ fn run_section(e: &Explanation, k: usize, a: &Anchors, emitted: &mut HashSet<usi
     };
     o.push_str("<ol class=\"story\">\n");
     for s in &e.steps {
-        match s {
-            Step::Iteration { iteration } => o.push_str(&format!(
-                "<li class=\"iteration\">iteration {iteration}</li>\n"
-            )),
-            Step::ToolCall {
-                seq,
-                tool,
-                call_id,
-                args_fingerprint,
-                arguments,
-                result,
-                error,
-                duration_ms,
-                flags,
-                findings,
-                ..
-            } => {
-                o.push_str(&format!(
-                    "<li><span class=\"muted\">#{seq}</span> tool {} · args fp {}{}<br>args {}<br>result {}",
-                    code(tool, 80),
-                    code(args_fingerprint, 20),
-                    call_id
-                        .as_deref()
-                        .map(|c| format!(" · call {}", code(c, 60)))
-                        .unwrap_or_default(),
-                    text_line(arguments),
-                    result
-                        .as_ref()
-                        .map(text_line)
-                        .unwrap_or_else(|| "<span class=\"muted\">(none recorded)</span>".into())
-                ));
-                let mut facts = Vec::new();
-                if let Some(ms) = duration_ms {
-                    facts.push(format!("took {}", duration(Some(*ms))));
-                }
-                if *error {
-                    facts.push("error".to_string());
-                }
-                facts.extend(flags.iter().cloned());
-                if !facts.is_empty() {
-                    o.push_str(&format!(
-                        "<br><span class=\"muted\">{}</span>",
-                        html(&facts.join(" · "))
-                    ));
-                }
-                o.push('\n');
-                o.push_str(&budget.blocks(findings));
-                o.push_str("</li>\n");
-            }
-            Step::Message { seq, role, text } => o.push_str(&format!(
-                "<li><span class=\"muted\">#{seq}</span> {}: {}</li>\n",
-                html_bounded(role, 20),
-                text_line(text)
-            )),
-            Step::Verdict { seq, name, tool } => o.push_str(&format!(
-                "<li><span class=\"muted\">#{seq}</span> recorded verdict {}{}</li>\n",
-                code(name, 60),
-                tool.as_deref()
-                    .map(|t| format!(" on tool {}", code(t, 60)))
-                    .unwrap_or_default()
-            )),
-            Step::Answer {
-                seq,
-                text,
-                findings,
-            } => {
-                o.push_str(&format!(
-                    "<li class=\"answer\">answer{}: {}\n",
-                    seq.map(|s| format!(" <span class=\"muted\">#{s}</span>"))
-                        .unwrap_or_default(),
-                    text_line(text)
-                ));
-                o.push_str(&budget.blocks(findings));
-                o.push_str("</li>\n");
-            }
-            Step::Omitted { steps } => o.push_str(&format!(
-                "<li class=\"omitted\">… {steps} step{} not shown</li>\n",
-                if *steps == 1 { "" } else { "s" }
-            )),
-        }
+        o.push_str(&step_item(s, &mut budget));
     }
     o.push_str("</ol>\n");
     if !e.unplaced.is_empty() {
@@ -399,5 +320,91 @@ fn run_section(e: &Explanation, k: usize, a: &Anchors, emitted: &mut HashSet<usi
         ));
     }
     o.push_str("</section>\n");
+    o
+}
+
+/// One step of a run's story as a list item, its findings' blocks within the page's budget.
+fn step_item(s: &Step, budget: &mut FindingBudget<'_>) -> String {
+    let mut o = String::new();
+    match s {
+        Step::Iteration { iteration } => o.push_str(&format!(
+            "<li class=\"iteration\">iteration {iteration}</li>\n"
+        )),
+        Step::ToolCall {
+            seq,
+            tool,
+            call_id,
+            args_fingerprint,
+            arguments,
+            result,
+            error,
+            duration_ms,
+            flags,
+            findings,
+            ..
+        } => {
+            o.push_str(&format!(
+                "<li><span class=\"muted\">#{seq}</span> tool {} · args fp {}{}<br>args {}<br>result {}",
+                code(tool, 80),
+                code(args_fingerprint, 20),
+                call_id
+                    .as_deref()
+                    .map(|c| format!(" · call {}", code(c, 60)))
+                    .unwrap_or_default(),
+                text_line(arguments),
+                result
+                    .as_ref()
+                    .map(text_line)
+                    .unwrap_or_else(|| "<span class=\"muted\">(none recorded)</span>".into())
+            ));
+            let mut facts = Vec::new();
+            if let Some(ms) = duration_ms {
+                facts.push(format!("took {}", duration(Some(*ms))));
+            }
+            if *error {
+                facts.push("error".to_string());
+            }
+            facts.extend(flags.iter().cloned());
+            if !facts.is_empty() {
+                o.push_str(&format!(
+                    "<br><span class=\"muted\">{}</span>",
+                    html(&facts.join(" · "))
+                ));
+            }
+            o.push('\n');
+            o.push_str(&budget.blocks(findings));
+            o.push_str("</li>\n");
+        }
+        Step::Message { seq, role, text } => o.push_str(&format!(
+            "<li><span class=\"muted\">#{seq}</span> {}: {}</li>\n",
+            html_bounded(role, 20),
+            text_line(text)
+        )),
+        Step::Verdict { seq, name, tool } => o.push_str(&format!(
+            "<li><span class=\"muted\">#{seq}</span> recorded verdict {}{}</li>\n",
+            code(name, 60),
+            tool.as_deref()
+                .map(|t| format!(" on tool {}", code(t, 60)))
+                .unwrap_or_default()
+        )),
+        Step::Answer {
+            seq,
+            text,
+            findings,
+        } => {
+            o.push_str(&format!(
+                "<li class=\"answer\">answer{}: {}\n",
+                seq.map(|s| format!(" <span class=\"muted\">#{s}</span>"))
+                    .unwrap_or_default(),
+                text_line(text)
+            ));
+            o.push_str(&budget.blocks(findings));
+            o.push_str("</li>\n");
+        }
+        Step::Omitted { steps } => o.push_str(&format!(
+            "<li class=\"omitted\">… {steps} step{} not shown</li>\n",
+            if *steps == 1 { "" } else { "s" }
+        )),
+    }
     o
 }
