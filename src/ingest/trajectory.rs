@@ -225,16 +225,7 @@ pub fn build(
             run.events.append(&mut preamble);
             runs.push(run);
         }
-        let mut event = Event::new(EventKind::Message);
-        event.role = Some(msg.role);
-        event.text = Some(msg.text.clone());
-        event.timestamp_ms = msg.timestamp_ms;
-        event.error = msg.error;
-        event.call_id = msg.call_id.clone();
-        event.tool_name = msg.tool_name.clone();
-        if !msg.tool_calls.is_empty() {
-            event.arguments = Some(tool_calls_json(&msg.tool_calls));
-        }
+        let mut event = message_event(&msg);
         let Some(run_index) = runs.len().checked_sub(1) else {
             preamble.push(event);
             continue;
@@ -249,21 +240,13 @@ pub fn build(
                 if msg.tool_calls.is_empty() {
                     run.answer = Some(msg.text);
                 } else {
-                    for call in msg.tool_calls {
-                        let mut landing = Event::new(EventKind::Landing);
-                        landing.role = Some(Role::Assistant);
-                        landing.tool_name = Some(call.name);
-                        landing.call_id = call.id.clone();
-                        landing.arguments = Some(call.arguments);
-                        landing.flags = LandingFlags::UNANSWERED;
-                        landing.timestamp_ms = msg.timestamp_ms;
-                        run.events.push(landing);
-                        pending.push(Pending {
-                            run: run_index,
-                            event: run.events.len() - 1,
-                            id: call.id,
-                        });
-                    }
+                    push_landings(
+                        run,
+                        run_index,
+                        msg.tool_calls,
+                        msg.timestamp_ms,
+                        &mut pending,
+                    );
                 }
             }
             Role::Tool => {
@@ -295,17 +278,11 @@ pub fn build(
                         continue;
                     }
                     None => {
-                        sink.quarantine(Quarantined::partial(
-                            &template.source,
-                            locator.clone(),
-                            format!(
-                                "conversation {conversation_id}: tool result{} has no pending \
-                                 tool call; kept as a message, not as a landing",
-                                msg.call_id
-                                    .as_deref()
-                                    .map(|id| format!(" for call id {id:?}"))
-                                    .unwrap_or_default()
-                            ),
+                        sink.quarantine(orphan_result(
+                            conversation_id,
+                            template,
+                            &locator,
+                            msg.call_id.as_deref(),
                         ));
                         runs[run_index].events.push(event);
                     }
@@ -330,6 +307,68 @@ pub fn build(
         id: conversation_id.to_string(),
         runs,
     }
+}
+
+/// A message of the trajectory as its `message` event (an assistant message's tool calls as its
+/// arguments).
+fn message_event(msg: &ChatMessage) -> Event {
+    let mut event = Event::new(EventKind::Message);
+    event.role = Some(msg.role);
+    event.text = Some(msg.text.clone());
+    event.timestamp_ms = msg.timestamp_ms;
+    event.error = msg.error;
+    event.call_id = msg.call_id.clone();
+    event.tool_name = msg.tool_name.clone();
+    if !msg.tool_calls.is_empty() {
+        event.arguments = Some(tool_calls_json(&msg.tool_calls));
+    }
+    event
+}
+
+/// A landing for each tool call of an assistant message of run `run_index`, unanswered until a
+/// tool message answers it, each waiting in `pending`.
+fn push_landings(
+    run: &mut Run,
+    run_index: usize,
+    calls: Vec<ChatToolCall>,
+    timestamp_ms: Option<i64>,
+    pending: &mut PendingCalls,
+) {
+    for call in calls {
+        let mut landing = Event::new(EventKind::Landing);
+        landing.role = Some(Role::Assistant);
+        landing.tool_name = Some(call.name);
+        landing.call_id = call.id.clone();
+        landing.arguments = Some(call.arguments);
+        landing.flags = LandingFlags::UNANSWERED;
+        landing.timestamp_ms = timestamp_ms;
+        run.events.push(landing);
+        pending.push(Pending {
+            run: run_index,
+            event: run.events.len() - 1,
+            id: call.id,
+        });
+    }
+}
+
+/// The note for a tool result that answers no pending call: it is kept as a message.
+fn orphan_result(
+    conversation_id: &str,
+    template: &RunTemplate,
+    locator: &Locator,
+    call_id: Option<&str>,
+) -> Quarantined {
+    Quarantined::partial(
+        &template.source,
+        locator.clone(),
+        format!(
+            "conversation {conversation_id}: tool result{} has no pending tool call; kept as a \
+             message, not as a landing",
+            call_id
+                .map(|id| format!(" for call id {id:?}"))
+                .unwrap_or_default()
+        ),
+    )
 }
 
 /// Does a tool message answer a call the simulated user made on its own device?
