@@ -91,6 +91,16 @@ fn ingest_opts() -> IngestOptions {
     }
 }
 
+/// Audit the store at `store` (generation `generation` of it, when given) into `out`.
+fn audit_store(
+    store: &Path,
+    out: &Path,
+    config: &Path,
+    generation: Option<GenerationPick>,
+) -> std::io::Result<traceaudit::AuditSummary> {
+    audit(&[store.to_path_buf()], out, &audit_opts(config, generation))
+}
+
 /// A corpus's dispositions: (run, check) -> disposition.
 fn dispositions(corpus: &Path) -> BTreeMap<(String, String), String> {
     use arrow::array::AsArray;
@@ -154,12 +164,7 @@ fn seven_nights_appended_equal_one_audit_of_everything() {
     let whole = dir.path().join("whole-store");
     ingest(&folders, &whole, &ingest_opts()).unwrap();
     let whole_corpus = dir.path().join("whole-corpus");
-    audit(
-        std::slice::from_ref(&whole),
-        &whole_corpus,
-        &audit_opts(&config, None),
-    )
-    .unwrap();
+    audit_store(&whole, &whole_corpus, &config, None).unwrap();
     let expected = dispositions(&whole_corpus);
     let expected_runs = live_runs(&whole);
 
@@ -180,12 +185,7 @@ fn seven_nights_appended_equal_one_audit_of_everything() {
         );
         superseded += generation.superseded_conversations;
         let night = dir.path().join(format!("nights/2026-12-{:02}", n + 1));
-        let s = audit(
-            std::slice::from_ref(&store),
-            &night,
-            &audit_opts(&config, Some(GenerationPick::Last)),
-        )
-        .unwrap();
+        let s = audit_store(&store, &night, &config, Some(GenerationPick::Last)).unwrap();
         assert_eq!(s.manifest.store_generation, Some(n as u32));
         latest.extend(dispositions(&night));
     }
@@ -223,12 +223,7 @@ fn seven_nights_appended_equal_one_audit_of_everything() {
 
     // An audit of the whole grown store is the audit of everything.
     let all = dir.path().join("all-of-store");
-    let s = audit(
-        std::slice::from_ref(&store),
-        &all,
-        &audit_opts(&config, None),
-    )
-    .unwrap();
+    let s = audit_store(&store, &all, &config, None).unwrap();
     assert_eq!(dispositions(&all), expected);
     assert_eq!(s.manifest.runs, expected_runs.len() as u64);
 
@@ -251,12 +246,7 @@ fn seven_nights_appended_equal_one_audit_of_everything() {
     assert_eq!(compacted.manifest.counts, grown.counts);
     assert_eq!(live_runs(&store), expected_runs);
     let after = dir.path().join("after-compaction");
-    audit(
-        std::slice::from_ref(&store),
-        &after,
-        &audit_opts(&config, None),
-    )
-    .unwrap();
+    audit_store(&store, &after, &config, None).unwrap();
     assert_eq!(dispositions(&after), expected);
     // The retired generations are still there for readers that opened the store before; the
     // next write removes them.
@@ -271,12 +261,7 @@ fn seven_nights_appended_equal_one_audit_of_everything() {
     assert!(!store.join("runs.parquet").exists() && !store.join("events").exists());
     compact(&store, &ingest_opts()).unwrap();
     let again = dir.path().join("after-two-compactions");
-    audit(
-        std::slice::from_ref(&store),
-        &again,
-        &audit_opts(&config, None),
-    )
-    .unwrap();
+    audit_store(&store, &again, &config, None).unwrap();
     assert_eq!(dispositions(&again), expected);
 }
 
@@ -287,22 +272,18 @@ fn a_night_corpus_finds_its_store_after_the_store_grew() {
     let store = dir.path().join("store");
     append(&folders[..1], &store, &ingest_opts()).unwrap();
     let first = dir.path().join("night-1");
-    audit(
-        std::slice::from_ref(&store),
-        &first,
-        &audit_opts(&config, Some(GenerationPick::Last)),
-    )
-    .unwrap();
+    audit_store(&store, &first, &config, Some(GenerationPick::Last)).unwrap();
     for folder in &folders[1..] {
         append(std::slice::from_ref(folder), &store, &ingest_opts()).unwrap();
     }
     let out = common::traceaudit(&["report", common::path_str(&first), "--by", "agent"]);
     assert_eq!(out.status, 0, "{}", out.stderr);
     // A generation the store does not have is refused by number.
-    let err = audit(
-        std::slice::from_ref(&store),
+    let err = audit_store(
+        &store,
         &dir.path().join("none"),
-        &audit_opts(&config, Some(GenerationPick::Number(99))),
+        &config,
+        Some(GenerationPick::Number(99)),
     )
     .err()
     .unwrap()
@@ -341,12 +322,7 @@ fn a_killed_append_leaves_the_store_as_it_was() {
     let store = dir.path().join("store");
     append(&folders[..3], &store, &ingest_opts()).unwrap();
     let before = dir.path().join("before");
-    audit(
-        std::slice::from_ref(&store),
-        &before,
-        &audit_opts(&config, None),
-    )
-    .unwrap();
+    audit_store(&store, &before, &config, None).unwrap();
     let expected = dispositions(&before);
     let manifest_before = std::fs::read(store.join("manifest.json")).unwrap();
 
@@ -367,7 +343,7 @@ fn a_killed_append_leaves_the_store_as_it_was() {
     };
     // How long a whole append takes, on a copy of the store.
     let probe = dir.path().join("probe");
-    copy_dir(&store, &probe);
+    common::copy_dir(&store, &probe);
     let started = std::time::Instant::now();
     let out = std::process::Command::new(bin)
         .args(args(&probe))
@@ -405,12 +381,7 @@ fn a_killed_append_leaves_the_store_as_it_was() {
         killed_early += 1;
         let check = dir.path().join("after-kill");
         let _ = std::fs::remove_dir_all(&check);
-        audit(
-            std::slice::from_ref(&store),
-            &check,
-            &audit_opts(&config, None),
-        )
-        .unwrap();
+        audit_store(&store, &check, &config, None).unwrap();
         assert_eq!(dispositions(&check), expected, "killed at {at:?}");
     }
     assert!(
@@ -434,19 +405,6 @@ fn a_killed_append_leaves_the_store_as_it_was() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(left, BTreeSet::from(["00001".to_string()]));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// Adding a store of the night's inputs (what the distributed ingest writes) gives the
@@ -492,12 +450,7 @@ fn a_night_ingested_apart_and_added_equals_the_night_appended() {
     for pick in [None, Some(GenerationPick::Last)] {
         let corpus = |store: &Path, name: &str| {
             let out = dir.path().join(format!("{name}-{}", pick.is_some()));
-            audit(
-                std::slice::from_ref(&store.to_path_buf()),
-                &out,
-                &audit_opts(&config, pick),
-            )
-            .unwrap();
+            audit_store(store, &out, &config, pick).unwrap();
             dispositions(&out)
         };
         assert_eq!(corpus(&by_store, "b"), corpus(&by_inputs, "a"), "{pick:?}");

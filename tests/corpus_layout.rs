@@ -12,7 +12,7 @@
 mod common;
 
 use clap::Parser;
-use common::{path_str, testdata, traceaudit as binary};
+use common::{copy_dir, path_str, testdata, traceaudit as binary};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -247,19 +247,6 @@ fn refusal(args: &[&str]) -> String {
     let out = binary(args);
     assert_eq!(out.status, 2, "{args:?}: {}", out.stderr);
     out.stderr
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn edit_manifest(corpus: &Path, edit: impl FnOnce(&mut serde_json::Value)) {

@@ -577,15 +577,8 @@ def ingest(
         fresh, skipped = traceaudit._native.fresh_inputs(paths, out)
         if not fresh:
             with open(os.path.join(out, "manifest.json"), encoding="utf-8") as f:
-                manifest = json.load(f)
-            manifest["appended"] = {
-                "generation": None,
-                "skipped_as_ingested": skipped,
-                "created": False,
-            }
-            return manifest
-        parent, base = os.path.split(out.rstrip("/"))
-        night = os.path.join(parent, f".{base}.night-{os.getpid()}-{time.time_ns()}")
+                return _appended(json.load(f), None, skipped, created=False)
+        night = _beside(out, "night")
         try:
             _ingest_on_cluster(fresh, night, format, cpus_per_task, part_bytes, shard_bytes, started)
             return json.loads(traceaudit._native.append_store(night, out, skipped))
@@ -597,12 +590,26 @@ def ingest(
         paths, out, format, cpus_per_task, part_bytes, shard_bytes, started
     )
     if append:
-        manifest["appended"] = {
-            "generation": manifest["generations"][-1],
-            "skipped_as_ingested": 0,
-            "created": True,
-        }
+        return _appended(manifest, manifest["generations"][-1], 0, created=True)
     return manifest
+
+
+def _appended(
+    manifest: Dict[str, Any], generation: Optional[Dict[str, Any]], skipped: int, *, created: bool
+) -> Dict[str, Any]:
+    """The store's manifest with the ``appended`` entry :func:`traceaudit.ingest` gives."""
+    manifest["appended"] = {
+        "generation": generation,
+        "skipped_as_ingested": skipped,
+        "created": created,
+    }
+    return manifest
+
+
+def _beside(out: str, what: str) -> str:
+    """A new scratch folder's path beside ``out`` (on its filesystem, so files move in)."""
+    parent, base = os.path.split(out.rstrip("/"))
+    return os.path.join(parent, f".{base}.{what}-{os.getpid()}-{time.time_ns()}")
 
 
 def _ingest_on_cluster(
@@ -630,8 +637,7 @@ def _ingest_on_cluster(
     keys = {int(r["index"]): list(r["keys"]) for r in keyed}
     sizes = [int(f["size"]) for f in plan["inputs"]]
     groups = _packed(_groups(count, keys), sizes, int(shard_bytes))
-    parent, base = os.path.split(out.rstrip("/"))
-    scratch = os.path.join(parent, f".{base}.shards-{os.getpid()}-{time.time_ns()}")
+    scratch = _beside(out, "shards")
     os.makedirs(scratch)
     try:
         items = [{"shard": s, "files": g} for s, g in enumerate(groups)]

@@ -98,6 +98,21 @@ impl Quarantined {
             ..Quarantined::dropped(file, locator, reason)
         }
     }
+
+    /// The note for a copy of run `run_id` (record `record` of `file`) that is skipped because
+    /// an earlier input (or the store being added to) holds the run.
+    pub fn duplicate_run(file: &str, record: u64, run_id: &str) -> Self {
+        Quarantined {
+            severity: Severity::Duplicate,
+            ..Quarantined::dropped(
+                file,
+                Locator::Record(record),
+                format!(
+                    "run {run_id:?} was already read from an earlier input; this copy is skipped"
+                ),
+            )
+        }
+    }
 }
 
 /// Where an adapter puts what it reads.

@@ -84,44 +84,64 @@ pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
             created: false,
         });
     }
+    add_generation(out, &store, skipped, started, |dir| {
+        let (known_runs, index) = live_index(&store)?;
+        let mut continued = Continued::default();
+        let mut copy = |writer: &mut StoreWriter, seen: &HashMap<String, u64>| {
+            continued.copy(&store, &index, writer, seen)
+        };
+        let written = ingest_into(
+            &fresh,
+            dir,
+            opts,
+            None,
+            None,
+            Some(Extension {
+                first_input: store.manifest.inputs.len() as u32,
+                known_runs,
+                before_finish: &mut copy,
+            }),
+            started,
+        )?;
+        Ok((written.manifest, continued))
+    })
+}
+
+/// The next generation's number and folder (relative to the store's root, and as a path),
+/// created empty.
+fn next_generation_dir(out: &Path, store: &Store) -> io::Result<(u32, String, PathBuf)> {
     let number = store.last_generation() + 1;
     let rel = generations::relative_dir(number);
     let dir = out.join(&rel);
     std::fs::create_dir_all(&dir).map_err(|e| atomic::with_path(e, "cannot create", &dir))?;
+    Ok((number, rel, dir))
+}
 
-    let (known_runs, index) = live_index(&store)?;
-    let mut continued = Continued::default();
-    let mut copy = |writer: &mut StoreWriter, seen: &HashMap<String, u64>| {
-        continued.copy(&store, &index, writer, seen)
-    };
-    let written = ingest_into(
-        &fresh,
-        &dir,
-        opts,
-        None,
-        None,
-        Some(Extension {
-            first_input: store.manifest.inputs.len() as u32,
-            known_runs,
-            before_finish: &mut copy,
-        }),
-        started,
-    );
-    let written = match written {
-        Ok(w) => w,
+/// Add a generation to the store at `out`: `write` fills its new folder and gives the manifest
+/// its own ingest made and the conversations it continues; then the generation is committed.
+/// A folder `write` fails in is removed at once (nothing names it).
+fn add_generation(
+    out: &Path,
+    store: &Store,
+    skipped: u64,
+    started: Instant,
+    write: impl FnOnce(&Path) -> io::Result<(StoreManifest, Continued)>,
+) -> io::Result<AppendSummary> {
+    let (number, rel, dir) = next_generation_dir(out, store)?;
+    let (own, continued) = match write(&dir) {
+        Ok(written) => written,
         Err(e) => {
-            // Nothing names the folder; removed now rather than by the next append.
             let _ = std::fs::remove_dir_all(&dir);
             return Err(e);
         }
     };
     commit_generation(
         out,
-        &store,
+        store,
         NewGeneration {
             number,
             rel,
-            own: written.manifest,
+            own,
             continued,
             skipped,
         },
@@ -225,14 +245,10 @@ pub fn append_store(
             ),
         ));
     }
-    let number = store.last_generation() + 1;
-    let rel = generations::relative_dir(number);
-    let dir = out.join(&rel);
-    std::fs::create_dir_all(&dir).map_err(|e| atomic::with_path(e, "cannot create", &dir))?;
-    let written = (|| {
+    add_generation(out, &store, skipped, started, |dir| {
         let (known_runs, index) = live_index(&store)?;
         let first_input = store.manifest.inputs.len() as u32;
-        let mut writer = StoreWriter::create(&dir, night_store.parts, super::store_spec())?;
+        let mut writer = StoreWriter::create(dir, night_store.parts, super::store_spec())?;
         let mut own = Copied::default();
         let mut seen: HashMap<String, u64> = HashMap::new();
         let mut quarantine: Vec<u8> = match std::fs::read(night.join("quarantine.jsonl")) {
@@ -248,16 +264,7 @@ pub fn append_store(
             let dropped = held_runs(&runs, &known_runs)?;
             for (run, source, record) in &dropped {
                 duplicates += 1;
-                let q = crate::ingest::Quarantined {
-                    file: source.clone(),
-                    locator: crate::ingest::Locator::Record(*record),
-                    severity: crate::ingest::Severity::Duplicate,
-                    reason: format!(
-                        "run {run:?} was already read from an earlier input; this copy is \
-                         skipped"
-                    ),
-                    format: None,
-                };
+                let q = crate::ingest::Quarantined::duplicate_run(source, *record, run);
                 super::writer::write_quarantine(&mut quarantine, &q)?;
             }
             let dropped: HashSet<String> = dropped.into_iter().map(|d| d.0).collect();
@@ -277,7 +284,7 @@ pub fn append_store(
         continued.copy(&store, &index, &mut writer, &seen)?;
         writer.finish()?;
         let split = crate::store::split::split_large_parts(
-            &dir,
+            dir,
             night_store.parts,
             super::ingest::part_rows(opts.part_rows),
         )?;
@@ -293,26 +300,7 @@ pub fn append_store(
         c.landings = own.landings;
         c.duplicate_runs += duplicates;
         Ok((manifest, continued))
-    })();
-    let (own, continued) = match written {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(e);
-        }
-    };
-    commit_generation(
-        out,
-        &store,
-        NewGeneration {
-            number,
-            rel,
-            own,
-            continued,
-            skipped,
-        },
-        started,
-    )
+    })
 }
 
 /// The inputs of `inputs` (files and folders, as `ingest` takes them) that the store at `store`
@@ -322,7 +310,7 @@ pub fn fresh_inputs(inputs: &[PathBuf], store: &Path) -> io::Result<(Vec<InputFi
     if !store.join("manifest.json").is_file() {
         return Ok((found.files, 0));
     }
-    let manifest = Store::open(store)?.manifest;
+    let manifest = StoreManifest::read(store)?;
     let (fresh, skipped) = not_yet_ingested(found, &manifest)?;
     Ok((fresh.files, skipped))
 }
@@ -720,10 +708,7 @@ pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
     let store = open_for_writing(dir)?;
     let before = generations::entries(&store.manifest);
     let superseded_dropped: u64 = store.generations().map(|g| g.superseded.len() as u64).sum();
-    let number = store.last_generation() + 1;
-    let rel = generations::relative_dir(number);
-    let out = dir.join(&rel);
-    std::fs::create_dir_all(&out).map_err(|e| atomic::with_path(e, "cannot create", &out))?;
+    let (number, rel, out) = next_generation_dir(dir, &store)?;
     let input_bytes: u64 = store
         .manifest
         .inputs

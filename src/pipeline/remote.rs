@@ -73,6 +73,17 @@ pub fn write_to_bucket<T>(out: &Path, job: impl FnOnce(&Path) -> io::Result<T>) 
     Ok(value)
 }
 
+/// The URL `path` as a prefix (ending in `/`): a corpus, store or folder of nights is read as
+/// the objects under it, named with or without the slash.
+fn as_prefix(path: &Path) -> String {
+    let url = path.to_str().unwrap_or("");
+    if url.ends_with('/') {
+        url.to_string()
+    } else {
+        format!("{url}/")
+    }
+}
+
 /// A local copy of the corpus, store or folder of nights at `path`: `path` itself, or for a URL
 /// a fetched copy that lives as long as the returned folder.
 #[cfg(feature = "reports")]
@@ -80,12 +91,7 @@ pub fn readable(path: &Path) -> io::Result<(PathBuf, Option<TempFolder>)> {
     if !is_url(path) {
         return Ok((path.to_path_buf(), None));
     }
-    let url = path.to_str().unwrap_or("");
-    let url = if url.ends_with('/') {
-        url.to_string()
-    } else {
-        format!("{url}/")
-    };
+    let url = as_prefix(path);
     let prefix = Prefix::open(&url)?;
     let temp = TempFolder::new("read")?;
     // The copy keeps the prefix's own name: reports name nights and corpora by their folder.
@@ -115,12 +121,7 @@ pub fn fetched_store(
     pick: Option<crate::store::generations::Pick>,
 ) -> io::Result<Option<(PathBuf, TempFolder)>> {
     use crate::store::generations;
-    let url = input.to_str().unwrap_or("");
-    let url = if url.ends_with('/') {
-        url.to_string()
-    } else {
-        format!("{url}/")
-    };
+    let url = as_prefix(input);
     let prefix = Prefix::open(&url)?;
     let objects: std::collections::HashMap<String, object::Remote> =
         prefix.objects()?.into_iter().collect();

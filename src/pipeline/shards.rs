@@ -16,7 +16,7 @@
 use super::ingest::{ingest_found, parts_for, IngestOptions, IngestSummary, Shard};
 use super::inputs::{find_inputs, FoundInputs, InputFile};
 use super::writer::{write_quarantine, write_skipped};
-use crate::ingest::{read_file, Format, Input, Locator, Quarantined, Severity, Sink};
+use crate::ingest::{read_file, Format, Input, Quarantined, Sink};
 use crate::model::Conversation;
 use crate::store::atomic::{self, write_file, AtomicDir};
 use crate::store::parquet_file::ParquetFile;
@@ -566,16 +566,11 @@ pub fn merge_shards(
     for c in &duplicates {
         write_quarantine(
             &mut quarantine,
-            &Quarantined {
-                file: plan.inputs[c.origin.0 as usize].display.clone(),
-                locator: Locator::Record(c.origin.1),
-                severity: Severity::Duplicate,
-                reason: format!(
-                    "run {:?} was already read from an earlier input; this copy is skipped",
-                    c.run_id
-                ),
-                format: None,
-            },
+            &Quarantined::duplicate_run(
+                &plan.inputs[c.origin.0 as usize].display,
+                c.origin.1,
+                &c.run_id,
+            ),
         )?;
     }
     quarantine.flush()?;

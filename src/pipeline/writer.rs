@@ -288,15 +288,7 @@ impl Writer<'_> {
         }
         for run_id in skipped {
             self.counts.duplicate_runs += 1;
-            let q = Quarantined {
-                file: self.displays[i].clone(),
-                locator: Locator::Record(record),
-                severity: Severity::Duplicate,
-                reason: format!(
-                    "run {run_id:?} was already read from an earlier input; this copy is skipped"
-                ),
-                format: None,
-            };
+            let q = Quarantined::duplicate_run(&self.displays[i], record, &run_id);
             result = result.and(write_quarantine(&mut self.quarantine, &q));
         }
         let origin = Origin {

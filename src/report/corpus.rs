@@ -20,8 +20,7 @@ pub struct CorpusDir {
     pub layout: Layout,
     /// Its store fetched from object storage, when the corpus names one there (fetched on
     /// first use, removed with the corpus value); `Err` says why it could not be.
-    fetched_store:
-        std::sync::OnceLock<Result<(PathBuf, crate::pipeline::remote::TempFolder), String>>,
+    fetched_store: std::sync::OnceLock<io::Result<(PathBuf, crate::pipeline::remote::TempFolder)>>,
 }
 
 /// Polars errors as I/O errors, the crate's error currency, marked as Polars' (see
@@ -270,15 +269,7 @@ impl CorpusDir {
             }
         }
         Err(match other {
-            Some((found, why)) => io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the store at {} is not the one {} was audited from ({why}); its runs are \
-                     not used",
-                    found.display(),
-                    self.dir.display()
-                ),
-            ),
+            Some((found, why)) => self.not_its_store(&found, &why),
             None => io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
@@ -290,44 +281,59 @@ impl CorpusDir {
         })
     }
 
-    /// The corpus's store in object storage, fetched once (the generation it audited, or the
-    /// whole store) and checked to be the one the corpus recorded.
+    /// The store found at `found` refused: not the one the corpus recorded (`why`).
+    fn not_its_store(&self, found: &Path, why: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the store at {} is not the one {} was audited from ({why}); its runs are not \
+                 used",
+                found.display(),
+                self.dir.display()
+            ),
+        )
+    }
+
+    /// The corpus's store in object storage, fetched and checked to be the one the corpus
+    /// recorded, once (the generation it audited, or the whole store).
     fn store_in_bucket(&self, url: &Path) -> io::Result<PathBuf> {
         let fetched = self.fetched_store.get_or_init(|| {
             let pick = self.manifest["store_generation"]
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
                 .map(crate::store::generations::Pick::Number);
-            match crate::pipeline::remote::fetched_store(url, pick) {
-                Ok(Some(copy)) => Ok(copy),
-                Ok(None) => Err(format!(
-                    "the store of {} is not at {} (manifest field `store`): it holds no store's \
-                     manifest",
-                    self.dir.display(),
-                    url.display()
-                )),
-                Err(e) => Err(format!(
-                    "the store of {} cannot be read from {}: {e}",
-                    self.dir.display(),
-                    url.display()
-                )),
-            }
+            let copy = match crate::pipeline::remote::fetched_store(url, pick) {
+                Ok(Some(copy)) => copy,
+                Ok(None) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "the store of {} is not at {} (manifest field `store`): it holds no \
+                             store's manifest",
+                            self.dir.display(),
+                            url.display()
+                        ),
+                    ))
+                }
+                Err(e) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "the store of {} cannot be read from {}: {e}",
+                            self.dir.display(),
+                            url.display()
+                        ),
+                    ))
+                }
+            };
+            self.is_recorded_store(&copy.0)
+                .map_err(|why| self.not_its_store(url, &why))?;
+            Ok(copy)
         });
-        let (local, _) = fetched
-            .as_ref()
-            .map_err(|why| io::Error::new(io::ErrorKind::NotFound, why.clone()))?;
-        self.is_recorded_store(local).map_err(|why| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the store at {} is not the one {} was audited from ({why}); its runs are \
-                     not used",
-                    url.display(),
-                    self.dir.display()
-                ),
-            )
-        })?;
-        Ok(local.clone())
+        match fetched {
+            Ok((local, _)) => Ok(local.clone()),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        }
     }
 
     /// Is the store at `dir` the one the corpus manifest recorded? `Err` says how it differs.

@@ -144,15 +144,7 @@ pub fn part_names(entry: &GenerationEntry) -> Vec<String> {
 /// store: its parts are not its generations' parts in order, a folder is not one of ours, or
 /// a superseded list cannot be read.
 pub fn resolve(dir: &Path, manifest: &StoreManifest) -> io::Result<Vec<GenerationFiles>> {
-    let refuse = |why: String| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{} is not a whole store: {why}; ingest its inputs again",
-                dir.display()
-            ),
-        )
-    };
+    let refuse = |why: String| not_whole(dir, why);
     let list = entries(manifest);
     let mut files: Vec<GenerationFiles> = Vec::with_capacity(list.len());
     let mut expected_parts: Vec<String> = Vec::new();
@@ -227,6 +219,17 @@ pub fn resolve(dir: &Path, manifest: &StoreManifest) -> io::Result<Vec<Generatio
         }
     }
     Ok(files)
+}
+
+/// The store at `dir` refused as not whole, saying why (kind `InvalidData`).
+pub fn not_whole(dir: &Path, why: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{} is not a whole store: {why}; ingest its inputs again",
+            dir.display()
+        ),
+    )
 }
 
 /// One line of a generation's superseded list.

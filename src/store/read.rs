@@ -283,15 +283,7 @@ fn listed_parts(
     manifest: &StoreManifest,
     only: Option<u32>,
 ) -> io::Result<Vec<GenerationFiles>> {
-    let refuse = |why: String| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{} is not a whole store: {why}; ingest its inputs again",
-                dir.display()
-            ),
-        )
-    };
+    let refuse = |why: String| super::generations::not_whole(dir, why);
     if manifest.parts.is_empty() {
         return Err(refuse("its manifest lists no part".into()));
     }
@@ -383,23 +375,24 @@ impl Store {
     /// The store at `dir`, every generation of it checked to be whole (each listed file there
     /// and looking like Parquet).
     pub fn open(dir: &Path) -> io::Result<Store> {
-        Store::open_checked(dir, None)
+        Store::open_checked(dir, None).map(|(store, _)| store)
     }
 
     /// Generation `pick` of the store at `dir`, as [`Store::only_generation`] gives it, with
     /// only that generation's files checked (and needed): a copy of a store that holds the
     /// manifest and one generation's files opens. Its number is returned too.
     pub fn open_generation(dir: &Path, pick: super::generations::Pick) -> io::Result<(Store, u32)> {
-        let manifest = super::StoreManifest::read(dir)?;
-        let last = super::generations::entries(&manifest)
-            .last()
-            .map_or(0, |g| g.number);
-        let number = pick.number(last);
-        let store = Store::open_checked(dir, Some(number))?.only_generation(number)?;
-        Ok((store, number))
+        let (store, number) = Store::open_checked(dir, Some(pick))?;
+        let number = number.unwrap_or_default();
+        Ok((store.only_generation(number)?, number))
     }
 
-    fn open_checked(dir: &Path, only: Option<u32>) -> io::Result<Store> {
+    /// The store at `dir`, with every generation checked, or only the one `pick` names (its
+    /// number returned).
+    fn open_checked(
+        dir: &Path,
+        pick: Option<super::generations::Pick>,
+    ) -> io::Result<(Store, Option<u32>)> {
         if !dir.join("manifest.json").exists() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -425,6 +418,12 @@ impl Store {
                 ),
             ));
         }
+        let only = pick.map(|p| {
+            let last = super::generations::entries(&manifest)
+                .last()
+                .map_or(0, |g| g.number);
+            p.number(last)
+        });
         let generations = listed_parts(dir, &manifest, only)?;
         let store = Store {
             dir: dir.to_path_buf(),
@@ -444,7 +443,7 @@ impl Store {
                 store.refuse_runs_past_the_parts(generation)?;
             }
         }
-        Ok(store)
+        Ok((store, only))
     }
 
     /// The store as generation `number` wrote it: its parts only (numbered from 0), every
@@ -578,20 +577,7 @@ impl Store {
         let path = generation.files.part_path(local);
         let metadata = load_checked(&path, &crate::store::schema::events_schema())?;
         let mut events = Vec::new();
-        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
-            ParquetFile::open(&path)?,
-            metadata.clone(),
-        )
-        .with_batch_size(1024);
-        if let Some(only) = &only_shared {
-            builder = builder.with_row_filter(conversation_filter(
-                metadata.parquet_schema(),
-                only.clone(),
-            )?);
-        }
-        let reader = builder.build().map_err(|e| corrupt(&path, e))?;
-        for batch in reader {
-            let batch = batch.map_err(|e| corrupt(&path, e))?;
+        for batch in read_row_groups_of(&path, &metadata, |_| true, &[], only_shared.as_ref())? {
             let ids = col::<StringArray>(&batch, "conversation_id")?;
             let mask: BooleanArray = ids.iter().map(|id| Some(id.is_some_and(keep))).collect();
             let kept = arrow::compute::filter_record_batch(&batch, &mask).map_err(to_io)?;
