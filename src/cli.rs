@@ -490,9 +490,14 @@ pub fn append_summary_text(summary: &crate::pipeline::append::AppendSummary) -> 
         seconds: g.seconds,
         ..m.clone()
     };
+    let replaced = match g.replaced_runs {
+        0 => String::new(),
+        n => format!("; {n} run(s) stored cut off replaced by longer copies"),
+    };
     format!(
         "{}{skipped}generation       {}: {} new conversation(s), {} continued from earlier \
-         generations ({} runs copied with them, superseding their earlier rows)\n{totals}",
+         generations ({} runs copied with them, superseding their earlier rows{replaced})\n\
+         {totals}",
         ingest_summary_text(&own),
         g.number,
         g.new_conversations,

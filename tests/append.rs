@@ -500,3 +500,102 @@ fn testdata_appended_twice_adds_nothing_the_second_time() {
     );
     assert_eq!(again.manifest.counts, first.manifest.counts);
 }
+
+/// A log read while it was still being written, then whole: night 1 holds the first half of
+/// every file (its last run cut off), night 2 the same files whole. The whole copies of the
+/// cut-off runs replace the stored ones, by either way of appending, and the latest dispositions
+/// are one audit of the whole files.
+#[test]
+fn a_log_read_cut_off_then_whole_keeps_the_whole_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("generated");
+    let mut opts = GenOptions::new(GenFormat::Agentfootprint, 5);
+    opts.runs = Some(80);
+    opts.rates.result_bytes_max = 2_000;
+    gen::generate(&opts, &corpus).expect("generate");
+    let config = corpus.join(gen::CONFIG_FILE);
+    let (half, whole) = (dir.path().join("night-1"), dir.path().join("night-2"));
+    std::fs::create_dir_all(&half).unwrap();
+    std::fs::create_dir_all(&whole).unwrap();
+    for entry in std::fs::read_dir(corpus.join(gen::INPUT_DIR)).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let cut: String = lines[..lines.len() / 2]
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let name = path.file_name().unwrap();
+        std::fs::write(half.join(name), cut).unwrap();
+        std::fs::write(whole.join(name), &text).unwrap();
+    }
+
+    let once = dir.path().join("once");
+    ingest(std::slice::from_ref(&whole), &once, &ingest_opts()).unwrap();
+    let once_corpus = dir.path().join("once-corpus");
+    audit_store(&once, &once_corpus, &config, None).unwrap();
+    let expected = dispositions(&once_corpus);
+    let once_counts = Store::open(&once).unwrap().manifest.counts;
+
+    // By inputs (`ingest --append`), and by a night's store (the distributed ingest's way).
+    let (by_inputs, by_store) = (dir.path().join("a"), dir.path().join("b"));
+    for store in [&by_inputs, &by_store] {
+        append(std::slice::from_ref(&half), store, &ingest_opts()).unwrap();
+    }
+    let first = dispositions_of(&by_inputs, &config, dir.path(), "first");
+    let got = append(std::slice::from_ref(&whole), &by_inputs, &ingest_opts()).unwrap();
+    let night = dir.path().join("night-2-store");
+    ingest(std::slice::from_ref(&whole), &night, &ingest_opts()).unwrap();
+    let by_night = traceaudit::append_store(&night, &by_store, 0, &ingest_opts()).unwrap();
+
+    let generation = got.generation.clone().unwrap();
+    assert!(generation.replaced_runs > 0, "{generation:?}");
+    assert_eq!((generation.replaced_runs, generation.copied_runs), {
+        let g = by_night.generation.clone().unwrap();
+        (g.replaced_runs, g.copied_runs)
+    });
+    for store in [&by_inputs, &by_store] {
+        let counts = Store::open(store).unwrap().manifest.counts;
+        assert_eq!(
+            (
+                counts.runs,
+                counts.events,
+                counts.landings,
+                counts.user_turn_runs
+            ),
+            (
+                once_counts.runs,
+                once_counts.events,
+                once_counts.landings,
+                once_counts.user_turn_runs
+            ),
+            "{}",
+            store.display()
+        );
+        assert_eq!(live_runs(store), live_runs(&once));
+        let mut latest = first.clone();
+        latest.extend(dispositions_of(store, &config, dir.path(), "last"));
+        assert_eq!(latest, expected, "{}", store.display());
+        // Compaction keeps the whole copies (its own count check included).
+        compact(store, &ingest_opts()).unwrap();
+        assert_eq!(
+            dispositions_of(store, &config, dir.path(), "compacted"),
+            expected
+        );
+    }
+}
+
+/// The dispositions of an audit of `store`'s last generation (`what` names its corpus), or
+/// of all of it once compacted.
+fn dispositions_of(
+    store: &Path,
+    config: &Path,
+    dir: &Path,
+    what: &str,
+) -> BTreeMap<(String, String), String> {
+    let name = store.file_name().unwrap().to_string_lossy();
+    let out = dir.join(format!("corpus-{name}-{what}"));
+    let pick = (what != "compacted").then_some(GenerationPick::Last);
+    audit_store(store, &out, config, pick).unwrap();
+    dispositions(&out)
+}

@@ -87,9 +87,10 @@ pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
     add_generation(out, &store, skipped, started, |dir| {
         let (known_runs, index) = live_index(&store)?;
         let mut continued = Continued::default();
-        let mut copy = |writer: &mut StoreWriter, seen: &HashMap<String, u64>| {
-            continued.copy(&store, &index, writer, seen)
-        };
+        let mut copy =
+            |writer: &mut StoreWriter, seen: &HashMap<String, u64>, replaced: &HashSet<String>| {
+                continued.copy(&store, &index, writer, seen, replaced)
+            };
         let written = ingest_into(
             &fresh,
             dir,
@@ -186,6 +187,7 @@ fn commit_generation(
         superseded_conversations: superseded,
         copied_runs: new.continued.copied.runs,
         copied_events: new.continued.copied.events,
+        replaced_runs: new.continued.replaced.runs,
         skipped_as_ingested: new.skipped,
         compacted_from: Vec::new(),
         counts: own.counts.clone(),
@@ -196,7 +198,12 @@ fn commit_generation(
     manifest.store_schema_version = crate::store::schema::STORE_SCHEMA_VERSION;
     manifest.parts.extend(generations::part_names(&entry));
     manifest.inputs.extend(own.inputs);
-    manifest.counts = grown(&store.manifest.counts, &own.counts, &entry);
+    manifest.counts = grown(
+        &store.manifest.counts,
+        &own.counts,
+        &entry,
+        &new.continued.replaced,
+    );
     manifest.seconds += started.elapsed().as_secs_f64();
     manifest.retired.clear();
     let mut list = generations::entries(&store.manifest);
@@ -246,7 +253,8 @@ pub fn append_store(
         ));
     }
     add_generation(out, &store, skipped, started, |dir| {
-        let (known_runs, index) = live_index(&store)?;
+        let (mut known_runs, index) = live_index(&store)?;
+        let mut replaced: HashSet<String> = HashSet::new();
         let first_input = store.manifest.inputs.len() as u32;
         let mut writer = StoreWriter::create(dir, night_store.parts, super::store_spec())?;
         let mut own = Copied::default();
@@ -261,15 +269,19 @@ pub fn append_store(
             let (runs, events) = night_store.raw_part(part, None)?;
             let runs = concat(&runs, crate::store::schema::runs_schema())?;
             let events = concat(&events, crate::store::schema::events_schema())?;
-            let dropped = held_runs(&runs, &known_runs)?;
+            let (dropped, longer) = held_runs(&runs, &known_runs)?;
+            for run in longer {
+                known_runs.remove(&run);
+                replaced.insert(run);
+            }
             for (run, source, record) in &dropped {
                 duplicates += 1;
                 let q = crate::ingest::Quarantined::duplicate_run(source, *record, run);
                 super::writer::write_quarantine(&mut quarantine, &q)?;
             }
             let dropped: HashSet<String> = dropped.into_iter().map(|d| d.0).collect();
-            let runs = without_runs(&runs, &dropped)?;
-            let events = without_runs(&events, &dropped)?;
+            let runs = only_runs(&runs, &dropped, false)?;
+            let events = only_runs(&events, &dropped, false)?;
             let runs = shifted_inputs(&runs, first_input)?;
             let ids = runs
                 .column_by_name("conversation_id")
@@ -281,7 +293,7 @@ pub fn append_store(
             distribute(&mut writer, &[runs], &[events], &mut own)?;
         }
         let mut continued = Continued::default();
-        continued.copy(&store, &index, &mut writer, &seen)?;
+        continued.copy(&store, &index, &mut writer, &seen, &replaced)?;
         writer.finish()?;
         let split = crate::store::split::split_large_parts(
             dir,
@@ -315,10 +327,15 @@ pub fn fresh_inputs(inputs: &[PathBuf], store: &Path) -> io::Result<(Vec<InputFi
     Ok((fresh.files, skipped))
 }
 
-/// The runs of `runs` whose ids are in `held`: (run id, source, record index).
-fn held_runs(runs: &RecordBatch, held: &HashSet<String>) -> io::Result<Vec<(String, String, u64)>> {
+/// The runs of `runs` that `held` holds already: those to drop as duplicates (run id, source,
+/// record index), and those that replace the held copy (they have more events).
+#[allow(clippy::type_complexity)]
+fn held_runs(
+    runs: &RecordBatch,
+    held: &HashMap<String, u32>,
+) -> io::Result<(Vec<(String, String, u64)>, Vec<String>)> {
     if runs.num_rows() == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let text = |name: &str| {
         runs.column_by_name(name)
@@ -330,30 +347,40 @@ fn held_runs(runs: &RecordBatch, held: &HashSet<String>) -> io::Result<Vec<(Stri
         .column_by_name("record_index")
         .and_then(|c| c.as_primitive_opt::<arrow::datatypes::UInt64Type>())
         .ok_or_else(|| io::Error::other("runs have no `record_index` column"))?;
-    Ok((0..runs.num_rows())
-        .filter(|&i| held.contains(ids.value(i)))
-        .map(|i| {
-            (
+    let events = runs
+        .column_by_name("events")
+        .and_then(|c| c.as_primitive_opt::<UInt32Type>())
+        .ok_or_else(|| io::Error::other("runs have no `events` column"))?;
+    let (mut dropped, mut longer) = (Vec::new(), Vec::new());
+    for i in 0..runs.num_rows() {
+        let Some(&stored) = held.get(ids.value(i)) else {
+            continue;
+        };
+        if events.value(i) > stored {
+            longer.push(ids.value(i).to_string());
+        } else {
+            dropped.push((
                 ids.value(i).to_string(),
                 sources.value(i).to_string(),
                 records.value(i),
-            )
-        })
-        .collect())
+            ));
+        }
+    }
+    Ok((dropped, longer))
 }
 
-/// `batch` without the rows of the runs in `dropped`.
-fn without_runs(batch: &RecordBatch, dropped: &HashSet<String>) -> io::Result<RecordBatch> {
-    if dropped.is_empty() {
+/// The rows of `batch` of the runs in `ids` (`inside`), or of the others.
+fn only_runs(batch: &RecordBatch, ids: &HashSet<String>, inside: bool) -> io::Result<RecordBatch> {
+    if ids.is_empty() && !inside {
         return Ok(batch.clone());
     }
-    let ids = batch
+    let column = batch
         .column_by_name("run_id")
         .and_then(|c| c.as_string_opt::<i32>())
         .ok_or_else(|| io::Error::other("rows have no `run_id` column"))?;
-    let mask: BooleanArray = ids
+    let mask: BooleanArray = column
         .iter()
-        .map(|id| Some(!id.is_some_and(|id| dropped.contains(id))))
+        .map(|id| Some(id.is_some_and(|id| ids.contains(id)) == inside))
         .collect();
     arrow::compute::filter_record_batch(batch, &mask).map_err(crate::store::write::to_io)
 }
@@ -507,14 +534,15 @@ fn not_yet_ingested(
     ))
 }
 
-/// The live run ids of a store, and the part holding each live conversation.
-fn live_index(store: &Store) -> io::Result<(HashSet<String>, HashMap<String, u32>)> {
+/// The live runs of a store with the events each holds, and the part holding each live
+/// conversation.
+fn live_index(store: &Store) -> io::Result<(HashMap<String, u32>, HashMap<String, u32>)> {
     let keys = store.run_keys()?;
-    let mut runs = HashSet::with_capacity(keys.len());
+    let mut runs = HashMap::with_capacity(keys.len());
     let mut conversations = HashMap::new();
-    for (run, conversation, part) in keys {
-        conversations.entry(conversation).or_insert(part);
-        runs.insert(run);
+    for key in keys {
+        conversations.entry(key.conversation_id).or_insert(key.part);
+        runs.insert(key.run_id, key.events);
     }
     Ok((runs, conversations))
 }
@@ -547,22 +575,27 @@ impl Copied {
     }
 }
 
-/// The conversations a generation continues: their stored rows are copied into it.
+/// The conversations a generation continues: their stored rows are copied into it, but for
+/// the runs it holds longer copies of.
 #[derive(Default)]
 struct Continued {
     lines: Vec<SupersededLine>,
     copied: Copied,
+    /// The stored rows of the runs replaced by longer copies (left behind, superseded).
+    replaced: Copied,
 }
 
 impl Continued {
     /// Copy into `writer` the stored rows of every conversation of `seen` (the new
-    /// generation's) that the store holds, a source part at a time.
+    /// generation's) that the store holds, a source part at a time, leaving out the runs of
+    /// `replaced` (the generation holds them again, longer).
     fn copy(
         &mut self,
         store: &Store,
         index: &HashMap<String, u32>,
         writer: &mut StoreWriter,
         seen: &HashMap<String, u64>,
+        replaced: &HashSet<String>,
     ) -> io::Result<()> {
         let mut by_part: BTreeMap<u32, std::collections::HashSet<String>> = BTreeMap::new();
         for id in seen.keys() {
@@ -576,6 +609,20 @@ impl Continued {
             .collect();
         for (part, ids) in by_part {
             let (runs, events) = store.raw_part(part, Some(&ids))?;
+            let (runs, events) = if replaced.is_empty() {
+                (runs, events)
+            } else {
+                let runs = concat(&runs, crate::store::schema::runs_schema())?;
+                let events = concat(&events, crate::store::schema::events_schema())?;
+                self.replaced.count(
+                    &only_runs(&runs, replaced, true)?,
+                    &only_runs(&events, replaced, true)?,
+                )?;
+                (
+                    vec![only_runs(&runs, replaced, false)?],
+                    vec![only_runs(&events, replaced, false)?],
+                )
+            };
             distribute(writer, &runs, &events, &mut self.copied)?;
             let generation = numbers
                 .iter()
@@ -659,16 +706,16 @@ fn concat(batches: &[RecordBatch], schema: arrow::datatypes::SchemaRef) -> io::R
 
 /// The store's counts once generation `entry`, whose own ingest counted `own`, is added: its
 /// conversations counted once (those it continues were counted before), the rows it copied
-/// counted where they are now.
-fn grown(before: &Counts, own: &Counts, entry: &GenerationEntry) -> Counts {
+/// counted where they are now, the stored rows of the runs it `replaced` no longer.
+fn grown(before: &Counts, own: &Counts, entry: &GenerationEntry, replaced: &Copied) -> Counts {
     Counts {
         files: before.files + own.files,
         bytes: before.bytes + own.bytes,
         conversations: before.conversations + entry.new_conversations,
-        runs: before.runs + own.runs,
-        user_turn_runs: before.user_turn_runs + own.user_turn_runs,
-        events: before.events + own.events,
-        landings: before.landings + own.landings,
+        runs: before.runs - replaced.runs + own.runs,
+        user_turn_runs: before.user_turn_runs - replaced.user_turn_runs + own.user_turn_runs,
+        events: before.events - replaced.events + own.events,
+        landings: before.landings - replaced.landings + own.landings,
         records_read: before.records_read + own.records_read,
         records_stored: before.records_stored + own.records_stored,
         records_quarantined: before.records_quarantined + own.records_quarantined,
@@ -765,6 +812,7 @@ pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
         superseded_conversations: 0,
         copied_runs: copied.runs,
         copied_events: copied.events,
+        replaced_runs: 0,
         skipped_as_ingested: 0,
         compacted_from: before.iter().map(|g| g.number).collect(),
         counts: counts.clone(),

@@ -142,15 +142,21 @@ pub(super) struct Written {
 }
 
 /// How an ingest adds a generation to a store ([`super::append`]): where its inputs' indices
-/// start in the store's list, the runs the store holds already (each skipped as a duplicate),
-/// and what to do once every input is read and before the parts are closed (copy in the
-/// stored rows of the conversations it continues).
+/// start in the store's list, the runs the store holds already with their stored events (a run
+/// read again is skipped as a duplicate, unless it now has more events: a log read while it
+/// was still being written, then whole), and what to do once every input is read and before
+/// the parts are closed (copy in the stored rows of the conversations it continues, but for
+/// the runs it replaced).
 pub(super) struct Extension<'a> {
     pub first_input: u32,
-    pub known_runs: HashSet<String>,
-    #[allow(clippy::type_complexity)]
-    pub before_finish: &'a mut dyn FnMut(&mut StoreWriter, &HashMap<String, u64>) -> io::Result<()>,
+    pub known_runs: HashMap<String, u32>,
+    pub before_finish: &'a mut BeforeFinish<'a>,
 }
+
+/// What an [`Extension`] does before the parts are closed, given the rows stored of each
+/// conversation and the held runs replaced by longer copies.
+pub(super) type BeforeFinish<'a> =
+    dyn FnMut(&mut StoreWriter, &HashMap<String, u64>, &HashSet<String>) -> io::Result<()> + 'a;
 
 /// Ingest the files `found` lists into the directory `dir` (the caller owns its atomicity and
 /// writes the manifest).
@@ -194,7 +200,7 @@ pub(super) fn ingest_into(
     let identity: Vec<u32> = (first_input..first_input + files.len() as u32).collect();
     let (known_runs, mut before_finish) = match extension {
         Some(e) => (e.known_runs, Some(e.before_finish)),
-        None => (HashSet::new(), None),
+        None => (HashMap::new(), None),
     };
     let mut writer = Writer {
         input_indices: shard.map_or(&identity, |s| s.indices),
@@ -215,7 +221,9 @@ pub(super) fn ingest_into(
             ..Counts::default()
         },
         entries: Vec::with_capacity(files.len()),
-        seen_runs: known_runs,
+        seen_runs: HashSet::new(),
+        held_runs: known_runs,
+        replaced_runs: HashSet::new(),
         seen_conversations: HashMap::new(),
         conversation_row_limit: opts.limits.conversation_rows,
         left_out: HashMap::new(),
@@ -242,7 +250,11 @@ pub(super) fn ingest_into(
         return Err(e);
     }
     if let Some(before_finish) = before_finish.as_mut() {
-        before_finish(&mut writer.store, &writer.seen_conversations)?;
+        before_finish(
+            &mut writer.store,
+            &writer.seen_conversations,
+            &writer.replaced_runs,
+        )?;
     }
     let (manifest, split) = writer.finish(found.skipped.len() as u64, started)?;
     if spool_dir.exists() {

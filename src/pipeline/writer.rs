@@ -90,7 +90,13 @@ pub(super) struct Writer<'a> {
     pub(super) sizes: &'a [u64],
     pub(super) counts: Counts,
     pub(super) entries: Vec<InputEntry>,
+    /// The runs stored so far by this ingest.
     pub(super) seen_runs: HashSet<String>,
+    /// The runs an earlier generation of the store holds, with their events: one read again is
+    /// a duplicate, unless it has more events (then it replaces the stored one).
+    pub(super) held_runs: HashMap<String, u32>,
+    /// The held runs replaced by a longer copy.
+    pub(super) replaced_runs: HashSet<String>,
     /// Rows (runs plus events) stored of each conversation so far.
     pub(super) seen_conversations: HashMap<String, u64>,
     /// [`crate::ingest::Limits::conversation_rows`], and what was left out of the
@@ -275,8 +281,22 @@ impl Writer<'_> {
             result = write_quarantine(&mut self.quarantine, &q);
         }
         let mut skipped = Vec::new();
+        let (seen, held, replaced) = (
+            &mut self.seen_runs,
+            &mut self.held_runs,
+            &mut self.replaced_runs,
+        );
         conversation.runs.retain(|r| {
-            let fresh = self.seen_runs.insert(r.run_id.clone());
+            let fresh = match held.get(&r.run_id) {
+                // Stored cut off (its log was still being written), now read whole.
+                Some(&stored) if r.events.len() as u64 > stored as u64 => {
+                    held.remove(&r.run_id);
+                    replaced.insert(r.run_id.clone());
+                    seen.insert(r.run_id.clone())
+                }
+                Some(_) => false,
+                None => seen.insert(r.run_id.clone()),
+            };
             if !fresh {
                 skipped.push(r.run_id.clone());
             }

@@ -56,6 +56,10 @@ pub struct GenerationEntry {
     pub copied_events: u64,
     /// Inputs given to the append that the store already held (the same SHA-256), not read
     /// again.
+    /// Runs stored cut off by an earlier generation (their log still being written) that
+    /// this one holds again with more events: the stored copies are left behind.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replaced_runs: u64,
     #[serde(default)]
     pub skipped_as_ingested: u64,
     /// The generations whose live rows a compaction rewrote into this one.
@@ -333,4 +337,8 @@ pub fn looks_like_store(dir: &Path) -> bool {
     dir.is_dir()
         && dir.join("manifest.json").is_file()
         && (dir.join("runs.parquet").is_file() || dir.join(GENERATIONS_DIR).is_dir())
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

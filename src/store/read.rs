@@ -33,6 +33,17 @@ pub struct RunRow {
     pub events: u32,
 }
 
+/// What [`Store::run_keys`] tells of one live run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunKey {
+    pub run_id: String,
+    pub conversation_id: String,
+    /// The part holding it, numbered across the store's generations.
+    pub part: u32,
+    /// How many events it holds.
+    pub events: u32,
+}
+
 fn col<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> io::Result<&'a T> {
     batch
         .column_by_name(name)
@@ -624,9 +635,10 @@ impl Store {
         Ok(rows)
     }
 
-    /// Every live run's id, its conversation's and its part (the store's number), read from
-    /// those three columns only: what an append needs to know of what the store holds.
-    pub fn run_keys(&self) -> io::Result<Vec<(String, String, u32)>> {
+    /// Every live run's key: its id, its conversation's, its part (the store's number) and how
+    /// many events it holds, read from those four columns only: what an append needs to know
+    /// of what the store holds.
+    pub fn run_keys(&self) -> io::Result<Vec<RunKey>> {
         let mut keys = Vec::new();
         for generation in &self.generations {
             let path = generation.files.runs_path();
@@ -636,23 +648,25 @@ impl Store {
                 .columns()
                 .iter()
                 .map(|c| c.name())
-                .filter(|n| !matches!(*n, "run_id" | "conversation_id" | "part"))
+                .filter(|n| !matches!(*n, "run_id" | "conversation_id" | "part" | "events"))
                 .collect();
             let superseded = &generation.files.superseded;
             for batch in read_row_groups(&path, metadata, |_| true, &others)? {
                 let runs = col::<StringArray>(&batch, "run_id")?;
                 let conversations = col::<StringArray>(&batch, "conversation_id")?;
                 let parts = col::<UInt32Array>(&batch, "part")?;
+                let events = col::<UInt32Array>(&batch, "events")?;
                 for i in 0..batch.num_rows() {
                     let conversation = conversations.value(i);
                     if superseded.contains(conversation) {
                         continue;
                     }
-                    keys.push((
-                        runs.value(i).to_string(),
-                        conversation.to_string(),
-                        parts.value(i) + generation.files.first_part,
-                    ));
+                    keys.push(RunKey {
+                        run_id: runs.value(i).to_string(),
+                        conversation_id: conversation.to_string(),
+                        part: parts.value(i) + generation.files.first_part,
+                        events: events.value(i),
+                    });
                 }
             }
         }
