@@ -59,16 +59,23 @@ def scan(files: list) -> pl.LazyFrame:
 def store_dir(corpus: pathlib.Path) -> pathlib.Path:
     """The store a corpus was audited from: `store/` inside it, else the manifest's `store`."""
     inside = corpus / "store"
-    if (inside / "runs.parquet").exists():
+    if (inside / "manifest.json").exists():
         return inside
     recorded = pathlib.Path(manifest(corpus)["store"])
     return recorded if recorded.is_absolute() else corpus.parent / recorded
 
 
+def store_runs(store: pathlib.Path) -> list:
+    """The runs files of a store written whole: one per part (`runs/`), or, written before
+    store schema 10, one `runs.parquet`."""
+    by_part = sorted((store / "runs").glob("part-*.parquet"))
+    return by_part or [store / "runs.parquet"]
+
+
 def fail_rates(corpus: pathlib.Path) -> pl.DataFrame:
     """checked-fail among checked runs, per check and model (the headline rate of the report)."""
     dispositions = scan(table_files(corpus, "dispositions"))
-    runs = scan([store_dir(corpus) / "runs.parquet"]).select("run_id", "model")
+    runs = scan(store_runs(store_dir(corpus))).select("run_id", "model")
     return (
         dispositions.join(runs, on="run_id", how="left")
         .with_columns(pl.col("model").fill_null("(unrecorded)"))
@@ -179,8 +186,9 @@ def check_documents(corpus: pathlib.Path) -> None:
             continue
         rows = check_table(name, files, columns)
         print(f"{name}: {rows} rows in {len(files)} file(s), {len(columns)} columns as documented")
-    rows = check_table("store runs", [store_dir(corpus) / "runs.parquet"], store_doc["runs"])
-    print(f"store runs.parquet: {rows} rows, {len(store_doc['runs'])} columns as documented")
+    files = store_runs(store_dir(corpus))
+    rows = check_table("store runs", files, store_doc["runs"])
+    print(f"store runs: {rows} rows in {len(files)} file(s), {len(store_doc['runs'])} columns as documented")
 
 
 def main() -> int:

@@ -95,7 +95,7 @@ for p in files("traceaudit.toml", "**/traceaudit.toml"):
 put("config", b'[evidence]\nmin_digits = 2\nshapes = [{ name = "t", pattern = "tkt-[0-9]+" }]\n')
 put("config", b'[[schemas]]\nagent = "a"\nschema_json = \'{"type":"object","required":["x"]}\'\nretries = 1\n')
 
-# read_store: a selector byte (0 the events part, 1 runs.parquet, 2 manifest.json) and the file
+# read_store: a selector byte (0 the events part, 1 its runs file, 2 manifest.json) and the file
 # of a store ingested from testdata by the traceaudit binary: TRACEAUDIT_CLI, or the debug build
 # in the main target directory. Without a binary these seeds are left out (the target then
 # starts from scratch).
@@ -113,7 +113,7 @@ if cli:
         out = os.path.join(tmp, "store")
         subprocess.run([cli, "ingest", str(root / "agentfootprint/ndjson"), "--quiet", "--out", out],
                        check=True, stdout=subprocess.DEVNULL)
-        for sel, name in enumerate(["events/part-00000.parquet", "runs.parquet", "manifest.json"]):
+        for sel, name in enumerate(["events/part-00000.parquet", "runs/part-00000.parquet", "manifest.json"]):
             put("read_store", bytes([sel]) + pathlib.Path(out, name).read_bytes())
     finally:
         shutil.rmtree(tmp)

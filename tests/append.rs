@@ -258,7 +258,7 @@ fn seven_nights_appended_equal_one_audit_of_everything() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(left, BTreeSet::from(["00007".to_string()]), "{left:?}");
-    assert!(!store.join("runs.parquet").exists() && !store.join("events").exists());
+    assert!(!store.join("runs").exists() && !store.join("events").exists());
     compact(&store, &ingest_opts()).unwrap();
     let again = dir.path().join("after-two-compactions");
     audit_store(&store, &again, &config, None).unwrap();
@@ -598,4 +598,82 @@ fn dispositions_of(
     let pick = (what != "compacted").then_some(GenerationPick::Last);
     audit_store(store, &out, config, pick).unwrap();
     dispositions(&out)
+}
+
+/// `store` (written whole by this engine) rewritten as store schema 9 laid it out: one
+/// `runs.parquet`, a row group per part, and a manifest without `runs_by_part`.
+fn as_schema_9(store: &Path) {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let path = store.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let parts = manifest["parts"].as_array().unwrap().len();
+    let schema = ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(store.join("runs/part-00000.parquet")).unwrap(),
+    )
+    .unwrap()
+    .schema()
+    .clone();
+    let file = std::fs::File::create(store.join("runs.parquet")).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, schema, None).unwrap();
+    for p in 0..parts {
+        let part = store.join(format!("runs/part-{p:05}.parquet"));
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(part).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            writer.write(&batch.unwrap()).unwrap();
+        }
+        writer.flush().unwrap();
+    }
+    writer.close().unwrap();
+    std::fs::remove_dir_all(store.join("runs")).unwrap();
+    manifest["store_schema_version"] = 9.into();
+    for g in manifest["generations"].as_array_mut().unwrap() {
+        g.as_object_mut().unwrap().remove("runs_by_part");
+    }
+    std::fs::write(&path, manifest.to_string()).unwrap();
+}
+
+/// A store written before runs were kept by part is audited as it is, grows by appends
+/// (its first generation keeps its one runs file, the new ones have a file per part), and
+/// compacts into the new layout: every audit the audit of all the logs at once.
+#[test]
+fn a_store_of_schema_9_grows_and_compacts_into_runs_by_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folders, config) = nights(dir.path(), 120, 3);
+    let whole = dir.path().join("whole-store");
+    ingest(&folders, &whole, &ingest_opts()).unwrap();
+    let whole_corpus = dir.path().join("whole-corpus");
+    audit_store(&whole, &whole_corpus, &config, None).unwrap();
+    let expected = dispositions(&whole_corpus);
+
+    let store = dir.path().join("store");
+    ingest(&folders[..3], &store, &ingest_opts()).unwrap();
+    let first = dir.path().join("first");
+    audit_store(&store, &first, &config, None).unwrap();
+    as_schema_9(&store);
+    assert!(store.join("runs.parquet").is_file() && !store.join("runs").exists());
+    let old = dir.path().join("old");
+    audit_store(&store, &old, &config, None).unwrap();
+    assert_eq!(dispositions(&old), dispositions(&first));
+    for folder in &folders[3..] {
+        let grown = append(std::slice::from_ref(folder), &store, &ingest_opts()).unwrap();
+        assert_eq!(grown.manifest.store_schema_version, 10);
+    }
+    assert!(store.join("runs.parquet").is_file());
+    assert!(store
+        .join("generations/00001/runs/part-00000.parquet")
+        .is_file());
+    let all = dir.path().join("all");
+    audit_store(&store, &all, &config, None).unwrap();
+    assert_eq!(dispositions(&all), expected);
+    compact(&store, &ingest_opts()).unwrap();
+    let compacted = dir.path().join("compacted");
+    audit_store(&store, &compacted, &config, None).unwrap();
+    assert_eq!(dispositions(&compacted), expected);
+    // The next write removes the retired files, the root's runs.parquet among them.
+    append(&folders[..1], &store, &ingest_opts()).unwrap();
+    assert!(!store.join("runs.parquet").exists());
 }

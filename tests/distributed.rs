@@ -88,7 +88,11 @@ fn store_tables(store: &Path) -> (Vec<RecordBatch>, Vec<RecordBatch>) {
         .iter()
         .flat_map(|f| read(f))
         .collect();
-    (events, read(&store.join("runs.parquet")))
+    let runs = part_files(&store.join("runs"))
+        .iter()
+        .flat_map(|f| read(f))
+        .collect();
+    (events, runs)
 }
 
 const TABLES: [&str; 4] = ["findings", "dispositions", "agreement", "attempts"];
@@ -361,8 +365,23 @@ fn an_ingest_in_shards_equals_the_whole_ingest() {
     let merged =
         merge_shards(&plan, &shards, &dir.path().join("merged"), &opts, 0.0, None).unwrap();
     // The same store from parts merged one at a time (as tasks of their own would).
-    let dropped = shard_duplicates(&plan, &shards).unwrap();
+    let dropped = shard_duplicates(&plan, &shards, None).unwrap();
     assert!(dropped.iter().any(|d| !d.is_empty()));
+    // Surveyed in buckets of run ids, the duplicates are the same, shard by shard.
+    let mut in_buckets = vec![Vec::new(); shards.len()];
+    for bucket in 0..3 {
+        for (s, ids) in shard_duplicates(&plan, &shards, Some((bucket, 3)))
+            .unwrap()
+            .into_iter()
+            .enumerate()
+        {
+            in_buckets[s].extend(ids);
+        }
+    }
+    for d in &mut in_buckets {
+        d.sort();
+    }
+    assert_eq!(in_buckets, dropped);
     let dirs: Vec<PathBuf> = shards.iter().map(|(d, _)| d.clone()).collect();
     let merging = dir.path().join("merging");
     for part in (0..plan.parts).rev() {
@@ -371,13 +390,20 @@ fn an_ingest_in_shards_equals_the_whole_ingest() {
     let by_part = dir.path().join("by-part");
     let apart = merge_shards(&plan, &shards, &by_part, &opts, 0.0, Some(&merging)).unwrap();
     assert_eq!(apart.manifest.counts, whole.manifest.counts);
-    for part in part_files(&merged.store.join("events")) {
-        let name = part.file_name().unwrap();
-        assert_eq!(
-            std::fs::read(by_part.join("events").join(name)).unwrap(),
-            std::fs::read(&part).unwrap()
-        );
+    for folder in ["events", "runs"] {
+        for part in part_files(&merged.store.join(folder)) {
+            let name = part.file_name().unwrap();
+            assert_eq!(
+                std::fs::read(by_part.join(folder).join(name)).unwrap(),
+                std::fs::read(&part).unwrap(),
+                "{folder}/{name:?}"
+            );
+        }
     }
+    assert_eq!(
+        std::fs::read(by_part.join("quarantine.jsonl")).unwrap(),
+        std::fs::read(merged.store.join("quarantine.jsonl")).unwrap()
+    );
     let (a, b) = (&merged.manifest, &whole.manifest);
     assert_eq!(a.counts, b.counts);
     assert_eq!(a.inputs, b.inputs);
@@ -398,17 +424,15 @@ fn an_ingest_in_shards_equals_the_whole_ingest() {
         r.sort();
         r
     };
-    assert_eq!(
-        sorted_rows(&read(&merged.store.join("runs.parquet"))),
-        sorted_rows(&read(&whole.store.join("runs.parquet")))
-    );
-    for part in part_files(&whole.store.join("events")) {
-        let name = part.file_name().unwrap();
-        assert_eq!(
-            sorted_rows(&read(&merged.store.join("events").join(name))),
-            sorted_rows(&read(&part)),
-            "{name:?}"
-        );
+    for folder in ["events", "runs"] {
+        for part in part_files(&whole.store.join(folder)) {
+            let name = part.file_name().unwrap();
+            assert_eq!(
+                sorted_rows(&read(&merged.store.join(folder).join(name))),
+                sorted_rows(&read(&part)),
+                "{folder}/{name:?}"
+            );
+        }
     }
     // Audited, the two stores give one corpus.
     let opts = AuditOptions {
@@ -446,7 +470,7 @@ fn conversations_by_part(store: &Path) -> Vec<Vec<String>> {
             .unwrap();
     let parts = manifest["parts"].as_array().unwrap().len();
     let mut from_runs = vec![std::collections::BTreeSet::new(); parts];
-    for b in read(&store.join("runs.parquet")) {
+    for b in part_files(&store.join("runs")).iter().flat_map(|f| read(f)) {
         let ids = b
             .column_by_name("conversation_id")
             .unwrap()

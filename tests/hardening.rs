@@ -123,7 +123,7 @@ fn an_audit_never_writes_over_its_own_input() {
     assert!(o.status.success(), "{}", stderr(&o));
     let o = run(&["audit", s(&store), "--quiet", "--out", s(&store)]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(store.join("runs.parquet").exists());
+    assert!(store.join("runs/part-00000.parquet").exists());
 
     // The store a corpus holds, audited into that corpus.
     let corp = dir.path().join("corp");
@@ -132,7 +132,7 @@ fn an_audit_never_writes_over_its_own_input() {
     let inner = corp.join("store");
     let o = run(&["audit", s(&inner), "--quiet", "--out", s(&corp)]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(inner.join("runs.parquet").exists());
+    assert!(inner.join("runs/part-00000.parquet").exists());
 }
 
 #[test]
@@ -565,20 +565,20 @@ fn a_damaged_corpus_table_is_named_by_every_report() {
 
 #[test]
 fn a_page_that_panics_the_reports_parquet_reader_is_refused_by_name() {
-    // A store's runs.parquet with 46 bytes of one page zeroed (from a mutation run over our
+    // A store's runs file with 46 bytes of one page zeroed (from a mutation run over our
     // outputs): Polars' reader asserts on it in a worker task and panics where the task is
     // awaited. The report refuses the file by name, exit 2, and prints no panic.
     let dir = tempfile::tempdir().unwrap();
     let corpus = sample_corpus(dir.path(), "corpus");
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/corpus/runs-zeroed-page.parquet");
-    std::fs::copy(fixture, corpus.join("store/runs.parquet")).unwrap();
+    std::fs::copy(fixture, corpus.join("store/runs/part-00000.parquet")).unwrap();
     let out = dir.path().join("report.html");
     let o = run(&["report", s(&corpus), "--format", "html", "--out", s(&out)]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("store/runs.parquet is unreadable: the Parquet reader gave up"),
+        err.contains("store/runs/part-00000.parquet is unreadable: the Parquet reader gave up"),
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");

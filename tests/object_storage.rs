@@ -566,7 +566,7 @@ fn a_store_in_a_bucket_is_audited_as_its_local_copy() {
     assert!(
         run.stderr
             .contains("s3://stores/broken/ is not a whole store")
-            && run.stderr.contains("runs.parquet"),
+            && run.stderr.contains("runs/part-00000.parquet"),
         "{}",
         run.stderr
     );

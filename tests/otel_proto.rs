@@ -472,7 +472,7 @@ fn the_stores_of_json_and_protobuf_inputs_are_equal_row_for_row() {
     assert!(json_tables.iter().any(|(_, rows)| !rows.is_empty()));
     let runs_table = &json_tables
         .iter()
-        .find(|(p, _)| p == Path::new("runs.parquet"))
+        .find(|(p, _)| p == Path::new("runs/part-00000.parquet"))
         .unwrap()
         .1;
     assert!(

@@ -51,13 +51,18 @@ fn audited_night(dir: &Path) -> std::path::PathBuf {
 fn run_partitions(store: &Path) -> Vec<(String, Vec<(String, String)>)> {
     use arrow::array::{Array, AsArray};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    let file = std::fs::File::open(store.join("runs.parquet")).unwrap();
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+    let mut files: Vec<_> = std::fs::read_dir(store.join("runs"))
         .unwrap()
-        .build()
-        .unwrap();
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
     let mut out = Vec::new();
-    for batch in reader {
+    for batch in files.iter().flat_map(|path| {
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap()
+    }) {
         let batch = batch.unwrap();
         let sources = batch.column_by_name("source").unwrap().as_string::<i32>();
         let maps = batch.column_by_name("partitions").unwrap().as_map();

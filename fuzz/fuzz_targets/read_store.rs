@@ -1,5 +1,5 @@
 //! The store reader (what `audit STORE` opens) on a store of traceaudit's own with one file
-//! replaced by fuzzed bytes: the first byte picks the events part, `runs.parquet` or
+//! replaced by fuzzed bytes: the first byte picks the events part, its runs file or
 //! `manifest.json`. Seeds are the real files of a store ingested from testdata (seed.sh).
 //!
 //! The store reader catches a panic of the Parquet decoder (the parquet crate, or arrow-buffer

@@ -127,7 +127,11 @@ pub fn base_store() -> &'static Path {
 }
 
 /// The files of a store the store targets replace, by the selector byte in front of an input.
-pub const STORE_FILES: [&str; 3] = ["events/part-00000.parquet", "runs.parquet", "manifest.json"];
+pub const STORE_FILES: [&str; 3] = [
+    "events/part-00000.parquet",
+    "runs/part-00000.parquet",
+    "manifest.json",
+];
 
 /// Copy the base store to a scratch directory of this process, with the file `selector` picks
 /// replaced by `data`, open it and read every part both ways. Errors are the expected outcome
@@ -138,7 +142,8 @@ pub fn read_store_with(selector: u8, data: &[u8]) {
     let dir = scratch().join(format!("{}-store", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("events")).expect("scratch store");
-    for name in ["manifest.json", "runs.parquet", "events/part-00000.parquet"] {
+    std::fs::create_dir_all(dir.join("runs")).expect("scratch store");
+    for name in STORE_FILES {
         std::fs::copy(base.join(name), dir.join(name)).expect("copy the base store");
     }
     let target = STORE_FILES[selector as usize % STORE_FILES.len()];

@@ -6,8 +6,10 @@ A generated corpus (tau2 or agentfootprint) (traceaudit-gen, --size, files of --
 --part-kb of input, each file ingested into a shard store of its own (traceaudit's
 ``ingest_shard``), every part merged from the shards (``merge_part``, what the Ray tasks do),
 and then, in a fresh process whose peak RSS is reported, what the Ray driver does last:
-``shard_duplicates`` and ``merge_shards`` over the merged parts. Also reported: the shards'
-runs tables decoded whole in memory (the rows a driver holding every run would hold).
+``merge_shards`` over the merged parts (it reads their tallies, not their rows; the survey of
+duplicates is run before, a bucket of run ids at a time, as the Ray tasks run it). Also
+reported: the shards' runs tables decoded whole in memory (the rows a driver holding every run
+would hold).
 """
 
 import argparse
@@ -31,16 +33,15 @@ def _status_kb(field: str) -> int:
 
 
 def _driver(work: pathlib.Path) -> None:
-    """The measured step: the driver's last two calls, in this process."""
+    """The measured step: the driver's last call, in this process."""
     plan_text = (work / "plan.json").read_text()
     shards = json.loads((work / "shards.json").read_text())
     shards = [(d, g) for d, g in shards]
-    # The peak resident set is reset (Linux: clear_refs 5), so what was mapped before the two
-    # calls (Python, pyarrow, the module) is the base the merge's peak is read against.
+    # The peak resident set is reset (Linux: clear_refs 5), so what was mapped before the
+    # call (Python, pyarrow, the module) is the base the merge's peak is read against.
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     before_kb = _status_kb("VmRSS")
-    traceaudit._native.shard_duplicates(plan_text, shards)
     traceaudit._native.merge_shards(plan_text, shards, str(work / "store"), 0.0, None, str(work / "merged"))
     peak_kb = _status_kb("VmHWM")
     print(json.dumps({"peak_mb": peak_kb / 1024, "before_mb": before_kb / 1024}))
@@ -79,7 +80,12 @@ def main() -> None:
         if not out.is_dir():
             traceaudit._native.ingest_shard(plan_text, [i], str(out), None, 2)
         shards.append((str(out), [i]))
-    dropped = traceaudit._native.shard_duplicates(plan_text, shards)
+    buckets = 4
+    dropped = [[] for _ in shards]
+    for bucket in range(buckets):
+        for s, ids in enumerate(traceaudit._native.shard_duplicates(plan_text, shards, bucket, buckets)):
+            dropped[s].extend(ids)
+    dropped = [sorted(d) for d in dropped]
     merged = work / "merged"
     for part in range(int(plan["parts"])):
         traceaudit._native.merge_part([d for d, _ in shards], dropped, part, str(merged))
@@ -93,8 +99,9 @@ def main() -> None:
     )
     measured = json.loads(done.stdout.strip().splitlines()[-1])
     peak, before = measured["peak_mb"], measured["before_mb"]
-    decoded = sum(pq.read_table(pathlib.Path(d) / "runs.parquet").nbytes for d, _ in shards)
-    runs = sum(pq.read_metadata(pathlib.Path(d) / "runs.parquet").num_rows for d, _ in shards)
+    runs_files = [f for d, _ in shards for f in sorted((pathlib.Path(d) / "runs").glob("part-*.parquet"))]
+    decoded = sum(pq.read_table(f).nbytes for f in runs_files)
+    runs = sum(pq.read_metadata(f).num_rows for f in runs_files)
     print(
         f"{len(files)} files, {plan['parts']} parts, {runs} runs: the runs decoded "
         f"{decoded / 2**20:.1f} MB; the driver's merge peaked at {peak:.1f} MB RSS "

@@ -345,19 +345,24 @@ fn ingest_shard(
     to_json(&summary.manifest)
 }
 
-/// The runs of each shard the store does not keep (copies of runs an earlier input holds).
+/// The runs of each shard the store does not keep (copies of runs an earlier input holds);
+/// with `bucket` and `buckets`, only those whose id hashes to that bucket.
 #[pyfunction]
+#[pyo3(signature = (plan, shards, bucket=None, buckets=None))]
 fn shard_duplicates(
     py: Python<'_>,
     plan: String,
     shards: Vec<(PathBuf, Vec<u32>)>,
+    bucket: Option<u32>,
+    buckets: Option<u32>,
 ) -> PyResult<Vec<Vec<String>>> {
     let plan = plan_from(&plan)?;
-    py.detach(|| traceaudit::shard_duplicates(&plan, &shards))
+    let bucket = bucket.zip(buckets);
+    py.detach(|| traceaudit::shard_duplicates(&plan, &shards, bucket))
         .map_err(to_py)
 }
 
-/// Merge part `part` of the store's events from the shards into `out/part-NNNNN.parquet`.
+/// Merge part `part` of the store from the shards into `out` (`events/`, `runs/` and `tally/`).
 #[pyfunction]
 fn merge_part(
     py: Python<'_>,
@@ -371,7 +376,7 @@ fn merge_part(
 }
 
 /// Join shard stores (each with the input numbers it read) into the store `out`, with the
-/// events parts merged into `merged` when given; its manifest (JSON).
+/// parts merged into `merged` when given; its manifest (JSON).
 #[pyfunction]
 #[pyo3(signature = (plan, shards, out, seconds_before, threads=None, merged=None))]
 fn merge_shards(

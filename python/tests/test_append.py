@@ -44,4 +44,4 @@ def test_append_audit_a_generation_and_compact(tmp_path):
     for name in TABLES:
         assert rows(tmp_path / "after", name) == rows(tmp_path / "whole", name), name
     manifest = json.loads((store / "manifest.json").read_text())
-    assert manifest["retired"] == ["runs.parquet", "events/", "quarantine.jsonl", "generations/00001/"]
+    assert manifest["retired"] == ["runs/", "events/", "quarantine.jsonl", "generations/00001/"]

@@ -130,7 +130,10 @@ def split_spans(source: pathlib.Path, into: pathlib.Path, pieces: int):
 
 
 def store_rows(store: pathlib.Path):
-    runs = pq.read_table(store / "runs.parquet").sort_by("run_id")
+    # Each part's runs, as each part's events: the same rows in each file.
+    runs = {}
+    for f in sorted((store / "runs").glob("part-*.parquet")):
+        runs[f.name] = pq.read_table(f).sort_by("run_id")
     parts = {}
     for f in sorted((store / "events").glob("part-*.parquet")):
         parts[f.name] = pq.read_table(f).sort_by([("run_id", "ascending"), ("seq", "ascending")])

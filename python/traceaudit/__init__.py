@@ -142,7 +142,7 @@ def audit_tables(
     """Run the checks over Arrow data of whole conversations held in memory.
 
     ``events`` and ``runs`` are the store's two tables (``events/part-*.parquet`` and
-    ``runs.parquet``, columns as ``schemas/store.md`` gives them), as any object with
+    ``runs/part-*.parquet``, columns as ``schemas/store.md`` gives them), as any object with
     ``__arrow_c_stream__``: a pyarrow Table or RecordBatchReader, a polars DataFrame. Text
     columns may be utf8, large_utf8 or utf8_view; numbers any type that holds the value.
     Extra columns are ignored.

@@ -221,7 +221,8 @@ class _PartAuditor:
                             entry = json.loads(line)
                             if entry["generation"] == generation["number"]:
                                 superseded.add(entry["conversation_id"])
-                return generation["dir"], part - first, superseded
+                by_part = bool(generation.get("runs_by_part"))
+                return generation["dir"], part - first, superseded, by_part
             first += generation["parts"]
         raise ValueError(f"{self.store.given} has no part {part}")
 
@@ -231,17 +232,23 @@ class _PartAuditor:
         import pyarrow.compute as pc
 
         name = f"part-{part:05d}.parquet"
-        folder, local, superseded = self._generation_of(part)
+        folder, local, superseded, by_part = self._generation_of(part)
         at = [folder] if folder else []
         events = pq.read_table(
             self.store.join(*at, "events", f"part-{local:05d}.parquet"),
             filesystem=self.store.fs,
         )
-        runs = pq.read_table(
-            self.store.join(*at, "runs.parquet"),
-            filesystem=self.store.fs,
-            filters=[("part", "=", local)],
-        )
+        if by_part:
+            runs = pq.read_table(
+                self.store.join(*at, "runs", f"part-{local:05d}.parquet"),
+                filesystem=self.store.fs,
+            )
+        else:
+            runs = pq.read_table(
+                self.store.join(*at, "runs.parquet"),
+                filesystem=self.store.fs,
+                filters=[("part", "=", local)],
+            )
         if superseded:
             dropped = pa.array(sorted(superseded), type=pa.string())
             events = events.filter(pc.invert(pc.is_in(events["conversation_id"], dropped)))
@@ -521,6 +528,15 @@ class _ShardIngester:
         return {"shard": shards, "dir": dirs}
 
 
+def _duplicates_in(row: Dict[str, Any], plan: str, shards: List[Any], buckets: int) -> Dict[str, Any]:
+    """The duplicate runs of one bucket of run ids, per shard (JSON), on a Ray worker."""
+    bucket = int(row["bucket"])
+    listed = traceaudit._native.shard_duplicates(
+        plan, [(d, list(g)) for d, g in shards], bucket, buckets
+    )
+    return {"bucket": bucket, "dropped": json.dumps(listed)}
+
+
 class _PartMerger:
     """Merges store parts from the shard stores on a Ray worker."""
 
@@ -553,10 +569,11 @@ def ingest(
     group is read by one task, so every trace is joined as the command line joins it. With
     ``shard_bytes``, files (whole groups) are packed in input order into shards of about that
     much input instead: each store part's merge reads one file from every shard, so a night of
-    many files wants fewer, larger shards. Then one task per store part gathers that part's rows from every shard (a
-    conversation's part depends on its id only, so each part holds whole conversations), and
-    the driver writes the runs, the quarantine and the manifest into ``store`` (written
-    atomically). The store holds the conversations, runs, counts and quarantine records of the
+    many files wants fewer, larger shards. Tasks then survey the duplicate runs (one per
+    bucket of run ids), and one task per store part gathers that part's events and runs from
+    every shard (a conversation's part depends on its id only, so each part holds whole
+    conversations) with what it counted; the driver, which reads no run rows, moves the parts
+    in and writes the quarantine and the manifest into ``store`` (written atomically). The store holds the conversations, runs, counts and quarantine records of the
     command line's ingest of the same inputs. Returns the store's manifest as a dict.
 
     Inputs and the store are local paths (on a cluster: a filesystem every node mounts) or
@@ -660,10 +677,25 @@ def _ingest_on_cluster(
         )
         dirs = {int(r["shard"]): r["dir"] for r in done}
         shards = [(dirs[s], g) for s, g in enumerate(groups)]
-        # The repartition: one task per store part gathers that part's rows from every shard.
-        dropped = traceaudit._native.shard_duplicates(plan_text, shards)
-        merged = os.path.join(scratch, "events")
+        # The duplicates: one task per bucket of run ids surveys every shard's run ids, so the
+        # driver holds the duplicates only.
         parts = int(plan["parts"])
+        buckets = max(1, min(parts, _cluster_cpus()))
+        found = (
+            ray.data.from_items([{"bucket": b} for b in range(buckets)], override_num_blocks=buckets)
+            .map(
+                _duplicates_in,
+                fn_kwargs={"plan": plan_text, "shards": shards, "buckets": buckets},
+            )
+            .take_all()
+        )
+        dropped: List[List[str]] = [[] for _ in shards]
+        for row in sorted(found, key=lambda r: int(r["bucket"])):
+            for s, ids in enumerate(json.loads(row["dropped"])):
+                dropped[s].extend(ids)
+        dropped = [sorted(set(d)) for d in dropped]
+        # The repartition: one task per store part gathers that part's rows from every shard.
+        merged = os.path.join(scratch, "merged")
         (
             ray.data.from_items([{"part": p} for p in range(parts)], override_num_blocks=parts)
             .map_batches(

@@ -190,6 +190,7 @@ fn commit_generation(
         replaced_runs: new.continued.replaced.runs,
         skipped_as_ingested: new.skipped,
         compacted_from: Vec::new(),
+        runs_by_part: true,
         counts: own.counts.clone(),
         seconds: started.elapsed().as_secs_f64(),
     };
@@ -465,7 +466,7 @@ fn remove_leftovers(out: &Path, manifest: &StoreManifest) -> io::Result<()> {
     }
     for retired in &manifest.retired {
         let rel = retired.trim_end_matches('/');
-        let allowed = matches!(rel, "runs.parquet" | "events" | "quarantine.jsonl")
+        let allowed = matches!(rel, "runs.parquet" | "runs" | "events" | "quarantine.jsonl")
             || (rel.starts_with("generations/") && !rel.contains("..") && !listed.contains(rel));
         if !allowed {
             continue;
@@ -815,6 +816,7 @@ pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
         replaced_runs: 0,
         skipped_as_ingested: 0,
         compacted_from: before.iter().map(|g| g.number).collect(),
+        runs_by_part: true,
         counts: counts.clone(),
         seconds: started.elapsed().as_secs_f64(),
     };
@@ -827,8 +829,12 @@ pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
         .iter()
         .flat_map(|g| {
             if g.dir.is_empty() {
+                let runs = match g.runs_by_part {
+                    true => "runs/",
+                    false => "runs.parquet",
+                };
                 vec![
-                    "runs.parquet".to_string(),
+                    runs.to_string(),
                     "events/".to_string(),
                     "quarantine.jsonl".to_string(),
                 ]

@@ -152,7 +152,11 @@ pub fn fetched_store(
             wanted.push(superseded);
         }
         if wanted_number.is_none_or(|n| n == entry.number) {
-            wanted.push(at("runs.parquet"));
+            match entry.runs_by_part {
+                true => wanted
+                    .extend((0..entry.parts).map(|p| at(&crate::store::write::runs_part_name(p)))),
+                false => wanted.push(at("runs.parquet")),
+            }
             wanted.extend(generations::part_names(entry));
         }
     }

@@ -4,8 +4,9 @@
 //! OpenTelemetry traces), [`ingest_shard`] reads a group of files into a shard store with the
 //! whole store's parts and input numbering, and [`merge_shards`] joins the shards into the
 //! store, part by part: here, or from parts [`merge_part`] merged one at a time elsewhere (each
-//! gathers one part's rows from every shard, given the duplicate runs [`shard_duplicates`]
-//! lists).
+//! gathers one part's events and runs from every shard, given the duplicate runs
+//! [`shard_duplicates`] lists, itself shared out by buckets of run ids). The process that
+//! joins them reads the parts' tallies and the shards' manifests, never a run row.
 //!
 //! The store holds what the command line's ingest of the same inputs holds: each part the same
 //! conversations (a conversation's part depends on its id and the part count only), read back
@@ -20,7 +21,9 @@ use crate::ingest::{read_file, Format, Input, Quarantined, Sink};
 use crate::model::Conversation;
 use crate::store::atomic::{self, write_file, AtomicDir};
 use crate::store::parquet_file::ParquetFile;
-use crate::store::write::{part_file_name, store_writer_properties, to_io};
+use crate::store::write::{
+    part_file_name, runs_part_name, store_writer_properties, to_io, RUNS_DIR,
+};
 use crate::store::{Counts, InputEntry, StoreManifest};
 use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::record_batch::RecordBatch;
@@ -202,67 +205,37 @@ pub fn ingest_shard(
     ingest_found(&found, out, opts, None, Some(&shard), Instant::now()).map(|(s, _)| s)
 }
 
-/// A run as the merge sees it: where it was read from, and what it holds.
+/// A copy of a run in a shard, as the survey of duplicates sees it.
 struct RunCopy {
     shard: usize,
     run_id: String,
-    conversation_id: String,
     origin: (u32, u64),
-    turn: u32,
-    landings: u64,
-    events: u64,
 }
 
-/// The columns of a shard's runs a merge's survey reads: what names a copy of a run and what
-/// the store's counts take from it (the runs' texts are not read).
-const KEY_COLUMNS: [&str; 7] = [
-    "run_id",
-    "conversation_id",
-    "input_index",
-    "record_index",
-    "turn",
-    "landings",
-    "events",
-];
+/// The columns of a shard's runs the survey of duplicates reads: what names a copy of a run.
+const KEY_COLUMNS: [&str; 3] = ["run_id", "input_index", "record_index"];
 
-/// The key columns ([`KEY_COLUMNS`]) of every row of a store's `runs.parquet`.
-fn read_key_batches(path: &Path) -> io::Result<Vec<RecordBatch>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(path)?)
-        .map_err(|e| corrupt_shard(path, e))?;
-    let schema = builder.parquet_schema();
-    let keep: Vec<usize> = (0..schema.num_columns())
-        .filter(|&i| KEY_COLUMNS.contains(&schema.column(i).name()))
-        .collect();
-    let mask = parquet::arrow::ProjectionMask::leaves(schema, keep);
+/// Read the runs of part `part` of the shard store in `dir` (its runs file), only the columns
+/// `columns` when given, a batch at a time.
+fn read_runs_part(dir: &Path, part: u32, columns: Option<&[&str]>) -> io::Result<Vec<RecordBatch>> {
+    let path = dir.join(runs_part_name(part));
+    let builder = ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(&path)?)
+        .map_err(|e| corrupt_shard(&path, e))?;
+    let builder = match columns {
+        Some(columns) => {
+            let schema = builder.parquet_schema();
+            let keep: Vec<usize> = (0..schema.num_columns())
+                .filter(|&i| columns.contains(&schema.column(i).name()))
+                .collect();
+            let mask = parquet::arrow::ProjectionMask::leaves(schema, keep);
+            builder.with_projection(mask)
+        }
+        None => builder,
+    };
     builder
-        .with_projection(mask)
         .build()
-        .map_err(|e| corrupt_shard(path, e))?
-        .map(|b| b.map_err(|e| corrupt_shard(path, e)))
-        .collect()
-}
-
-/// The rows of part `part` of a store's `runs.parquet`: only the row groups whose statistics
-/// may hold the part are decoded (the writer keeps a row group to one part).
-fn read_part_batches(path: &Path, part: u32) -> io::Result<Vec<RecordBatch>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(path)?)
-        .map_err(|e| corrupt_shard(path, e))?;
-    let groups: Vec<usize> = builder
-        .metadata()
-        .row_groups()
-        .iter()
-        .enumerate()
-        .filter(|(_, g)| crate::store::read::may_hold_part(g, part))
-        .map(|(i, _)| i)
-        .collect();
-    builder
-        .with_row_groups(groups)
-        .build()
-        .map_err(|e| corrupt_shard(path, e))?
-        .map(|b| {
-            b.map_err(|e| corrupt_shard(path, e))
-                .and_then(|b| of_part(&b, part))
-        })
+        .map_err(|e| corrupt_shard(&path, e))?
+        .map(|b| b.map_err(|e| corrupt_shard(&path, e)))
         .collect()
 }
 
@@ -273,7 +246,7 @@ fn corrupt_shard(path: &Path, e: impl std::fmt::Display) -> io::Error {
     )
 }
 
-/// Every run row of a store's `runs.parquet`, as raw batches.
+/// Every row of a Parquet file, as raw batches.
 fn read_batches(path: &Path) -> io::Result<Vec<RecordBatch>> {
     ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(path)?)
         .map_err(to_io)?
@@ -290,32 +263,6 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> io::Result<&'a dyn Array> {
         .ok_or_else(|| io::Error::other(format!("store column {name} is missing")))
 }
 
-fn copies_of(shard: usize, batches: &[RecordBatch]) -> io::Result<Vec<RunCopy>> {
-    use arrow::datatypes::{UInt32Type, UInt64Type};
-    let mut out = Vec::new();
-    for b in batches {
-        let run_id = column(b, "run_id")?.as_string::<i32>();
-        let conversation = column(b, "conversation_id")?.as_string::<i32>();
-        let input = column(b, "input_index")?.as_primitive::<UInt32Type>();
-        let record = column(b, "record_index")?.as_primitive::<UInt64Type>();
-        let turn = column(b, "turn")?.as_primitive::<UInt32Type>();
-        let landings = column(b, "landings")?.as_primitive::<UInt32Type>();
-        let events = column(b, "events")?.as_primitive::<UInt32Type>();
-        for i in 0..b.num_rows() {
-            out.push(RunCopy {
-                shard,
-                run_id: run_id.value(i).to_string(),
-                conversation_id: conversation.value(i).to_string(),
-                origin: (input.value(i), record.value(i)),
-                turn: turn.value(i),
-                landings: landings.value(i) as u64,
-                events: events.value(i) as u64,
-            });
-        }
-    }
-    Ok(out)
-}
-
 /// The rows of `batch` whose run is not in `dropped`.
 fn without_runs(batch: &RecordBatch, dropped: &HashSet<String>) -> io::Result<RecordBatch> {
     if dropped.is_empty() {
@@ -329,26 +276,9 @@ fn without_runs(batch: &RecordBatch, dropped: &HashSet<String>) -> io::Result<Re
     arrow::compute::filter_record_batch(batch, &keep).map_err(to_io)
 }
 
-/// The rows of `batch` of part `part`.
-fn of_part(batch: &RecordBatch, part: u32) -> io::Result<RecordBatch> {
-    let parts = column(batch, "part")?.as_primitive::<arrow::datatypes::UInt32Type>();
-    let keep: BooleanArray = parts.iter().map(|p| Some(p == Some(part))).collect();
-    arrow::compute::filter_record_batch(batch, &keep).map_err(to_io)
-}
-
-/// What a merge needs of the shards: their manifests, every copy of a run (its key, not its
-/// row), which copies are kept, and the runs each shard holds that the store does not keep.
-struct Survey {
-    manifests: Vec<StoreManifest>,
-    copies: Vec<RunCopy>,
-    kept: HashSet<usize>,
-    dropped: Vec<HashSet<String>>,
-}
-
-fn survey(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result<Survey> {
-    let mut manifests = Vec::with_capacity(shards.len());
-    let mut copies = Vec::new();
-    for (s, (dir, _)) in shards.iter().enumerate() {
+/// Check that every shard store has the plan's part count.
+fn check_shards(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result<()> {
+    for (dir, _) in shards {
         let manifest = StoreManifest::read(dir)?;
         if manifest.parts.len() != plan.parts as usize {
             return Err(io::Error::new(
@@ -361,9 +291,45 @@ fn survey(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result<Surve
                 ),
             ));
         }
-        manifests.push(manifest);
-        let batches = read_key_batches(&dir.join("runs.parquet"))?;
-        copies.extend(copies_of(s, &batches)?);
+    }
+    Ok(())
+}
+
+/// Does run `run_id` fall in bucket `bucket` of `buckets` (all of them when `None`)?
+fn in_bucket(run_id: &str, bucket: Option<(u32, u32)>) -> bool {
+    bucket.is_none_or(|(b, n)| n <= 1 || crate::js::fnv1a(run_id) % n == b)
+}
+
+/// The runs of each shard that the store does not keep (copies of runs an earlier input
+/// holds), sorted, for [`merge_part`]: of every run, or, with `bucket` = (b, n), of the runs
+/// whose id hashes to bucket b of n. The buckets' lists, joined shard by shard, are the whole
+/// list, so the survey can be shared out: each bucket reads the run ids and origins of every
+/// shard, and holds those of its own bucket only.
+pub fn shard_duplicates(
+    plan: &IngestPlan,
+    shards: &[(PathBuf, Vec<u32>)],
+    bucket: Option<(u32, u32)>,
+) -> io::Result<Vec<Vec<String>>> {
+    use arrow::datatypes::{UInt32Type, UInt64Type};
+    check_shards(plan, shards)?;
+    let mut copies = Vec::new();
+    for (s, (dir, _)) in shards.iter().enumerate() {
+        for part in 0..plan.parts {
+            for b in read_runs_part(dir, part, Some(&KEY_COLUMNS))? {
+                let run_id = column(&b, "run_id")?.as_string::<i32>();
+                let input = column(&b, "input_index")?.as_primitive::<UInt32Type>();
+                let record = column(&b, "record_index")?.as_primitive::<UInt64Type>();
+                for i in 0..b.num_rows() {
+                    if in_bucket(run_id.value(i), bucket) {
+                        copies.push(RunCopy {
+                            shard: s,
+                            run_id: run_id.value(i).to_string(),
+                            origin: (input.value(i), record.value(i)),
+                        });
+                    }
+                }
+            }
+        }
     }
     // A run read more than once is kept from the earliest input, as the command line keeps the
     // first copy it reads.
@@ -377,50 +343,84 @@ fn survey(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result<Surve
         }
     }
     let kept: HashSet<usize> = first.values().copied().collect();
-    let mut dropped: Vec<HashSet<String>> = vec![HashSet::new(); shards.len()];
+    let mut dropped: Vec<Vec<String>> = vec![Vec::new(); shards.len()];
     for (i, c) in copies.iter().enumerate() {
         if !kept.contains(&i) {
-            dropped[c.shard].insert(c.run_id.clone());
+            dropped[c.shard].push(c.run_id.clone());
         }
     }
-    Ok(Survey {
-        manifests,
-        copies,
-        kept,
-        dropped,
-    })
+    for d in &mut dropped {
+        d.sort();
+        d.dedup();
+    }
+    Ok(dropped)
 }
 
-/// The runs of each shard that the store does not keep (copies of runs an earlier input
-/// holds), sorted, for [`merge_part`].
-pub fn shard_duplicates(
-    plan: &IngestPlan,
-    shards: &[(PathBuf, Vec<u32>)],
-) -> io::Result<Vec<Vec<String>>> {
-    Ok(survey(plan, shards)?
-        .dropped
-        .into_iter()
-        .map(|d| {
-            let mut d: Vec<String> = d.into_iter().collect();
-            d.sort();
-            d
-        })
-        .collect())
+/// What the merge of one part kept and left out: the store's counts take the sum of every
+/// part's, and its quarantine the copies left out.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PartTally {
+    pub conversations: u64,
+    pub runs: u64,
+    pub user_turn_runs: u64,
+    pub events: u64,
+    pub landings: u64,
+    /// The copies of runs left out of the part (an earlier input holds them): input number,
+    /// record index, run id.
+    pub dropped: Vec<(u32, u64, String)>,
 }
 
-/// Write part `part` of the store's events at `path`: the shards' rows of the part, in shard
-/// order, less the runs `dropped` from each.
+impl PartTally {
+    fn add(&mut self, other: PartTally) {
+        self.conversations += other.conversations;
+        self.runs += other.runs;
+        self.user_turn_runs += other.user_turn_runs;
+        self.events += other.events;
+        self.landings += other.landings;
+        self.dropped.extend(other.dropped);
+    }
+
+    /// Count the runs `rows` keeps, and note those of `all` it left out.
+    fn count(&mut self, all: &RecordBatch, dropped: &HashSet<String>) -> io::Result<RecordBatch> {
+        use arrow::datatypes::{UInt32Type, UInt64Type};
+        let run_id = column(all, "run_id")?.as_string::<i32>();
+        let input = column(all, "input_index")?.as_primitive::<UInt32Type>();
+        let record = column(all, "record_index")?.as_primitive::<UInt64Type>();
+        let turn = column(all, "turn")?.as_primitive::<UInt32Type>();
+        let landings = column(all, "landings")?.as_primitive::<UInt32Type>();
+        let events = column(all, "events")?.as_primitive::<UInt32Type>();
+        for i in 0..all.num_rows() {
+            if dropped.contains(run_id.value(i)) {
+                let copy = (input.value(i), record.value(i), run_id.value(i).to_string());
+                self.dropped.push(copy);
+            } else {
+                self.runs += 1;
+                self.user_turn_runs += u64::from(turn.value(i) >= 1);
+                self.events += u64::from(events.value(i));
+                self.landings += u64::from(landings.value(i));
+            }
+        }
+        without_runs(all, dropped)
+    }
+}
+
+/// Write part `part` of the store into `events` (its events file) and `runs` (its runs file):
+/// the shards' rows of the part, in shard order, less the runs `dropped` from each. Returns
+/// what it kept and left out.
 fn write_merged_part(
     shards: &[&Path],
     dropped: &[HashSet<String>],
     part: u32,
-    path: &Path,
-) -> io::Result<()> {
+    events: &Path,
+    runs: &Path,
+) -> io::Result<PartTally> {
     let name = part_file_name(part);
-    let file = File::create(path)?;
-    let schema = crate::store::schema::events_schema();
-    let mut writer =
-        ArrowWriter::try_new(file, schema, Some(store_writer_properties())).map_err(to_io)?;
+    let mut writer = ArrowWriter::try_new(
+        File::create(events)?,
+        crate::store::schema::events_schema(),
+        Some(store_writer_properties()),
+    )
+    .map_err(to_io)?;
     for (dir, dropped) in shards.iter().zip(dropped) {
         for batch in read_batches(&dir.join("events").join(&name))? {
             writer
@@ -428,13 +428,45 @@ fn write_merged_part(
                 .map_err(to_io)?;
         }
     }
-    writer.close().map_err(to_io).map(|_| ())
+    writer.close().map_err(to_io)?;
+    let mut tally = PartTally::default();
+    let mut conversations = HashSet::new();
+    let mut writer = ArrowWriter::try_new(
+        File::create(runs)?,
+        crate::store::schema::runs_schema(),
+        Some(store_writer_properties()),
+    )
+    .map_err(to_io)?;
+    for (dir, dropped) in shards.iter().zip(dropped) {
+        for batch in read_runs_part(dir, part, None)? {
+            let kept = tally.count(&batch, dropped)?;
+            let ids = column(&kept, "conversation_id")?.as_string::<i32>();
+            conversations.extend(ids.iter().flatten().map(str::to_string));
+            if kept.num_rows() > 0 {
+                writer.write(&kept).map_err(to_io)?;
+            }
+        }
+    }
+    writer.close().map_err(to_io)?;
+    tally.conversations = conversations.len() as u64;
+    Ok(tally)
 }
 
-/// Part `part` of the store's events from the shard stores `shards` (in shard order), less
-/// the runs [`shard_duplicates`] gave for each, written as `out/part-NNNNN.parquet` through a
-/// temporary name and a rename: a part merged again leaves the same file. The parts merged so
-/// are then handed to [`merge_shards`].
+/// The files [`merge_part`] writes part `part` to under `out`: events, runs and tally.
+fn merged_files(out: &Path, part: u32) -> [PathBuf; 3] {
+    let name = part_file_name(part);
+    [
+        out.join("events").join(&name),
+        out.join(runs_part_name(part)),
+        out.join("tally").join(format!("part-{part:05}.json")),
+    ]
+}
+
+/// Part `part` of the store from the shard stores `shards` (in shard order), less the runs
+/// [`shard_duplicates`] gave for each: its events, its runs and what it counted, written under
+/// `out` (`events/`, `runs/` and `tally/`, each file through a temporary name and a rename: a
+/// part merged again leaves the same files). The parts merged so are then handed to
+/// [`merge_shards`], which reads only their tallies.
 pub fn merge_part(
     shards: &[PathBuf],
     dropped: &[Vec<String>],
@@ -451,24 +483,38 @@ pub fn merge_part(
             ),
         ));
     }
-    std::fs::create_dir_all(out)?;
     let dirs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
     let dropped: Vec<HashSet<String>> = dropped
         .iter()
         .map(|d| d.iter().cloned().collect())
         .collect();
-    let name = part_file_name(part);
-    let tmp = out.join(format!(".{name}.{}.partial", std::process::id()));
-    write_merged_part(&dirs, &dropped, part, &tmp)?;
-    std::fs::rename(&tmp, out.join(name))
+    let files = merged_files(out, part);
+    let tmp = |path: &Path| {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
+    };
+    for path in &files {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+    }
+    let tally = write_merged_part(&dirs, &dropped, part, &tmp(&files[0]), &tmp(&files[1]))?;
+    let text = serde_json::to_vec(&tally).map_err(io::Error::other)?;
+    std::fs::write(tmp(&files[2]), text)?;
+    for path in &files {
+        std::fs::rename(tmp(path), path)?;
+    }
+    Ok(())
 }
 
 /// Join the shard stores `shards`, each with the plan's input numbers of the files it read,
 /// into the store `out` (written atomically, as an ingest writes a store). A run read by two
 /// shards is kept from the earlier input, and the later copy quarantined as a duplicate, as
 /// the command line's ingest does. `started_seconds_ago`: how long the ingest ran before the
-/// merge. The events parts are those [`merge_part`] wrote into `merged`, moved into the store
-/// (it must be on the store's filesystem), or when `None` merged here.
+/// merge. The parts are those [`merge_part`] wrote into `merged`, moved into the store (it
+/// must be on the store's filesystem), or when `None` merged here. Either way this process
+/// holds no run rows, only the tallies of the parts (and, merging here, the survey of one
+/// bucket of run ids at a time).
 pub fn merge_shards(
     plan: &IngestPlan,
     shards: &[(PathBuf, Vec<u32>)],
@@ -478,71 +524,66 @@ pub fn merge_shards(
     merged: Option<&Path>,
 ) -> io::Result<IngestSummary> {
     let started = Instant::now();
+    check_shards(plan, shards)?;
     let staging = AtomicDir::create(out, &crate::store::store_layout())?;
-    let Survey {
-        manifests,
-        copies,
-        kept,
-        dropped,
-    } = survey(plan, shards)?;
-    let mut duplicates: Vec<&RunCopy> = copies
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !kept.contains(i))
-        .map(|(_, c)| c)
-        .collect();
-    duplicates.sort_by_key(|c| c.origin);
-
-    // Events, part by part: each shard's rows of the part, less the runs dropped.
-    let events = staging.path().join("events");
-    std::fs::create_dir_all(&events)?;
+    std::fs::create_dir_all(staging.path().join("events"))?;
+    std::fs::create_dir_all(staging.path().join(RUNS_DIR))?;
+    let mut tally = PartTally::default();
     match merged {
         Some(merged) => {
             for part in 0..plan.parts {
-                let name = part_file_name(part);
-                std::fs::rename(merged.join(&name), events.join(&name)).map_err(|e| {
-                    atomic::with_path(e, "cannot move the merged part", &merged.join(&name))
-                })?;
+                let [events, runs, counted] = merged_files(merged, part);
+                let text = std::fs::read(&counted)
+                    .map_err(|e| atomic::with_path(e, "cannot read the merged part", &counted))?;
+                let counted: PartTally = serde_json::from_slice(&text)
+                    .map_err(|e| atomic::with_path(io::Error::other(e), "cannot read", &counted))?;
+                tally.add(counted);
+                for (from, to) in [
+                    (
+                        events,
+                        staging.path().join("events").join(part_file_name(part)),
+                    ),
+                    (runs, staging.path().join(runs_part_name(part))),
+                ] {
+                    std::fs::rename(&from, &to)
+                        .map_err(|e| atomic::with_path(e, "cannot move the merged part", &from))?;
+                }
             }
         }
         None => {
+            // The duplicates are surveyed in buckets, so no more run ids than a bucket's are
+            // held at once beyond the duplicates themselves.
+            let buckets = plan.parts.max(1);
+            let mut dropped: Vec<HashSet<String>> = vec![HashSet::new(); shards.len()];
+            for b in 0..buckets {
+                for (s, ids) in shard_duplicates(plan, shards, Some((b, buckets)))?
+                    .into_iter()
+                    .enumerate()
+                {
+                    dropped[s].extend(ids);
+                }
+            }
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(opts.threads.max(1))
                 .build()
                 .map_err(io::Error::other)?;
             let dirs: Vec<&Path> = shards.iter().map(|(d, _)| d.as_path()).collect();
-            pool.install(|| {
+            let tallies: Vec<PartTally> = pool.install(|| {
                 use rayon::prelude::*;
-                (0..plan.parts).into_par_iter().try_for_each(|part| {
-                    let path = events.join(part_file_name(part));
-                    write_merged_part(&dirs, &dropped, part, &path)
-                })
+                (0..plan.parts)
+                    .into_par_iter()
+                    .map(|part| {
+                        let events = staging.path().join("events").join(part_file_name(part));
+                        let runs = staging.path().join(runs_part_name(part));
+                        write_merged_part(&dirs, &dropped, part, &events, &runs)
+                    })
+                    .collect::<io::Result<Vec<_>>>()
             })?;
-        }
-    }
-
-    // Runs, in row groups of one part each (the reader picks a part's by their statistics).
-    let file = File::create(staging.path().join("runs.parquet"))?;
-    let mut writer = ArrowWriter::try_new(
-        file,
-        crate::store::schema::runs_schema(),
-        Some(store_writer_properties()),
-    )
-    .map_err(to_io)?;
-    // A part at a time, each shard's rows of it read from its file: the merge holds one part's
-    // rows of one shard, whatever the store's size.
-    for part in 0..plan.parts {
-        for (s, (dir, _)) in shards.iter().enumerate() {
-            for batch in read_part_batches(&dir.join("runs.parquet"), part)? {
-                let rows = without_runs(&batch, &dropped[s])?;
-                if rows.num_rows() > 0 {
-                    writer.write(&rows).map_err(to_io)?;
-                }
+            for t in tallies {
+                tally.add(t);
             }
         }
-        writer.flush().map_err(to_io)?;
     }
-    writer.close().map_err(to_io)?;
     // Parts over the row limit are split as the command line's ingest splits them.
     let split = crate::store::split::split_large_parts(
         staging.path(),
@@ -563,25 +604,30 @@ pub fn merge_shards(
             }
         }
     }
-    for c in &duplicates {
+    tally.dropped.sort();
+    for (input, record, run_id) in &tally.dropped {
+        let display = &plan
+            .inputs
+            .get(*input as usize)
+            .ok_or_else(|| io::Error::other(format!("a merged run names input {input}")))?
+            .display;
         write_quarantine(
             &mut quarantine,
-            &Quarantined::duplicate_run(
-                &plan.inputs[c.origin.0 as usize].display,
-                c.origin.1,
-                &c.run_id,
-            ),
+            &Quarantined::duplicate_run(display, *record, run_id),
         )?;
     }
     quarantine.flush()?;
     drop(quarantine);
 
+    let manifests = shards
+        .iter()
+        .map(|(dir, _)| StoreManifest::read(dir))
+        .collect::<io::Result<Vec<_>>>()?;
     let manifest = merged_manifest(
         plan,
         shards,
         &manifests,
-        &copies,
-        &kept,
+        &tally,
         started_seconds_ago + started.elapsed().as_secs_f64(),
     )?;
     let mut manifest = StoreManifest {
@@ -601,8 +647,7 @@ fn merged_manifest(
     plan: &IngestPlan,
     shards: &[(PathBuf, Vec<u32>)],
     manifests: &[StoreManifest],
-    copies: &[RunCopy],
-    kept: &HashSet<usize>,
+    tally: &PartTally,
     seconds: f64,
 ) -> io::Result<StoreManifest> {
     let mut entries: Vec<Option<InputEntry>> = vec![None; plan.inputs.len()];
@@ -650,19 +695,12 @@ fn merged_manifest(
             })
         })
         .collect::<io::Result<Vec<_>>>()?;
-    let mut conversations = HashSet::new();
-    for (i, c) in copies.iter().enumerate() {
-        if kept.contains(&i) {
-            conversations.insert(c.conversation_id.as_str());
-            counts.runs += 1;
-            counts.events += c.events;
-            counts.landings += c.landings;
-            counts.user_turn_runs += u64::from(c.turn >= 1);
-        } else {
-            counts.duplicate_runs += 1;
-        }
-    }
-    counts.conversations = conversations.len() as u64;
+    counts.conversations = tally.conversations;
+    counts.runs = tally.runs;
+    counts.user_turn_runs = tally.user_turn_runs;
+    counts.events = tally.events;
+    counts.landings = tally.landings;
+    counts.duplicate_runs += tally.dropped.len() as u64;
     if counts.records_stored == 0 {
         let why = if counts.records_read == 0 && counts.unrecognised_files > 0 {
             format!(

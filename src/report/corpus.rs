@@ -444,7 +444,7 @@ impl CorpusDir {
         });
         if let Ok(store) = self.store_dir() {
             let generations = self.store_generations(&store).unwrap_or_default();
-            files.extend(generations.iter().map(|g| g.runs_path()));
+            files.extend(generations.iter().flat_map(|g| g.runs_files()));
             files.extend(self.store_parts(&store).unwrap_or_default());
         }
         files.into_iter().find_map(|file| {
@@ -458,13 +458,13 @@ impl CorpusDir {
         })
     }
 
-    /// The live runs of the store: every generation's `runs.parquet`, without the rows of
+    /// The live runs of the store: every generation's runs files, without the rows of
     /// conversations a later generation supersedes.
     pub fn runs(&self) -> io::Result<LazyFrame> {
         let generations = self.store_generations(&self.store_dir()?)?;
         let scans = generations
             .iter()
-            .map(|g| Ok(live(scan(&g.runs_path())?, g)))
+            .map(|g| Ok(live(scan_files(&g.runs_files())?, g)))
             .collect::<io::Result<Vec<_>>>()?;
         Ok(only_plausible_times(
             concat_scans(scans)?,

@@ -1,6 +1,6 @@
 //! Disposition counts per check, optionally per group of runs. The groups come from run
 //! attributes the corpus does not carry: `agent`, `model` and `day` (UTC date of `started_at`)
-//! are joined from the store's `runs.parquet`; `tool` pairs runs with the tools they landed
+//! are joined from the store's runs files; `tool` pairs runs with the tools they landed
 //! (store events) and counts a run as failed for a tool when one of the check's findings names
 //! that tool.
 

@@ -1,5 +1,5 @@
 //! The reports people read, all computed from lazy Polars scans over a corpus's Parquet files
-//! (and its store's `runs.parquet` and events, for groups and for `explain`):
+//! (and its store's runs and events, for groups and for `explain`):
 //! - [`summary`]: `traceaudit report`, dispositions and rates per check and group, top
 //!   findings, agreement with recorded verdicts; as a terminal table, Markdown, JSON or one
 //!   self-contained HTML file ([`html`], like the diff and the trend pages),

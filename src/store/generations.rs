@@ -10,7 +10,7 @@
 //! The manifest at the store's root is the commit point. A generation's folder is complete
 //! before the manifest names it, and the manifest is replaced by a rename, so a reader sees the
 //! store before an append or after it, never between. Generation 0 of a store that was
-//! ingested whole lies at the root itself (`runs.parquet`, `events/`, `quarantine.jsonl`), as
+//! ingested whole lies at the root itself (`events/`, `runs/`, `quarantine.jsonl`), as
 //! every store did before generations existed; a manifest without `generations` has just that
 //! one.
 //!
@@ -65,6 +65,10 @@ pub struct GenerationEntry {
     /// The generations whose live rows a compaction rewrote into this one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compacted_from: Vec<u32>,
+    /// Its runs lie in a file per part (`runs/part-NNNNN.parquet`, store schema 10 on), not
+    /// in one `runs.parquet` (earlier versions).
+    #[serde(default)]
+    pub runs_by_part: bool,
     /// What this generation's own ingest counted (the rows it copied are not in these).
     pub counts: Counts,
     /// How long writing it took.
@@ -94,11 +98,29 @@ pub struct GenerationFiles {
     /// Conversations of this generation a later generation holds a newer version of: their
     /// rows here are not read.
     pub superseded: HashSet<String>,
+    /// Its runs lie in a file per part ([`GenerationFiles::runs_part_path`]), not in one
+    /// `runs.parquet` ([`GenerationFiles::runs_path`]).
+    pub runs_by_part: bool,
 }
 
 impl GenerationFiles {
+    /// The one runs file of a generation written before runs were kept by part.
     pub fn runs_path(&self) -> PathBuf {
         self.dir.join("runs.parquet")
+    }
+
+    /// The runs file of part `local` (the generation's number) of a generation that keeps
+    /// runs by part.
+    pub fn runs_part_path(&self, local: u32) -> PathBuf {
+        self.dir.join(super::write::runs_part_name(local))
+    }
+
+    /// Every runs file of the generation.
+    pub fn runs_files(&self) -> Vec<PathBuf> {
+        match self.runs_by_part {
+            true => (0..self.parts).map(|p| self.runs_part_path(p)).collect(),
+            false => vec![self.runs_path()],
+        }
     }
 
     pub fn part_path(&self, local: u32) -> PathBuf {
@@ -112,7 +134,8 @@ impl GenerationFiles {
     }
 }
 
-/// The generations a manifest lists, or the one at the root of a manifest without the list.
+/// The generations a manifest lists, or the one at the root of a manifest without the list
+/// (its runs by part from store schema 10 on).
 pub fn entries(manifest: &StoreManifest) -> Vec<GenerationEntry> {
     match &manifest.generations {
         Some(list) => list.clone(),
@@ -124,6 +147,7 @@ pub fn entries(manifest: &StoreManifest) -> Vec<GenerationEntry> {
             inputs: manifest.inputs.len() as u64,
             new_conversations: manifest.counts.conversations,
             counts: manifest.counts.clone(),
+            runs_by_part: manifest.store_schema_version >= 10,
             ..GenerationEntry::default()
         }],
     }
@@ -178,6 +202,7 @@ pub fn resolve(dir: &Path, manifest: &StoreManifest) -> io::Result<Vec<Generatio
             first_part: expected_parts.len() as u32,
             parts: entry.parts,
             superseded: HashSet::new(),
+            runs_by_part: entry.runs_by_part,
         });
         expected_parts.extend(part_names(entry));
     }
@@ -301,6 +326,7 @@ pub fn first_generation(manifest: &mut StoreManifest, out: &Path) {
         new_conversations: manifest.counts.conversations,
         counts: manifest.counts.clone(),
         seconds: manifest.seconds,
+        runs_by_part: true,
         ..GenerationEntry::default()
     }]);
 }
@@ -332,11 +358,13 @@ impl Pick {
     }
 }
 
-/// Does `dir` look like a store: a manifest, and a runs table at the root or generations?
+/// Does `dir` look like a store: a manifest, and runs at the root or generations?
 pub fn looks_like_store(dir: &Path) -> bool {
     dir.is_dir()
         && dir.join("manifest.json").is_file()
-        && (dir.join("runs.parquet").is_file() || dir.join(GENERATIONS_DIR).is_dir())
+        && (dir.join("runs.parquet").is_file()
+            || dir.join(super::write::RUNS_DIR).is_dir()
+            || dir.join(GENERATIONS_DIR).is_dir())
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -2,7 +2,9 @@
 //!
 //! A store is a directory:
 //! - `events/part-NNNNN.parquet`: one row per event; a conversation never spans two parts;
-//! - `runs.parquet`: one row per run;
+//! - `runs/part-NNNNN.parquet`: one row per run of the same part (stores of schema 9 and
+//!   earlier: one `runs.parquet`);
+//! - `generations/NNNNN/`: the generations appended later, each laid out as the root is;
 //! - `quarantine.jsonl`: every record that could not be used, with its reason;
 //! - `manifest.json`: engine and schema version, inputs with size and checksum, counts. It is
 //!   written last, and the directory is renamed into place only when complete.
@@ -26,16 +28,20 @@ use serde::{Deserialize, Serialize};
 
 /// The entries of a store, for [`atomic::Layout`]: what an existing store may hold to be
 /// replaced by a new one.
-pub const STORE_ENTRIES: [&str; 12] = [
+pub const STORE_ENTRIES: [&str; 16] = [
     "manifest.json",
     "quarantine.jsonl",
     "runs.parquet",
+    "runs/",
+    "runs/part-*.parquet",
     "events/",
     "events/part-*.parquet",
     "generations/",
     "generations/*/",
     "generations/*/quarantine.jsonl",
     "generations/*/runs.parquet",
+    "generations/*/runs/",
+    "generations/*/runs/part-*.parquet",
     "generations/*/superseded.jsonl",
     "generations/*/events/",
     "generations/*/events/part-*.parquet",

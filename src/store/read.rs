@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// A run as `runs.parquet` describes it (events not loaded).
+/// A run as the runs table describes it (events not loaded).
 #[derive(Debug, Clone)]
 pub struct RunRow {
     pub run: Run,
@@ -308,13 +308,14 @@ fn listed_parts(
         }
     }
     for generation in generations.iter().filter(|g| checked(g)) {
-        let runs = generation.runs_path();
-        let name = runs
-            .strip_prefix(dir)
-            .unwrap_or(&runs)
-            .display()
-            .to_string();
-        looks_whole(&runs).map_err(|why| refuse(format!("{name} {why}")))?;
+        for runs in generation.runs_files() {
+            let name = runs
+                .strip_prefix(dir)
+                .unwrap_or(&runs)
+                .display()
+                .to_string();
+            looks_whole(&runs).map_err(|why| refuse(format!("{name} {why}")))?;
+        }
     }
     Ok(generations)
 }
@@ -364,21 +365,113 @@ pub struct Store {
 /// A generation of an opened store.
 struct Generation {
     files: GenerationFiles,
-    /// Its `runs.parquet`'s footer, read once: it lists a row group per part flush, thousands
-    /// in a large store, and every part's read needs it.
-    runs_metadata: std::sync::OnceLock<ArrowReaderMetadata>,
+    /// The footers of its runs files, each read once when first needed: one per part, or the
+    /// one `runs.parquet` of a store written before runs were kept by part (its footer lists a
+    /// row group per part flush, thousands in a large store, and every part's read needs it).
+    runs_metadata: Vec<std::sync::OnceLock<ArrowReaderMetadata>>,
+}
+
+/// A runs file of a generation, with its footer.
+struct RunsFile<'a> {
+    path: PathBuf,
+    metadata: &'a ArrowReaderMetadata,
+    /// It holds the runs of every part of its generation (`runs.parquet`), a row group each.
+    shared: bool,
+}
+
+impl RunsFile<'_> {
+    /// May row group `group` hold runs of part `local`?
+    fn may_hold(&self, group: &parquet::file::metadata::RowGroupMetaData, local: u32) -> bool {
+        !self.shared || may_hold_part(group, local)
+    }
 }
 
 impl Generation {
-    fn runs_metadata(&self) -> io::Result<&ArrowReaderMetadata> {
-        if let Some(m) = self.runs_metadata.get() {
-            return Ok(m);
+    fn new(files: GenerationFiles) -> Generation {
+        let slots = if files.runs_by_part { files.parts } else { 1 };
+        Generation {
+            runs_metadata: (0..slots).map(|_| std::sync::OnceLock::new()).collect(),
+            files,
         }
-        let m = load_checked(
-            &self.files.runs_path(),
-            &crate::store::schema::runs_read_schema(),
-        )?;
-        Ok(self.runs_metadata.get_or_init(|| m))
+    }
+
+    /// The runs file holding part `local`'s runs.
+    fn runs_of(&self, local: u32) -> io::Result<RunsFile<'_>> {
+        let (slot, path) = match self.files.runs_by_part {
+            true => (local as usize, self.files.runs_part_path(local)),
+            false => (0, self.files.runs_path()),
+        };
+        let cell = self.runs_metadata.get(slot).ok_or_else(|| {
+            io::Error::other(format!(
+                "generation {} has no part {local}",
+                self.files.number
+            ))
+        })?;
+        if let Some(metadata) = cell.get() {
+            return Ok(RunsFile {
+                path,
+                metadata,
+                shared: !self.files.runs_by_part,
+            });
+        }
+        let loaded = load_checked(&path, &crate::store::schema::runs_read_schema())?;
+        if self.files.runs_by_part {
+            refuse_runs_of_other_parts(&path, &loaded, local)?;
+        }
+        Ok(RunsFile {
+            path,
+            metadata: cell.get_or_init(|| loaded),
+            shared: !self.files.runs_by_part,
+        })
+    }
+
+    /// Every runs file of the generation, each once.
+    fn all_runs(&self) -> io::Result<Vec<RunsFile<'_>>> {
+        match self.files.runs_by_part {
+            true => (0..self.files.parts).map(|p| self.runs_of(p)).collect(),
+            false => Ok(vec![self.runs_of(0)?]),
+        }
+    }
+}
+
+/// Refuse the runs file of part `local` when its rows name another part (told by the `part`
+/// column's statistics): a reader keeps only a part's own rows, so those would never be read.
+fn refuse_runs_of_other_parts(
+    path: &Path,
+    metadata: &ArrowReaderMetadata,
+    local: u32,
+) -> io::Result<()> {
+    let stray = metadata
+        .metadata()
+        .row_groups()
+        .iter()
+        .find(|g| g.num_rows() > 0 && !(may_hold_part(g, local) && only_part(g, local)));
+    match stray {
+        Some(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} holds runs of other parts than part {local}, whose runs file it is: the                  store is not whole; ingest its inputs again",
+                path.display()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Do the statistics of row group `group` say every row of it is of part `part`?
+fn only_part(group: &parquet::file::metadata::RowGroupMetaData, part: u32) -> bool {
+    use parquet::file::statistics::Statistics;
+    let stats = group
+        .columns()
+        .iter()
+        .find(|c| c.column_path().string() == "part")
+        .and_then(|c| c.statistics());
+    match stats {
+        Some(Statistics::Int32(s)) => {
+            s.min_opt().map(|&m| m as u32) == Some(part)
+                && s.max_opt().map(|&m| m as u32) == Some(part)
+        }
+        _ => false,
     }
 }
 
@@ -441,16 +534,11 @@ impl Store {
             parts: manifest.parts.len() as u32,
             manifest,
             digest_names: DigestNames::default(),
-            generations: generations
-                .into_iter()
-                .map(|files| Generation {
-                    files,
-                    runs_metadata: std::sync::OnceLock::new(),
-                })
-                .collect(),
+            generations: generations.into_iter().map(Generation::new).collect(),
         };
         for generation in &store.generations {
-            if only.is_none_or(|n| n == generation.files.number) {
+            let shared = !generation.files.runs_by_part;
+            if shared && only.is_none_or(|n| n == generation.files.number) {
                 store.refuse_runs_past_the_parts(generation)?;
             }
         }
@@ -518,11 +606,12 @@ impl Store {
         Ok(generation.files.part_path(local))
     }
 
-    /// Refuse a runs table whose rows point into a part its generation does not hold: those
-    /// runs would never be read. Told by the `part` column's statistics, which the writer keeps.
+    /// Refuse a `runs.parquet` whose rows point into a part its generation does not hold:
+    /// those runs would never be read. Told by the `part` column's statistics, which the
+    /// writer keeps. (A runs file per part is checked when it is first read.)
     fn refuse_runs_past_the_parts(&self, generation: &Generation) -> io::Result<()> {
         use parquet::file::statistics::Statistics;
-        let metadata = generation.runs_metadata()?;
+        let metadata = generation.runs_of(0)?.metadata;
         let highest = metadata
             .metadata()
             .row_groups()
@@ -563,15 +652,15 @@ impl Store {
         let (generation, local) = self.locate(part)?;
         let superseded = &generation.files.superseded;
         let keep = |id: &str| only.is_none_or(|o| o.contains(id)) && !superseded.contains(id);
-        let runs_path = generation.files.runs_path();
+        let runs_file = generation.runs_of(local)?;
         // Copying a few conversations out of a part decodes their rows only: a row filter on
         // the conversation id selects them before the other columns are read.
         let only_shared = only.map(|o| std::sync::Arc::new(o.clone()));
         let mut runs = Vec::new();
         for batch in read_row_groups_of(
-            &runs_path,
-            generation.runs_metadata()?,
-            |g| may_hold_part(g, local),
+            &runs_file.path,
+            runs_file.metadata,
+            |g| runs_file.may_hold(g, local),
             &[],
             only_shared.as_ref(),
         )? {
@@ -620,17 +709,18 @@ impl Store {
     pub fn runs(&self) -> io::Result<Vec<RunRow>> {
         let mut rows = Vec::new();
         for generation in &self.generations {
-            let path = generation.files.runs_path();
-            let mut these = runs_from(
-                read_row_groups(&path, generation.runs_metadata()?, |_| true, &[])?,
-                None,
-                None,
-                &generation.files.superseded,
-            )?;
-            for row in &mut these {
-                row.part += generation.files.first_part;
+            for file in generation.all_runs()? {
+                let mut these = runs_from(
+                    read_row_groups(&file.path, file.metadata, |_| true, &[])?,
+                    None,
+                    None,
+                    &generation.files.superseded,
+                )?;
+                for row in &mut these {
+                    row.part += generation.files.first_part;
+                }
+                rows.append(&mut these);
             }
-            rows.append(&mut these);
         }
         Ok(rows)
     }
@@ -640,9 +730,18 @@ impl Store {
     /// of what the store holds.
     pub fn run_keys(&self) -> io::Result<Vec<RunKey>> {
         let mut keys = Vec::new();
-        for generation in &self.generations {
-            let path = generation.files.runs_path();
-            let metadata = generation.runs_metadata()?;
+        for (generation, file) in self
+            .generations
+            .iter()
+            .map(|g| {
+                g.all_runs()
+                    .map(|files| files.into_iter().map(move |f| (g, f)))
+            })
+            .collect::<io::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+        {
+            let (path, metadata) = (&file.path, file.metadata);
             let others: Vec<&str> = metadata
                 .parquet_schema()
                 .columns()
@@ -651,7 +750,7 @@ impl Store {
                 .filter(|n| !matches!(*n, "run_id" | "conversation_id" | "part" | "events"))
                 .collect();
             let superseded = &generation.files.superseded;
-            for batch in read_row_groups(&path, metadata, |_| true, &others)? {
+            for batch in read_row_groups(path, metadata, |_| true, &others)? {
                 let runs = col::<StringArray>(&batch, "run_id")?;
                 let conversations = col::<StringArray>(&batch, "conversation_id")?;
                 let parts = col::<UInt32Array>(&batch, "part")?;
@@ -748,8 +847,7 @@ impl Store {
     ) -> io::Result<Vec<(Origin, Conversation)>> {
         let (generation, local) = self.locate(part)?;
         let path = generation.files.part_path(local);
-        let runs_path = generation.files.runs_path();
-        let runs_metadata = generation.runs_metadata()?;
+        let runs_file = generation.runs_of(local)?;
         let superseded = &generation.files.superseded;
         let only_shared: Option<std::sync::Arc<HashSet<String>>> =
             only.map(|o| std::sync::Arc::new(o.clone()));
@@ -780,9 +878,9 @@ impl Store {
         let read_runs = || -> io::Result<Vec<RunRow>> {
             runs_from(
                 read_row_groups_of(
-                    &runs_path,
-                    runs_metadata,
-                    |g| may_hold_part(g, local),
+                    &runs_file.path,
+                    runs_file.metadata,
+                    |g| runs_file.may_hold(g, local),
                     {
                         // No check reads the user message a run answers (they read the messages);
                         // answers are read from their digests when the store holds them.
@@ -1465,13 +1563,88 @@ mod tests {
         std::fs::rename(&part0, dir.path().join("aside")).unwrap();
         assert!(refused(dir.path()).contains("events/part-00000.parquet is missing"));
         std::fs::rename(dir.path().join("aside"), &part0).unwrap();
+        // A runs file lost, or put in the place of another part's.
+        let runs1 = dir.path().join("runs/part-00001.parquet");
+        let kept = std::fs::read(&runs1).unwrap();
+        std::fs::remove_file(&runs1).unwrap();
+        assert!(refused(dir.path()).contains("runs/part-00001.parquet is missing"));
+        std::fs::copy(dir.path().join("runs/part-00002.parquet"), &runs1).unwrap();
+        let err = Store::open(dir.path())
+            .unwrap()
+            .read_part(1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("runs/part-00001.parquet holds runs of other parts than part 1"),
+            "{err}"
+        );
+        std::fs::write(&runs1, kept).unwrap();
+        assert_eq!(
+            Store::open(dir.path()).unwrap().read_part(1).unwrap().len(),
+            {
+                (0..12)
+                    .filter(|i| part_of(&format!("c{i}"), 3) == 1)
+                    .count()
+            }
+        );
+    }
+
+    /// A store of schema 9 (one `runs.parquet`, row groups of one part each) is read as before,
+    /// and refused when its manifest lists fewer parts than its runs point into.
+    #[test]
+    fn a_store_with_one_runs_file_is_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 3, spec()).unwrap();
+        for i in 0..12 {
+            let c = conversation(&format!("c{i}"), 2, 10);
+            let origin = Origin {
+                input_index: 0,
+                record_index: i,
+            };
+            writer.write(&c, origin).unwrap();
+        }
+        writer.finish().unwrap();
+        write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
+        let store = Store::open(dir.path()).unwrap();
+        let by_part: Vec<String> = (0..3)
+            .map(|p| format!("{:?}", store.read_part(p).unwrap()))
+            .collect();
+        let runs = store.runs().unwrap();
+        // The same rows as schema 9 laid them out: one file, a row group per part.
+        let props = crate::store::write::store_writer_properties();
+        let out = File::create(dir.path().join("runs.parquet")).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            out,
+            crate::store::schema::runs_schema(),
+            Some(props),
+        )
+        .unwrap();
+        for p in 0..3 {
+            let path = dir.path().join(crate::store::write::runs_part_name(p));
+            for b in ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+                .unwrap()
+                .build()
+                .unwrap()
+            {
+                w.write(&b.unwrap()).unwrap();
+            }
+            w.flush().unwrap();
+        }
+        w.close().unwrap();
+        std::fs::remove_dir_all(dir.path().join("runs")).unwrap();
+        write_manifest(dir.path(), 9);
+        let old = Store::open(dir.path()).unwrap();
+        for (p, expected) in by_part.iter().enumerate() {
+            assert_eq!(&format!("{:?}", old.read_part(p as u32).unwrap()), expected);
+        }
+        assert_eq!(format!("{:?}", old.runs().unwrap()), format!("{runs:?}"));
         // A manifest that lists fewer parts than the runs point into.
         let path = dir.path().join("manifest.json");
         let mut manifest: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         manifest["parts"].as_array_mut().unwrap().truncate(2);
         std::fs::write(&path, manifest.to_string()).unwrap();
-        let err = refused(dir.path());
+        let err = Store::open(dir.path()).err().expect("refused").to_string();
         assert!(
             err.contains("runs of part 2") && err.contains("lists 2 part(s)"),
             "{err}"
@@ -1520,7 +1693,7 @@ mod tests {
         // The same columns, Snappy-compressed (pyarrow's default): read as before.
         let part = dir.path().join("events/part-00000.parquet");
         rewrite(&part, |b| b);
-        rewrite(&dir.path().join("runs.parquet"), |b| b);
+        rewrite(&dir.path().join("runs/part-00000.parquet"), |b| b);
         let after = Store::open(dir.path()).unwrap().read_part(0).unwrap();
         assert_eq!(format!("{before:?}"), format!("{after:?}"));
         // Timestamps in nanoseconds, as a pandas round trip leaves them: before, a worker
@@ -1887,24 +2060,21 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.parts, parts);
         assert_eq!(store.runs().unwrap().len(), 900);
-        // Every row group of runs.parquet holds one part.
-        let file = File::open(dir.path().join("runs.parquet")).unwrap();
-        let meta = ParquetRecordBatchReaderBuilder::try_new(file)
-            .unwrap()
-            .metadata()
-            .clone();
-        assert!(meta.num_row_groups() > parts as usize);
+        // Every part's runs lie in a file of its own, flushed in several row groups.
+        let mut groups = 0;
         for p in 0..parts {
-            let holding = meta
-                .row_groups()
-                .iter()
-                .filter(|g| may_hold_part(g, p))
-                .count();
+            let path = dir.path().join(crate::store::write::runs_part_name(p));
+            let meta = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+                .unwrap()
+                .metadata()
+                .clone();
             assert!(
-                holding < meta.num_row_groups(),
-                "part {p} reads every row group"
+                meta.row_groups().iter().all(|g| only_part(g, p)),
+                "part {p}"
             );
+            groups += meta.num_row_groups();
         }
+        assert!(groups > parts as usize, "{groups} row groups");
         // Each part gives back its conversations whole, in input order, and nothing else.
         let mut seen = Vec::new();
         for p in 0..parts {

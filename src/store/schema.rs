@@ -5,12 +5,13 @@ use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use std::sync::Arc;
 
 /// Bumped when a column is added, removed or changes type, or the layout changes (version 9:
-/// generations, which an engine that does not know them would read only the first of).
-pub const STORE_SCHEMA_VERSION: u32 = 9;
+/// generations, which an engine that does not know them would read only the first of;
+/// version 10: a runs file per part, which an engine that reads `runs.parquet` would miss).
+pub const STORE_SCHEMA_VERSION: u32 = 10;
 
 /// The store versions this engine audits: version 7 lacks only the runs' `partitions`, which
 /// no check reads (a report grouping by partition asks for a newer store); version 8 is 9
-/// without generations (one, at the root).
+/// without generations (one, at the root); version 9 is 10 with one runs file per generation.
 pub const READABLE_STORE_VERSIONS: std::ops::RangeInclusive<u32> = 7..=STORE_SCHEMA_VERSION;
 
 /// The runs' columns an audit does not need, which older stores lack.
@@ -66,7 +67,7 @@ pub fn events_schema() -> Arc<Schema> {
     ]))
 }
 
-/// One row per run, in the store's `runs.parquet`.
+/// One row per run, in the runs file of its part (`runs/part-NNNNN.parquet`).
 pub fn runs_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new("run_id", DataType::Utf8, false),

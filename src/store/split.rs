@@ -11,11 +11,11 @@
 //! store merged from shards splits as the command line's ingest does.
 //!
 //! The first of a split part's pieces keeps its number; the others take the numbers after the
-//! last part, in the order of the parts split. `runs.parquet` is rewritten with the new part
-//! numbers, each row group still holding the runs of one part.
+//! last part, in the order of the parts split. A part's runs file is split as its events file
+//! is, each run given its piece's number.
 
 use super::parquet_file::ParquetFile;
-use super::write::{part_file_name, store_writer_properties, to_io};
+use super::write::{part_file_name, runs_part_name, store_writer_properties, to_io, RUNS_DIR};
 use arrow::array::{Array, AsArray, BooleanArray, UInt32Array};
 use arrow::datatypes::UInt32Type;
 use arrow::record_batch::RecordBatch;
@@ -95,59 +95,54 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> io::Result<&'a Arc<dyn Arra
         .ok_or_else(|| io::Error::other(format!("the store's table has no column `{name}`")))
 }
 
-/// `runs.parquet` read batch by batch, only the columns named.
-fn runs_columns(
-    runs: &Path,
-    names: &[&str],
-) -> io::Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
+/// The rows a Parquet file holds, from its footer.
+fn rows_in(path: &Path) -> io::Result<u64> {
     let builder =
-        ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(runs)?).map_err(to_io)?;
-    let wanted = builder
-        .parquet_schema()
-        .columns()
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| names.contains(&c.name()))
-        .map(|(i, _)| i);
-    let projection = ProjectionMask::leaves(builder.parquet_schema(), wanted);
-    builder
-        .with_projection(projection)
-        .with_batch_size(8192)
-        .build()
-        .map_err(to_io)
+        ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(path)?).map_err(to_io)?;
+    Ok(builder.metadata().file_metadata().num_rows().max(0) as u64)
 }
 
-/// Rows (runs plus their events) of each of the `parts` parts, from `runs.parquet`.
-fn rows_per_part(runs: &Path, parts: u32) -> io::Result<Vec<u64>> {
-    let mut rows = vec![0u64; parts as usize];
-    for batch in runs_columns(runs, &["part", "events"])? {
-        let batch = batch.map_err(to_io)?;
-        let part = column(&batch, "part")?.as_primitive::<UInt32Type>();
-        let events = column(&batch, "events")?.as_primitive::<UInt32Type>();
-        for (p, e) in part.values().iter().zip(events.values().iter()) {
-            let slot = rows.get_mut(*p as usize).ok_or_else(|| {
-                io::Error::other(format!("runs.parquet names part {p} of {parts}"))
-            })?;
-            *slot += 1 + u64::from(*e);
-        }
-    }
-    Ok(rows)
+/// Rows (runs plus events) of each of the `parts` parts of the store in `dir`, from the
+/// footers of its runs and events files.
+fn rows_per_part(dir: &Path, parts: u32) -> io::Result<Vec<u64>> {
+    (0..parts)
+        .map(|p| {
+            Ok(rows_in(&dir.join(runs_part_name(p)))?
+                + rows_in(&dir.join("events").join(part_file_name(p)))?)
+        })
+        .collect()
 }
 
-/// Rows of each conversation of the parts in `over`, from `runs.parquet`.
+/// Rows of each conversation of the parts in `over`, from their runs files.
 fn rows_per_conversation(
-    runs: &Path,
+    dir: &Path,
     over: &[u32],
 ) -> io::Result<BTreeMap<u32, HashMap<String, u64>>> {
-    let mut out: BTreeMap<u32, HashMap<String, u64>> =
-        over.iter().map(|&p| (p, HashMap::new())).collect();
-    for batch in runs_columns(runs, &["conversation_id", "part", "events"])? {
-        let batch = batch.map_err(to_io)?;
-        let ids = column(&batch, "conversation_id")?.as_string::<i32>();
-        let part = column(&batch, "part")?.as_primitive::<UInt32Type>();
-        let events = column(&batch, "events")?.as_primitive::<UInt32Type>();
-        for i in 0..batch.num_rows() {
-            if let Some(conversations) = out.get_mut(&part.value(i)) {
+    let mut out = BTreeMap::new();
+    for &part in over {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(
+            &dir.join(runs_part_name(part)),
+        )?)
+        .map_err(to_io)?;
+        let wanted = builder
+            .parquet_schema()
+            .columns()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c.name(), "conversation_id" | "events"))
+            .map(|(i, _)| i);
+        let projection = ProjectionMask::leaves(builder.parquet_schema(), wanted);
+        let reader = builder
+            .with_projection(projection)
+            .with_batch_size(8192)
+            .build()
+            .map_err(to_io)?;
+        let conversations: &mut HashMap<String, u64> = out.entry(part).or_default();
+        for batch in reader {
+            let batch = batch.map_err(to_io)?;
+            let ids = column(&batch, "conversation_id")?.as_string::<i32>();
+            let events = column(&batch, "events")?.as_primitive::<UInt32Type>();
+            for i in 0..batch.num_rows() {
                 *conversations.entry(ids.value(i).to_string()).or_default() +=
                     1 + u64::from(events.value(i));
             }
@@ -158,10 +153,9 @@ fn rows_per_conversation(
 
 /// Split every part of the complete store in `dir` (its manifest not yet written) that holds
 /// more than `max_rows` rows. Returns what was split; a store with no such part is left as it
-/// is and costs one read of `runs.parquet`'s two count columns' pages.
+/// is and costs a read of its files' footers.
 pub fn split_large_parts(dir: &Path, parts: u32, max_rows: u64) -> io::Result<Split> {
-    let runs = dir.join("runs.parquet");
-    let over: Vec<u32> = rows_per_part(&runs, parts)?
+    let over: Vec<u32> = rows_per_part(dir, parts)?
         .iter()
         .enumerate()
         .filter(|(_, &rows)| rows > max_rows)
@@ -172,15 +166,12 @@ pub fn split_large_parts(dir: &Path, parts: u32, max_rows: u64) -> io::Result<Sp
             parts,
             ..Split::default()
         },
-        false => plan(parts, rows_per_conversation(&runs, &over)?, max_rows),
+        false => plan(parts, rows_per_conversation(dir, &over)?, max_rows),
     };
-    if split.is_empty() {
-        return Ok(split);
-    }
     for (&part, pieces) in &split.pieces {
-        split_events(dir, &split, part, pieces)?;
+        split_file(&dir.join("events"), &split, part, pieces, false)?;
+        split_file(&dir.join(RUNS_DIR), &split, part, pieces, true)?;
     }
-    renumber_runs(&runs, &split)?;
     Ok(split)
 }
 
@@ -204,11 +195,26 @@ fn by_piece(
         .collect()
 }
 
-/// Write part `part`'s events into its pieces, through temporary names, then put them in place.
-fn split_events(dir: &Path, split: &Split, part: u32, pieces: &[u32]) -> io::Result<()> {
-    let events = dir.join("events");
-    let source = events.join(part_file_name(part));
-    let tmp = |p: u32| events.join(format!(".{}.split", part_file_name(p)));
+/// `rows` with every value of its `part` column set to `part`.
+fn renumbered(rows: &RecordBatch, part: u32) -> io::Result<RecordBatch> {
+    let at = rows.schema().index_of("part").map_err(to_io)?;
+    let mut columns = rows.columns().to_vec();
+    columns[at] = Arc::new(UInt32Array::from(vec![part; rows.num_rows()]));
+    RecordBatch::try_new(rows.schema(), columns).map_err(to_io)
+}
+
+/// Write the file of part `part` in `folder` (its events or its runs) into its pieces'
+/// files, through temporary names, then put them in place. Runs take their piece's number in
+/// their `part` column (`runs`).
+fn split_file(
+    folder: &Path,
+    split: &Split,
+    part: u32,
+    pieces: &[u32],
+    runs: bool,
+) -> io::Result<()> {
+    let source = folder.join(part_file_name(part));
+    let tmp = |p: u32| folder.join(format!(".{}.split", part_file_name(p)));
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(&source)?).map_err(to_io)?;
     let schema = builder.schema().clone();
@@ -229,13 +235,19 @@ fn split_events(dir: &Path, split: &Split, part: u32, pieces: &[u32]) -> io::Res
     let row_group_bytes = (32usize << 20) / pieces.len();
     for batch in reader {
         let batch = batch.map_err(to_io)?;
-        for (writer, rows) in writers
+        for ((writer, rows), &piece) in writers
             .iter_mut()
             .zip(by_piece(&batch, split, part, pieces)?)
+            .zip(pieces)
         {
             if rows.num_rows() == 0 {
                 continue;
             }
+            let rows = if runs {
+                renumbered(&rows, piece)?
+            } else {
+                rows
+            };
             writer.write(&rows).map_err(to_io)?;
             if writer.in_progress_size() >= row_group_bytes {
                 writer.flush().map_err(to_io)?;
@@ -246,62 +258,9 @@ fn split_events(dir: &Path, split: &Split, part: u32, pieces: &[u32]) -> io::Res
         writer.close().map_err(to_io)?;
     }
     for &p in pieces {
-        std::fs::rename(tmp(p), events.join(part_file_name(p)))?;
+        std::fs::rename(tmp(p), folder.join(part_file_name(p)))?;
     }
     Ok(())
-}
-
-/// Rewrite `runs.parquet` with the part numbers after the split, row group by row group; the
-/// runs of a split part's row group go into one row group per piece.
-fn renumber_runs(runs: &Path, split: &Split) -> io::Result<()> {
-    let tmp = runs.with_file_name(".runs.parquet.split");
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(runs)?).map_err(to_io)?;
-    let schema = builder.schema().clone();
-    let groups = builder.metadata().num_row_groups();
-    let mut writer = ArrowWriter::try_new(
-        File::create(&tmp)?,
-        schema.clone(),
-        Some(store_writer_properties()),
-    )
-    .map_err(to_io)?;
-    let part_at = schema.index_of("part").map_err(to_io)?;
-    for group in 0..groups {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(ParquetFile::open(runs)?)
-            .map_err(to_io)?
-            .with_row_groups(vec![group])
-            .build()
-            .map_err(to_io)?;
-        let mut batches: BTreeMap<u32, Vec<RecordBatch>> = BTreeMap::new();
-        for batch in reader {
-            let batch = batch.map_err(to_io)?;
-            let ids = column(&batch, "conversation_id")?.as_string::<i32>();
-            let old = column(&batch, "part")?.as_primitive::<UInt32Type>();
-            let new: UInt32Array = (0..batch.num_rows())
-                .map(|i| Some(split.part_of(ids.value(i), old.value(i))))
-                .collect();
-            let mut columns = batch.columns().to_vec();
-            columns[part_at] = Arc::new(new.clone());
-            let renumbered = RecordBatch::try_new(schema.clone(), columns).map_err(to_io)?;
-            let mut numbers: Vec<u32> = new.values().to_vec();
-            numbers.sort_unstable();
-            numbers.dedup();
-            for p in numbers {
-                let keep: BooleanArray = new.values().iter().map(|&n| Some(n == p)).collect();
-                let rows =
-                    arrow::compute::filter_record_batch(&renumbered, &keep).map_err(to_io)?;
-                batches.entry(p).or_default().push(rows);
-            }
-        }
-        for (_, list) in batches {
-            for rows in list {
-                writer.write(&rows).map_err(to_io)?;
-            }
-            writer.flush().map_err(to_io)?;
-        }
-    }
-    writer.close().map_err(to_io)?;
-    std::fs::rename(&tmp, runs)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! Writing the store: events in Parquet parts (a conversation never spans two parts), one row
-//! per run in `runs.parquet`. Conversations are assigned to a part by a hash of their id, so the
-//! fragments of one conversation that arrive from different files land in the same part.
+//! Writing the store: events in Parquet parts (a conversation never spans two parts), and one
+//! row per run in the runs file of the same part (`events/part-NNNNN.parquet` beside
+//! `runs/part-NNNNN.parquet`). Conversations are assigned to a part by a hash of their id, so
+//! the fragments of one conversation that arrive from different files land in the same part.
 
 use crate::model::digest::{DigestKind, DigestValue};
 use crate::model::{Conversation, Event, EventKind, Run};
@@ -25,7 +26,7 @@ const BATCH_ROWS: usize = 8192;
 const BATCH_BYTES: usize = 2 << 20;
 /// Bytes a row group may hold in memory before it is closed.
 const ROW_GROUP_BYTES: usize = 32 << 20;
-/// Run rows a part buffers before they become a row group of `runs.parquet`.
+/// Run rows a part buffers before they are handed to its runs file's writer.
 const RUN_ROWS: usize = 4096;
 /// Bytes all parts together may hold (rows not yet encoded, and row groups encoded so far)
 /// before the parts holding most close their row groups. Parts are many for a big input (one
@@ -37,7 +38,7 @@ pub fn writer_properties() -> WriterProperties {
     properties(zstd_level_1())
 }
 
-/// Parquet settings for the store's events parts and `runs.parquet`: only the long text
+/// Parquet settings for the store's events and runs parts: only the long text
 /// columns are compressed. Every compressed column chunk makes zstd contexts of its own, and a
 /// part's row groups get smaller as parts get more numerous (they share one buffer budget), so
 /// contexts are made per chunk many times over in a large store. The other columns are short
@@ -566,8 +567,9 @@ impl RunsBuilder {
 struct Part {
     writer: ArrowWriter<File>,
     builder: EventsBuilder,
-    /// This part's runs not yet written to `runs.parquet`.
+    /// This part's runs not yet handed to `runs_writer`.
     runs: RunsBuilder,
+    runs_writer: ArrowWriter<File>,
 }
 
 impl Part {
@@ -583,10 +585,34 @@ impl Part {
         Ok(())
     }
 
-    /// Hand over the buffered events and close the row group.
+    /// Hand the buffered runs to the runs file's writer, closing its row group when it is
+    /// large.
+    fn flush_runs(&mut self) -> io::Result<()> {
+        if self.runs.is_empty() {
+            return Ok(());
+        }
+        let batch = self.runs.finish()?;
+        self.runs_writer.write(&batch).map_err(to_io)?;
+        if self.runs_writer.in_progress_size() >= ROW_GROUP_BYTES {
+            self.runs_writer.flush().map_err(to_io)?;
+        }
+        Ok(())
+    }
+
+    /// Hand over the buffered events and runs and close both files' row groups.
     fn flush_all(&mut self) -> io::Result<()> {
         self.flush_batch()?;
-        self.writer.flush().map_err(to_io)
+        self.writer.flush().map_err(to_io)?;
+        self.flush_runs()?;
+        self.runs_writer.flush().map_err(to_io)
+    }
+
+    /// What the part holds in memory: rows not yet encoded and both row groups so far.
+    fn held(&self) -> usize {
+        self.builder.bytes
+            + self.runs.bytes
+            + self.writer.memory_size()
+            + self.runs_writer.memory_size()
     }
 }
 
@@ -601,12 +627,11 @@ pub fn part_of(conversation_id: &str, parts: u32) -> u32 {
 
 /// Streams conversations into a store directory (the caller owns atomicity).
 ///
-/// `runs.parquet` is written in row groups of one part each (the reader picks a part's row
-/// groups by the `part` column's statistics), so neither side holds every run.
+/// Each part has a runs file of its own, so neither the writer nor a reader of one part holds
+/// every run, and a store's parts can be written (and merged) on separate machines.
 pub struct StoreWriter {
     dir: std::path::PathBuf,
     parts: Vec<Part>,
-    runs_writer: ArrowWriter<File>,
     /// Bytes buffered across parts since the last flush of them all.
     buffered: usize,
     pub runs_written: u64,
@@ -617,6 +642,14 @@ pub struct StoreWriter {
 pub fn part_file_name(part: u32) -> String {
     format!("part-{part:05}.parquet")
 }
+
+/// The runs file of a store's part `part`, relative to its folder.
+pub fn runs_part_name(part: u32) -> String {
+    format!("{RUNS_DIR}/{}", part_file_name(part))
+}
+
+/// The folder of a store's (or a generation's) runs files.
+pub const RUNS_DIR: &str = "runs";
 
 /// The manifest's names of a store's `parts` parts.
 pub fn part_names(parts: u32) -> Vec<String> {
@@ -630,26 +663,27 @@ impl StoreWriter {
     pub fn create(dir: &Path, parts: u32, spec: &StoreSpec) -> io::Result<StoreWriter> {
         let parts = parts.max(1);
         std::fs::create_dir_all(dir.join("events"))?;
+        std::fs::create_dir_all(dir.join(RUNS_DIR))?;
         let mut list = Vec::with_capacity(parts as usize);
         for p in 0..parts {
             let file = File::create(dir.join("events").join(part_file_name(p)))?;
             let writer =
                 ArrowWriter::try_new(file, events_schema(), Some(store_writer_properties()))
                     .map_err(to_io)?;
+            let runs_file = File::create(dir.join(runs_part_name(p)))?;
+            let runs_writer =
+                ArrowWriter::try_new(runs_file, runs_schema(), Some(store_writer_properties()))
+                    .map_err(to_io)?;
             list.push(Part {
                 writer,
                 builder: EventsBuilder::new(spec.clone(), BUFFER_BUDGET / parts as usize),
                 runs: RunsBuilder::default(),
+                runs_writer,
             });
         }
-        let runs_file = File::create(dir.join("runs.parquet"))?;
-        let runs_writer =
-            ArrowWriter::try_new(runs_file, runs_schema(), Some(store_writer_properties()))
-                .map_err(to_io)?;
         Ok(StoreWriter {
             dir: dir.to_path_buf(),
             parts: list,
-            runs_writer,
             buffered: 0,
             runs_written: 0,
             events_written: 0,
@@ -659,17 +693,6 @@ impl StoreWriter {
 
     pub fn part_count(&self) -> u32 {
         self.parts.len() as u32
-    }
-
-    /// Write one part's buffered runs as a row group of their own.
-    fn flush_runs(&mut self, p: usize) -> io::Result<()> {
-        let runs = &mut self.parts[p].runs;
-        if runs.is_empty() {
-            return Ok(());
-        }
-        let batch = runs.finish()?;
-        self.runs_writer.write(&batch).map_err(to_io)?;
-        self.runs_writer.flush().map_err(to_io)
     }
 
     /// Write one conversation (or a fragment of one).
@@ -690,7 +713,7 @@ impl StoreWriter {
             self.events_written += run.events.len() as u64;
             self.landings_written += run.landings().count() as u64;
             if self.parts[p].runs.len() >= RUN_ROWS {
-                self.flush_runs(p)?;
+                self.parts[p].flush_runs()?;
             }
         }
         if self.buffered >= BUFFER_BUDGET {
@@ -699,12 +722,8 @@ impl StoreWriter {
             // bytes counted on the way in). Row groups are closed only when that reaches the
             // budget, so they are not made smaller than memory requires (counting only incoming
             // bytes would close them several times too early).
-            let mut held: Vec<(usize, usize)> = self
-                .parts
-                .iter()
-                .map(|part| part.builder.bytes + part.runs.bytes + part.writer.memory_size())
-                .enumerate()
-                .collect();
+            let mut held: Vec<(usize, usize)> =
+                self.parts.iter().map(Part::held).enumerate().collect();
             let mut total: usize = held.iter().map(|h| h.1).sum();
             if total >= BUFFER_BUDGET {
                 // The parts holding most close their row groups, until half the budget is
@@ -715,7 +734,6 @@ impl StoreWriter {
                         break;
                     }
                     self.parts[p].flush_all()?;
-                    self.flush_runs(p)?;
                     total -= bytes;
                 }
             }
@@ -750,8 +768,8 @@ impl StoreWriter {
             }
         }
         if runs.num_rows() > 0 {
-            // A row group of the runs holds one part's rows only.
-            self.flush_runs(p)?;
+            let target = &mut self.parts[p];
+            target.flush_runs()?;
             let at = runs
                 .schema()
                 .index_of("part")
@@ -759,8 +777,10 @@ impl StoreWriter {
             let mut columns = runs.columns().to_vec();
             columns[at] = Arc::new(arrow::array::UInt32Array::from(vec![part; runs.num_rows()]));
             let batch = RecordBatch::try_new(runs_schema(), columns).map_err(to_io)?;
-            self.runs_writer.write(&batch).map_err(to_io)?;
-            self.runs_writer.flush().map_err(to_io)?;
+            target.runs_writer.write(&batch).map_err(to_io)?;
+            if target.runs_writer.in_progress_size() >= ROW_GROUP_BYTES {
+                target.runs_writer.flush().map_err(to_io)?;
+            }
         }
         Ok(())
     }
@@ -771,17 +791,15 @@ impl StoreWriter {
     }
 
     /// Flush everything and close the files. Returns the part file names.
-    pub fn finish(mut self) -> io::Result<Vec<String>> {
-        for p in 0..self.parts.len() {
-            self.flush_runs(p)?;
-        }
+    pub fn finish(self) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for (i, mut part) in self.parts.into_iter().enumerate() {
             part.flush_batch()?;
+            part.flush_runs()?;
             part.writer.close().map_err(to_io)?;
+            part.runs_writer.close().map_err(to_io)?;
             names.push(format!("events/{}", part_file_name(i as u32)));
         }
-        self.runs_writer.close().map_err(to_io)?;
         Ok(names)
     }
 }
