@@ -139,9 +139,11 @@ def test_the_ray_ingest_of_a_prefix_equals_the_local_ingest(bucket, cluster, tmp
     g, w = store_rows(tmp_path / "ray-store"), store_rows(tmp_path / "from-disk")
     # Rows name their source: the bucket's URL and the local path of the same file.
     prefix = str(local) + "/"
-    assert g[0].num_rows == w[0].num_rows
-    sources = [s.removeprefix(url) for s in g[0].column("source").to_pylist()]
-    assert sources == [s.removeprefix(prefix) for s in w[0].column("source").to_pylist()]
+    assert sorted(g[0]) == sorted(w[0])
+    for name in w[0]:
+        assert g[0][name].num_rows == w[0][name].num_rows, name
+        sources = [s.removeprefix(url) for s in g[0][name].column("source").to_pylist()]
+        assert sources == [s.removeprefix(prefix) for s in w[0][name].column("source").to_pylist()]
     for name in w[1]:
         assert_same_table(g[1][name], w[1][name], name)
     assert json.dumps(got).find("testing") == -1
