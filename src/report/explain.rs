@@ -778,7 +778,7 @@ pub fn render_text(e: &Explanation) -> String {
             .map(|a| bounded(a, 60))
             .unwrap_or("-".into()),
         e.started_at.as_deref().unwrap_or("-"),
-        crate::report::summary::duration(e.duration_ms)
+        crate::report::text::duration(e.duration_ms)
     ));
     o.push_str(&format!(
         "  {} events, {} tool landings\n",
@@ -820,10 +820,7 @@ pub fn render_text(e: &Explanation) -> String {
                 }
                 let mut facts = Vec::new();
                 if let Some(ms) = duration_ms {
-                    facts.push(format!(
-                        "took {}",
-                        crate::report::summary::duration(Some(*ms))
-                    ));
+                    facts.push(format!("took {}", crate::report::text::duration(Some(*ms))));
                 }
                 if *error {
                     facts.push("error".to_string());
@@ -885,5 +882,5 @@ pub fn render_text(e: &Explanation) -> String {
     for c in &e.cut {
         o.push_str(&format!("cut: {c}\n"));
     }
-    crate::report::summary::trim_lines(&o)
+    crate::report::text::trim_lines(&o)
 }

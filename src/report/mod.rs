@@ -9,7 +9,8 @@
 //! - [`trend`]: `traceaudit trend`, the fail rates night by night and the nights the diff's
 //!   rules would have flagged.
 //!
-//! Recorded text is untrusted; [`text`] bounds and escapes it for each medium.
+//! Each report's tables are one row model ([`table`]) that every renderer lays out; recorded
+//! text is untrusted, and [`text`] bounds and escapes it for each medium.
 
 pub mod corpus;
 pub mod diff;
@@ -19,6 +20,7 @@ pub mod groups;
 pub mod html;
 pub mod stats;
 pub mod summary;
+pub mod table;
 pub mod text;
 pub mod trend;
 

@@ -8,7 +8,8 @@ use crate::corpus::CHECK_COLUMN;
 use crate::report::corpus::{counts, f64s, pl, strings, CorpusDir};
 use crate::report::groups::{checks_without_tools, group_counts, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{rate, wilson};
-use crate::report::text::{fit, interval, md_code, md_text, pct, wrap};
+use crate::report::table::{Cell, Column, Row, Shown, Table};
+use crate::report::text::{duration, fit, interval, md_text, pct, trim_lines, wrap};
 use polars::prelude::*;
 use serde::Serialize;
 use std::io;
@@ -414,17 +415,6 @@ fn agreement(
     Ok((summary, disagreements))
 }
 
-/// Milliseconds for people.
-pub fn duration(ms: Option<f64>) -> String {
-    match ms {
-        None => "-".into(),
-        Some(ms) if ms < 10.0 => format!("{ms:.1} ms"),
-        Some(ms) if ms < 1000.0 => format!("{ms:.0} ms"),
-        Some(ms) if ms < 120_000.0 => format!("{:.1} s", ms / 1000.0),
-        Some(ms) => format!("{:.1} min", ms / 60_000.0),
-    }
-}
-
 fn loop_time(l: &LoopRow) -> String {
     let t = duration(l.wasted_ms);
     if l.untimed > 0 && l.wasted_ms.is_some() {
@@ -437,8 +427,235 @@ fn loop_time(l: &LoopRow) -> String {
 const RATE_NOTE: &str =
     "fail % = checked-fail among checked runs (pass + fail); 95% CI = Wilson score interval";
 
+/// The tables of a report, every cell computed once: the terminal table, Markdown and the
+/// HTML page lay these out (JSON is the [`Report`] itself).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportRows {
+    /// A row per check over every run.
+    pub checks: Table,
+    /// With `--by`: the grouping's name, and a row per row of [`Report::groups`].
+    pub groups: Option<(String, Table)>,
+    pub loops: Table,
+    /// Some loop's wasted time leaves out landings that were not timed.
+    pub loops_lower_bound: bool,
+    pub stale: Table,
+    pub kinds: Table,
+    pub agreement: Table,
+    /// The last column, the detail, goes on a line of its own on the terminal.
+    pub disagreements: Table,
+}
+
+/// The column of [`ReportRows::groups`] that names the check.
+pub const GROUP_CHECK_COLUMN: usize = 1;
+/// The column of [`ReportRows::kinds`] that names the kind.
+pub const KIND_COLUMN: usize = 1;
+/// The column of [`ReportRows::disagreements`] with the detail.
+const DETAIL_COLUMN: usize = 3;
+
+fn rate_cells(fail_rate: Option<f64>, ci: Option<(f64, f64)>) -> [Cell; 2] {
+    [Cell::Value(pct(fail_rate)), Cell::Value(interval(ci))]
+}
+
+impl ReportRows {
+    pub fn of(r: &Report) -> ReportRows {
+        ReportRows {
+            checks: check_table(&r.checks),
+            groups: r
+                .by
+                .as_ref()
+                .map(|by| (by.label(), group_table(&by.label(), &r.groups))),
+            loops: loop_table(&r.loops),
+            loops_lower_bound: r
+                .loops
+                .iter()
+                .any(|l| l.untimed > 0 && l.wasted_ms.is_some()),
+            stale: stale_table(&r.stale),
+            kinds: kind_table(&r.kinds),
+            agreement: agreement_table(&r.agreement),
+            disagreements: disagreement_table(&r.disagreements),
+        }
+    }
+}
+
+fn check_table(rows: &[RateRow]) -> Table {
+    let columns = vec![
+        Column::text("check", 22).code(40, 60),
+        Column::number("runs", 7),
+        Column::number("pass", 7),
+        Column::number("fail", 7),
+        Column::number("n/a", 7),
+        Column::number("unreach", 7).long("unreachable"),
+        Column::number("findings", 8),
+        Column::number("fail %", 6),
+        Column::text("95% CI", 14).gap(2),
+    ];
+    let rows = rows
+        .iter()
+        .map(|c| {
+            let mut cells = vec![
+                Cell::recorded(&c.check),
+                Cell::value(c.runs),
+                Cell::value(c.checked_pass),
+                Cell::value(c.checked_fail),
+                Cell::value(c.not_applicable),
+                Cell::value(c.unreachable),
+                Cell::value(c.findings),
+            ];
+            cells.extend(rate_cells(c.fail_rate, c.ci()));
+            Row::of(cells)
+        })
+        .collect();
+    Table::new(columns, rows)
+}
+
+fn group_table(label: &str, rows: &[RateRow]) -> Table {
+    let columns = vec![
+        Column::text(label, 24).code(60, 120),
+        Column::text("check", 20).code(40, 60),
+        Column::number("checked", 7),
+        Column::number("fail", 6),
+        Column::number("fail %", 6),
+        Column::text("95% CI", 14).gap(2),
+        Column::number("n/a", 6),
+        Column::number("unreach", 7).long("unreachable"),
+    ];
+    let rows = rows
+        .iter()
+        .map(|g| {
+            let mut cells = vec![
+                Cell::recorded(&g.group),
+                Cell::recorded(&g.check),
+                Cell::value(g.checked),
+                Cell::value(g.checked_fail),
+            ];
+            cells.extend(rate_cells(g.fail_rate, g.ci()));
+            cells.extend([Cell::value(g.not_applicable), Cell::value(g.unreachable)]);
+            Row::of(cells)
+        })
+        .collect();
+    Table::new(columns, rows)
+}
+
+fn loop_table(rows: &[LoopRow]) -> Table {
+    let columns = vec![
+        Column::text("tool", 32).code(60, 80),
+        Column::number("findings", 8),
+        Column::number("runs", 6),
+        Column::number("convs", 6).long("conversations"),
+        Column::number("wasted landings", 15),
+        Column::number("wasted time", 12),
+        Column::number("max rep", 7).long("max repeats"),
+    ];
+    let rows = rows
+        .iter()
+        .map(|l| {
+            Row::of(vec![
+                Cell::recorded(&l.tool),
+                Cell::value(l.findings),
+                Cell::value(l.runs),
+                Cell::value(l.conversations),
+                Cell::value(l.wasted_landings),
+                Cell::Value(loop_time(l)),
+                Cell::value(l.max_occurrences),
+            ])
+        })
+        .collect();
+    Table::new(columns, rows)
+}
+
+fn stale_table(rows: &[StaleRow]) -> Table {
+    let columns = vec![
+        Column::text("conversation", 56).code(80, 120),
+        Column::text("source", 14).shown(Shown::Code(30), Shown::Text(40)),
+        Column::number("answers", 8).long("stale answers"),
+        Column::number("max back", 10).long("max turns back"),
+    ];
+    let rows = rows
+        .iter()
+        .map(|s| {
+            Row::of(vec![
+                Cell::recorded(&s.conversation_id),
+                Cell::recorded(&s.source),
+                Cell::value(s.stale_answers),
+                Cell::value(s.max_turns_back),
+            ])
+        })
+        .collect();
+    Table::new(columns, rows)
+}
+
+fn kind_table(rows: &[KindRow]) -> Table {
+    let columns = vec![
+        Column::text("check", 22).code(40, 60),
+        Column::text("kind", 26).code(40, 60),
+        Column::number("findings", 9),
+        Column::number("runs", 7),
+        Column::number("advisory", 9),
+    ];
+    let rows = rows
+        .iter()
+        .map(|k| {
+            Row::of(vec![
+                Cell::recorded(&k.check),
+                Cell::recorded(&k.kind),
+                Cell::value(k.findings),
+                Cell::value(k.runs),
+                Cell::value(k.advisory),
+            ])
+        })
+        .collect();
+    Table::new(columns, rows)
+}
+
+fn agreement_table(rows: &[AgreementSummary]) -> Table {
+    let columns = vec![
+        Column::text("check", 22).code(40, 60),
+        Column::number("runs", 7),
+        Column::number("agrees", 8),
+        Column::number("differs", 8),
+        Column::number("engine-only", 12),
+        Column::number("recorded-only", 14),
+    ];
+    let rows = rows
+        .iter()
+        .map(|a| {
+            Row::of(vec![
+                Cell::recorded(&a.check),
+                Cell::value(a.runs),
+                Cell::value(a.agrees),
+                Cell::value(a.differs),
+                Cell::value(a.engine_only),
+                Cell::value(a.recorded_only),
+            ])
+        })
+        .collect();
+    Table::new(columns, rows)
+}
+
+fn disagreement_table(rows: &[Disagreement]) -> Table {
+    let columns = vec![
+        Column::text("status", 14).shown(Shown::Code(20), Shown::Text(20)),
+        Column::text("run", 40).code(80, 120),
+        Column::text("key", 40).code(80, 120),
+        Column::text("detail", 94).shown(Shown::Text(200), Shown::Text(300)),
+    ];
+    let rows = rows
+        .iter()
+        .map(|d| {
+            Row::of(vec![
+                Cell::recorded(&d.status),
+                Cell::recorded(&d.run_id),
+                Cell::recorded(&d.key),
+                d.detail.as_deref().map_or(Cell::Missing, Cell::recorded),
+            ])
+        })
+        .collect();
+    Table::new(columns, rows)
+}
+
 /// The report as a terminal table, at most 100 columns wide.
 pub fn render_table(r: &Report) -> String {
+    let rows = ReportRows::of(r);
     let mut o = String::new();
     o.push_str(&format!(
         "traceaudit report: {} runs in {} conversations, {} findings (engine {})\n\n",
@@ -447,195 +664,63 @@ pub fn render_table(r: &Report) -> String {
         r.findings,
         fit(&r.engine_version, 20)
     ));
-    table_dispositions(r, &mut o);
-    table_groups(r, &mut o);
-    table_loops(r, &mut o);
-    table_stale(r, &mut o);
-    table_kinds(r, &mut o);
-    table_agreement(r, &mut o);
+    o.push_str("Dispositions per check\n");
+    o.push_str(&rows.checks.terminal());
+    o.push_str(RATE_NOTE);
+    o.push('\n');
+    if let Some((label, groups)) = &rows.groups {
+        o.push_str(&format!("\nPer {label}\n"));
+        o.push_str(&groups.terminal());
+    }
+    if !rows.loops.is_empty() {
+        o.push_str("\nTools that loop most (repeated-call: identical arguments landing again)\n");
+        o.push_str(&rows.loops.terminal());
+        if rows.loops_lower_bound {
+            o.push_str("≥: some wasted landings were not timed; the time is a lower bound\n");
+        }
+    }
+    if !rows.stale.is_empty() {
+        o.push_str(
+            "\nConversations with the most stale answers (prior-turn-evidence: every grounded \
+             value\nwas served in an earlier turn)\n",
+        );
+        o.push_str(&rows.stale.terminal());
+    }
+    if !rows.kinds.is_empty() {
+        o.push_str("\nFindings by kind\n");
+        o.push_str(&rows.kinds.terminal());
+    }
+    table_agreement(&rows, &mut o);
     for n in &r.notes {
         o.push_str(&wrap(n, 400, 100, "note: ", "      "));
     }
     trim_lines(&o)
 }
 
-/// The terminal table's dispositions per check.
-fn table_dispositions(r: &Report, o: &mut String) {
-    o.push_str("Dispositions per check\n");
-    o.push_str(&format!(
-        "{:<22} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>6}  {:<14}\n",
-        "check", "runs", "pass", "fail", "n/a", "unreach", "findings", "fail %", "95% CI"
-    ));
-    for c in &r.checks {
-        o.push_str(&format!(
-            "{:<22} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>6}  {:<14}\n",
-            fit(&c.check, 22),
-            c.runs,
-            c.checked_pass,
-            c.checked_fail,
-            c.not_applicable,
-            c.unreachable,
-            c.findings,
-            pct(c.fail_rate),
-            interval(c.ci())
-        ));
-    }
-    o.push_str(RATE_NOTE);
-    o.push('\n');
-}
-
-/// The terminal table's rates per group (`--by`), when asked for.
-fn table_groups(r: &Report, o: &mut String) {
-    if let Some(by) = &r.by {
-        o.push_str(&format!("\nPer {}\n", by.label()));
-        o.push_str(&format!(
-            "{:<24} {:<20} {:>7} {:>6} {:>6}  {:<14} {:>6} {:>7}\n",
-            by.label(),
-            "check",
-            "checked",
-            "fail",
-            "fail %",
-            "95% CI",
-            "n/a",
-            "unreach"
-        ));
-        for g in &r.groups {
-            o.push_str(&format!(
-                "{:<24} {:<20} {:>7} {:>6} {:>6}  {:<14} {:>6} {:>7}\n",
-                fit(&g.group, 24),
-                fit(&g.check, 20),
-                g.checked,
-                g.checked_fail,
-                pct(g.fail_rate),
-                interval(g.ci()),
-                g.not_applicable,
-                g.unreachable
-            ));
-        }
-    }
-}
-
-/// The terminal table's tools that loop most, when any does.
-fn table_loops(r: &Report, o: &mut String) {
-    if !r.loops.is_empty() {
-        o.push_str("\nTools that loop most (repeated-call: identical arguments landing again)\n");
-        o.push_str(&format!(
-            "{:<32} {:>8} {:>6} {:>6} {:>15} {:>12} {:>7}\n",
-            "tool", "findings", "runs", "convs", "wasted landings", "wasted time", "max rep"
-        ));
-        for l in &r.loops {
-            o.push_str(&format!(
-                "{:<32} {:>8} {:>6} {:>6} {:>15} {:>12} {:>7}\n",
-                fit(&l.tool, 32),
-                l.findings,
-                l.runs,
-                l.conversations,
-                l.wasted_landings,
-                loop_time(l),
-                l.max_occurrences
-            ));
-        }
-        if r.loops
-            .iter()
-            .any(|l| l.untimed > 0 && l.wasted_ms.is_some())
-        {
-            o.push_str("≥: some wasted landings were not timed; the time is a lower bound\n");
-        }
-    }
-}
-
-/// The terminal table's conversations with the most stale answers, when any has one.
-fn table_stale(r: &Report, o: &mut String) {
-    if !r.stale.is_empty() {
-        o.push_str(
-            "\nConversations with the most stale answers (prior-turn-evidence: every grounded \
-             value\nwas served in an earlier turn)\n",
-        );
-        o.push_str(&format!(
-            "{:<56} {:<14} {:>8} {:>10}\n",
-            "conversation", "source", "answers", "max back"
-        ));
-        for s in &r.stale {
-            o.push_str(&format!(
-                "{:<56} {:<14} {:>8} {:>10}\n",
-                fit(&s.conversation_id, 56),
-                fit(&s.source, 14),
-                s.stale_answers,
-                s.max_turns_back
-            ));
-        }
-    }
-}
-
-/// The terminal table's findings by kind, when there are findings.
-fn table_kinds(r: &Report, o: &mut String) {
-    if !r.kinds.is_empty() {
-        o.push_str("\nFindings by kind\n");
-        o.push_str(&format!(
-            "{:<22} {:<26} {:>9} {:>7} {:>9}\n",
-            "check", "kind", "findings", "runs", "advisory"
-        ));
-        for k in &r.kinds {
-            o.push_str(&format!(
-                "{:<22} {:<26} {:>9} {:>7} {:>9}\n",
-                fit(&k.check, 22),
-                fit(&k.kind, 26),
-                k.findings,
-                k.runs,
-                k.advisory
-            ));
-        }
-    }
-}
-
-/// The terminal table's agreement with recorded framework verdicts.
-fn table_agreement(r: &Report, o: &mut String) {
+/// The terminal table's agreement with recorded framework verdicts: the counts per check, then
+/// each disagreement on a line with its detail below.
+fn table_agreement(rows: &ReportRows, o: &mut String) {
     o.push_str("\nAgreement with recorded framework verdicts\n");
-    if r.agreement.is_empty() {
+    if rows.agreement.is_empty() {
         o.push_str("no run in this corpus records the framework's own verdicts\n");
-    } else {
-        o.push_str(&format!(
-            "{:<22} {:>7} {:>8} {:>8} {:>12} {:>14}\n",
-            "check", "runs", "agrees", "differs", "engine-only", "recorded-only"
-        ));
-        for a in &r.agreement {
-            o.push_str(&format!(
-                "{:<22} {:>7} {:>8} {:>8} {:>12} {:>14}\n",
-                fit(&a.check, 22),
-                a.runs,
-                a.agrees,
-                a.differs,
-                a.engine_only,
-                a.recorded_only
-            ));
-        }
-        for d in &r.disagreements {
-            o.push_str(&format!(
-                "  {:<14} {:<40} {}\n",
-                fit(&d.status, 14),
-                fit(&d.run_id, 40),
-                fit(&d.key, 40),
-            ));
-            if let Some(t) = &d.detail {
-                o.push_str(&format!("    {}\n", fit(t, 94)));
-            }
+        return;
+    }
+    o.push_str(&rows.agreement.terminal());
+    let lines = rows.disagreements.subset(
+        &(0..rows.disagreements.rows.len()).collect::<Vec<_>>(),
+        &[DETAIL_COLUMN],
+    );
+    for (line, row) in lines.rows.iter().zip(&rows.disagreements.rows) {
+        o.push_str(&format!("  {}", lines.terminal_row(line)));
+        if let Cell::Recorded(detail) = &row.cells[DETAIL_COLUMN] {
+            o.push_str(&format!("    {}\n", fit(detail, 94)));
         }
     }
-}
-
-/// `s` without trailing spaces on any line.
-pub fn trim_lines(s: &str) -> String {
-    let mut out: String = s
-        .lines()
-        .map(|l| l.trim_end())
-        .collect::<Vec<_>>()
-        .join("\n");
-    out.push('\n');
-    out
 }
 
 /// The report as Markdown (GitHub-flavoured tables).
 pub fn render_markdown(r: &Report) -> String {
+    let rows = ReportRows::of(r);
     let mut o = String::new();
     o.push_str(&format!(
         "## traceaudit report\n\n{} runs in {} conversations, {} findings (engine {}).\n\n",
@@ -645,123 +730,35 @@ pub fn render_markdown(r: &Report) -> String {
         md_text(&r.engine_version, 20)
     ));
     o.push_str("### Dispositions per check\n\n");
-    o.push_str("| check | runs | pass | fail | n/a | unreachable | findings | fail % | 95% CI |\n");
-    o.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
-    for c in &r.checks {
-        o.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            md_code(&c.check, 40),
-            c.runs,
-            c.checked_pass,
-            c.checked_fail,
-            c.not_applicable,
-            c.unreachable,
-            c.findings,
-            pct(c.fail_rate),
-            interval(c.ci())
-        ));
-    }
+    o.push_str(&rows.checks.markdown());
     o.push_str(&format!("\n{RATE_NOTE}.\n"));
-    if let Some(by) = &r.by {
-        o.push_str(&format!("\n### Per {}\n\n", by.label()));
-        o.push_str(&format!(
-            "| {} | check | checked | fail | fail % | 95% CI | n/a | unreachable |\n",
-            by.label()
-        ));
-        o.push_str("|---|---|---:|---:|---:|---|---:|---:|\n");
-        for g in &r.groups {
-            o.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                md_code(&g.group, 60),
-                md_code(&g.check, 40),
-                g.checked,
-                g.checked_fail,
-                pct(g.fail_rate),
-                interval(g.ci()),
-                g.not_applicable,
-                g.unreachable
-            ));
-        }
+    if let Some((label, groups)) = &rows.groups {
+        o.push_str(&format!("\n### Per {label}\n\n"));
+        o.push_str(&groups.markdown());
     }
-    if !r.loops.is_empty() {
+    if !rows.loops.is_empty() {
         o.push_str("\n### Tools that loop most\n\nrepeated-call: a tool landing again with identical arguments.\n\n");
-        o.push_str(
-            "| tool | findings | runs | conversations | wasted landings | wasted time | max repeats |\n",
-        );
-        o.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
-        for l in &r.loops {
-            o.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
-                md_code(&l.tool, 60),
-                l.findings,
-                l.runs,
-                l.conversations,
-                l.wasted_landings,
-                loop_time(l),
-                l.max_occurrences
-            ));
-        }
-        if r.loops
-            .iter()
-            .any(|l| l.untimed > 0 && l.wasted_ms.is_some())
-        {
+        o.push_str(&rows.loops.markdown());
+        if rows.loops_lower_bound {
             o.push_str("\n≥: some wasted landings were not timed; the time is a lower bound.\n");
         }
     }
-    if !r.stale.is_empty() {
+    if !rows.stale.is_empty() {
         o.push_str("\n### Conversations with the most stale answers\n\nprior-turn-evidence: every grounded value of the answer was served in an earlier turn.\n\n");
-        o.push_str("| conversation | source | stale answers | max turns back |\n");
-        o.push_str("|---|---|---:|---:|\n");
-        for s in &r.stale {
-            o.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
-                md_code(&s.conversation_id, 80),
-                md_code(&s.source, 30),
-                s.stale_answers,
-                s.max_turns_back
-            ));
-        }
+        o.push_str(&rows.stale.markdown());
     }
-    if !r.kinds.is_empty() {
-        o.push_str("\n### Findings by kind\n\n| check | kind | findings | runs | advisory |\n|---|---|---:|---:|---:|\n");
-        for k in &r.kinds {
-            o.push_str(&format!(
-                "| {} | {} | {} | {} | {} |\n",
-                md_code(&k.check, 40),
-                md_code(&k.kind, 40),
-                k.findings,
-                k.runs,
-                k.advisory
-            ));
-        }
+    if !rows.kinds.is_empty() {
+        o.push_str("\n### Findings by kind\n\n");
+        o.push_str(&rows.kinds.markdown());
     }
     o.push_str("\n### Agreement with recorded framework verdicts\n\n");
-    if r.agreement.is_empty() {
+    if rows.agreement.is_empty() {
         o.push_str("No run in this corpus records the framework's own verdicts.\n");
     } else {
-        o.push_str("| check | runs | agrees | differs | engine-only | recorded-only |\n|---|---:|---:|---:|---:|---:|\n");
-        for a in &r.agreement {
-            o.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
-                md_code(&a.check, 40),
-                a.runs,
-                a.agrees,
-                a.differs,
-                a.engine_only,
-                a.recorded_only
-            ));
-        }
-        if !r.disagreements.is_empty() {
-            o.push_str("\n| status | run | key | detail |\n|---|---|---|---|\n");
-            for d in &r.disagreements {
-                o.push_str(&format!(
-                    "| {} | {} | {} | {} |\n",
-                    md_code(&d.status, 20),
-                    md_code(&d.run_id, 80),
-                    md_code(&d.key, 80),
-                    md_text(d.detail.as_deref().unwrap_or(""), 200)
-                ));
-            }
+        o.push_str(&rows.agreement.markdown());
+        if !rows.disagreements.is_empty() {
+            o.push('\n');
+            o.push_str(&rows.disagreements.markdown());
         }
     }
     if !r.notes.is_empty() {

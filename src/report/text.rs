@@ -157,6 +157,28 @@ pub fn interval(ci: Option<(f64, f64)>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// Milliseconds for people.
+pub fn duration(ms: Option<f64>) -> String {
+    match ms {
+        None => "-".into(),
+        Some(ms) if ms < 10.0 => format!("{ms:.1} ms"),
+        Some(ms) if ms < 1000.0 => format!("{ms:.0} ms"),
+        Some(ms) if ms < 120_000.0 => format!("{:.1} s", ms / 1000.0),
+        Some(ms) => format!("{:.1} min", ms / 60_000.0),
+    }
+}
+
+/// `s` without trailing spaces on any line.
+pub fn trim_lines(s: &str) -> String {
+    let mut out: String = s
+        .lines()
+        .map(|l| l.trim_end())
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push('\n');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

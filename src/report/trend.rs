@@ -290,7 +290,7 @@ pub fn render_table(t: &Trend) -> String {
             }
         }
     }
-    crate::report::summary::trim_lines(&o)
+    crate::report::text::trim_lines(&o)
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@ use crate::report::findings::Findings;
 use crate::report::html::chart::{choose, rate_chart};
 use crate::report::html::story::{self, Anchors};
 use crate::report::html::{foot, head, nav};
-use crate::report::summary::{duration, RateRow, Report};
-use crate::report::text::{html, html_bounded, interval, pct};
+use crate::report::summary::{RateRow, Report, ReportRows, GROUP_CHECK_COLUMN, KIND_COLUMN};
+use crate::report::text::html_bounded;
 
 /// Most rows of a group table (`--by`); past it the groups with the most checked runs are kept.
 const MAX_GROUP_ROWS: usize = 200;
@@ -15,6 +15,7 @@ const MAX_GROUP_ROWS: usize = 200;
 /// The report as one HTML document; with `findings`, the findings listed per check and kind,
 /// each linking to its run told below.
 pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
+    let rows = ReportRows::of(r);
     let mut o = head("traceaudit report");
     o.push_str("<h1>traceaudit report</h1>\n");
     o.push_str(&format!(
@@ -24,58 +25,36 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
         r.findings,
         html_bounded(&r.engine_version, 20)
     ));
-    let mut links = vec![("rates", "Fail rates".to_string())];
-    if let Some(by) = r.by.as_ref().filter(|_| !r.groups.is_empty()) {
-        links.push(("groups", format!("Per {}", by.label())));
+    o.push_str(&nav(&sections(r, &rows, findings)));
+    o.push_str("<h2 id=\"rates\">Fail rate per check</h2>\n");
+    let charted: Vec<&RateRow> = r.checks.iter().collect();
+    o.push_str(&rate_chart(&charted));
+    o.push_str(&rows.checks.html());
+    o.push_str("<p class=\"note\">fail % = checked-fail among checked runs (pass + fail). Bars show the rate, whiskers its 95% Wilson score interval.</p>\n");
+    html_groups(r, &rows, &mut o);
+    if !rows.loops.is_empty() {
+        o.push_str("<h2 id=\"loops\">Tools that loop most</h2>\n<p class=\"note\">repeated-call: a tool landing again in one run with identical arguments (and result). Wasted landings are the landings after the first; wasted time their tool time.</p>\n");
+        o.push_str(&rows.loops.html());
     }
-    if !r.loops.is_empty() {
-        links.push(("loops", "Tools that loop".into()));
+    if !rows.stale.is_empty() {
+        o.push_str("<h2 id=\"stale\">Conversations with the most stale answers</h2>\n<p class=\"note\">prior-turn-evidence: every grounded value of the answer was served by a tool in an earlier turn.</p>\n");
+        o.push_str(&rows.stale.html());
     }
-    if !r.stale.is_empty() {
-        links.push(("stale", "Stale answers".into()));
+    html_kinds(r, &rows, findings, &mut o);
+    if let Some(f) = findings {
+        let anchors = Anchors::of(f);
+        o.push_str(&story::listing(f, &anchors));
+        o.push_str(&story::runs(f, &anchors));
     }
-    if !r.kinds.is_empty() {
-        links.push(("kinds", "Findings by kind".into()));
-    }
-    let anchors = findings.map(Anchors::of);
-    if let Some(f) = findings.filter(|f| !f.groups.is_empty()) {
-        links.push(("findings", "Findings".into()));
-        if !f.runs.is_empty() {
-            links.push(("runs", "Runs told".into()));
+    o.push_str("<h2 id=\"agreement\">Agreement with recorded framework verdicts</h2>\n");
+    if rows.agreement.is_empty() {
+        o.push_str("<p>No run in this corpus records the framework's own verdicts.</p>\n");
+    } else {
+        o.push_str(&rows.agreement.html());
+        if !rows.disagreements.is_empty() {
+            o.push_str(&rows.disagreements.html());
         }
     }
-    links.push(("agreement", "Agreement".into()));
-    o.push_str(&nav(&links));
-
-    o.push_str("<h2 id=\"rates\">Fail rate per check</h2>\n");
-    let rows: Vec<&RateRow> = r.checks.iter().collect();
-    o.push_str(&rate_chart(&rows));
-    o.push_str("<table><tr><th>check</th><th class=\"n\">runs</th><th class=\"n\">pass</th><th class=\"n\">fail</th><th class=\"n\">n/a</th><th class=\"n\">unreachable</th><th class=\"n\">findings</th><th class=\"n\">fail %</th><th>95% CI</th></tr>\n");
-    for c in &r.checks {
-        o.push_str(&format!(
-            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-            html_bounded(&c.check, 60),
-            c.runs,
-            c.checked_pass,
-            c.checked_fail,
-            c.not_applicable,
-            c.unreachable,
-            c.findings,
-            pct(c.fail_rate),
-            interval(c.ci())
-        ));
-    }
-    o.push_str("</table>\n<p class=\"note\">fail % = checked-fail among checked runs (pass + fail). Bars show the rate, whiskers its 95% Wilson score interval.</p>\n");
-
-    html_groups(r, &mut o);
-    html_loops(r, &mut o);
-    html_stale(r, &mut o);
-    html_kinds(r, findings, &mut o);
-    if let (Some(f), Some(a)) = (findings, &anchors) {
-        o.push_str(&story::listing(f, a));
-        o.push_str(&story::runs(f, a));
-    }
-    html_agreement(r, &mut o);
     if !r.notes.is_empty() {
         o.push_str("<ul class=\"note\">\n");
         for n in &r.notes {
@@ -87,166 +66,100 @@ pub fn render_html(r: &Report, findings: Option<&Findings>) -> String {
     o
 }
 
-/// The report page's rates per group (`--by`), a chart and a table per check.
-fn html_groups(r: &Report, o: &mut String) {
-    if let Some(by) = &r.by {
-        let mut first = true;
-        for c in &r.checks {
-            let rows: Vec<&RateRow> = r.groups.iter().filter(|g| g.check == c.check).collect();
-            if rows.is_empty() {
-                continue;
-            }
-            o.push_str(&format!(
-                "<h2{}>{} per {}</h2>\n",
-                if std::mem::take(&mut first) {
-                    " id=\"groups\""
-                } else {
-                    ""
-                },
-                html_bounded(&c.check, 60),
-                html_bounded(&by.label(), 60)
-            ));
-            o.push_str(&rate_chart(&rows));
-            o.push_str(&format!(
-                "<table><tr><th>{}</th><th class=\"n\">checked</th><th class=\"n\">fail</th><th class=\"n\">fail %</th><th>95% CI</th><th class=\"n\">n/a</th><th class=\"n\">unreachable</th></tr>\n",
-                html_bounded(&by.label(), 60)
-            ));
-            let (keep, _) = choose(rows.len(), MAX_GROUP_ROWS, |_| false, |i| rows[i].checked);
-            let shown: Vec<&RateRow> = keep.into_iter().map(|i| rows[i]).collect();
-            for g in &shown {
-                o.push_str(&format!(
-                    "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                    html_bounded(&g.group, 120),
-                    g.checked,
-                    g.checked_fail,
-                    pct(g.fail_rate),
-                    interval(g.ci()),
-                    g.not_applicable,
-                    g.unreachable
-                ));
-            }
-            o.push_str("</table>\n");
-            if shown.len() < rows.len() {
-                o.push_str(&format!(
-                    "<p class=\"note\">The table lists the {} groups with the most checked runs; \
-                     {} more are left out (the JSON report has them all).</p>\n",
-                    shown.len(),
-                    rows.len() - shown.len()
-                ));
-            }
+/// The page's sections that have something to show, as `(id, label)` for its links.
+fn sections(
+    r: &Report,
+    rows: &ReportRows,
+    findings: Option<&Findings>,
+) -> Vec<(&'static str, String)> {
+    let mut links = vec![("rates", "Fail rates".to_string())];
+    if let Some((label, _)) = rows.groups.as_ref().filter(|_| !r.groups.is_empty()) {
+        links.push(("groups", format!("Per {label}")));
+    }
+    if !rows.loops.is_empty() {
+        links.push(("loops", "Tools that loop".into()));
+    }
+    if !rows.stale.is_empty() {
+        links.push(("stale", "Stale answers".into()));
+    }
+    if !rows.kinds.is_empty() {
+        links.push(("kinds", "Findings by kind".into()));
+    }
+    if let Some(f) = findings.filter(|f| !f.groups.is_empty()) {
+        links.push(("findings", "Findings".into()));
+        if !f.runs.is_empty() {
+            links.push(("runs", "Runs told".into()));
         }
     }
+    links.push(("agreement", "Agreement".into()));
+    links
 }
 
-/// The report page's tools that loop most, when any does.
-fn html_loops(r: &Report, o: &mut String) {
-    if !r.loops.is_empty() {
-        o.push_str("<h2 id=\"loops\">Tools that loop most</h2>\n<p class=\"note\">repeated-call: a tool landing again in one run with identical arguments (and result). Wasted landings are the landings after the first; wasted time their tool time.</p>\n");
-        o.push_str("<table><tr><th>tool</th><th class=\"n\">findings</th><th class=\"n\">runs</th><th class=\"n\">conversations</th><th class=\"n\">wasted landings</th><th class=\"n\">wasted time</th><th class=\"n\">max repeats</th></tr>\n");
-        for l in &r.loops {
-            let time = duration(l.wasted_ms);
-            let time = if l.untimed > 0 && l.wasted_ms.is_some() {
-                format!("≥{time}")
+/// The report page's rates per group (`--by`): per check a chart and a table of its groups, the
+/// table bounded to the groups with the most checked runs.
+fn html_groups(r: &Report, rows: &ReportRows, o: &mut String) {
+    let Some((label, table)) = &rows.groups else {
+        return;
+    };
+    let mut first = true;
+    for c in &r.checks {
+        let of_check: Vec<usize> = (0..r.groups.len())
+            .filter(|&i| r.groups[i].check == c.check)
+            .collect();
+        if of_check.is_empty() {
+            continue;
+        }
+        o.push_str(&format!(
+            "<h2{}>{} per {}</h2>\n",
+            if std::mem::take(&mut first) {
+                " id=\"groups\""
             } else {
-                time
-            };
+                ""
+            },
+            html_bounded(&c.check, 60),
+            html_bounded(label, 60)
+        ));
+        let charted: Vec<&RateRow> = of_check.iter().map(|&i| &r.groups[i]).collect();
+        o.push_str(&rate_chart(&charted));
+        let (keep, _) = choose(
+            of_check.len(),
+            MAX_GROUP_ROWS,
+            |_| false,
+            |i| charted[i].checked,
+        );
+        let shown: Vec<usize> = keep.into_iter().map(|i| of_check[i]).collect();
+        o.push_str(&table.subset(&shown, &[GROUP_CHECK_COLUMN]).html());
+        if shown.len() < of_check.len() {
             o.push_str(&format!(
-                "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                html_bounded(&l.tool, 80),
-                l.findings,
-                l.runs,
-                l.conversations,
-                l.wasted_landings,
-                html(&time),
-                l.max_occurrences
+                "<p class=\"note\">The table lists the {} groups with the most checked runs; \
+                 {} more are left out (the JSON report has them all).</p>\n",
+                shown.len(),
+                of_check.len() - shown.len()
             ));
         }
-        o.push_str("</table>\n");
     }
 }
 
-/// The report page's conversations with the most stale answers, when any has one.
-fn html_stale(r: &Report, o: &mut String) {
-    if !r.stale.is_empty() {
-        o.push_str("<h2 id=\"stale\">Conversations with the most stale answers</h2>\n<p class=\"note\">prior-turn-evidence: every grounded value of the answer was served by a tool in an earlier turn.</p>\n");
-        o.push_str("<table><tr><th>conversation</th><th>source</th><th class=\"n\">stale answers</th><th class=\"n\">max turns back</th></tr>\n");
-        for s in &r.stale {
-            o.push_str(&format!(
-                "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                html_bounded(&s.conversation_id, 120),
-                html_bounded(&s.source, 40),
-                s.stale_answers,
-                s.max_turns_back
-            ));
-        }
-        o.push_str("</table>\n");
+/// The report page's findings by kind, each kind linked to its list when the page lists it.
+fn html_kinds(r: &Report, rows: &ReportRows, findings: Option<&Findings>, o: &mut String) {
+    if rows.kinds.is_empty() {
+        return;
     }
-}
-
-/// The report page's findings by kind, each linked to its list when the page lists it.
-fn html_kinds(r: &Report, findings: Option<&Findings>, o: &mut String) {
-    if !r.kinds.is_empty() {
-        o.push_str("<h2 id=\"kinds\">Findings by kind</h2>\n<table><tr><th>check</th><th>kind</th><th class=\"n\">findings</th><th class=\"n\">runs</th><th class=\"n\">advisory</th></tr>\n");
-        for k in &r.kinds {
-            // A kind listed below links to its list.
-            let listed = findings.and_then(|f| {
-                f.groups
-                    .iter()
-                    .position(|g| g.check == k.check && g.kind == k.kind)
-            });
-            let kind = match listed {
-                Some(i) => format!(
-                    "<a href=\"#kind-{}\"><code>{}</code></a>",
-                    i + 1,
-                    html_bounded(&k.kind, 60)
-                ),
-                None => format!("<code>{}</code>", html_bounded(&k.kind, 60)),
-            };
-            o.push_str(&format!(
-                "<tr><td><code>{}</code></td><td>{kind}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                html_bounded(&k.check, 60),
-                k.findings,
-                k.runs,
-                k.advisory
-            ));
-        }
-        o.push_str("</table>\n");
-    }
-}
-
-/// The report page's agreement with recorded framework verdicts, and the disagreements.
-fn html_agreement(r: &Report, o: &mut String) {
-    o.push_str("<h2 id=\"agreement\">Agreement with recorded framework verdicts</h2>\n");
-    if r.agreement.is_empty() {
-        o.push_str("<p>No run in this corpus records the framework's own verdicts.</p>\n");
-    } else {
-        o.push_str("<table><tr><th>check</th><th class=\"n\">runs</th><th class=\"n\">agrees</th><th class=\"n\">differs</th><th class=\"n\">engine-only</th><th class=\"n\">recorded-only</th></tr>\n");
-        for a in &r.agreement {
-            o.push_str(&format!(
-                "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                html_bounded(&a.check, 60),
-                a.runs,
-                a.agrees,
-                a.differs,
-                a.engine_only,
-                a.recorded_only
-            ));
-        }
-        o.push_str("</table>\n");
-        if !r.disagreements.is_empty() {
-            o.push_str("<table><tr><th>status</th><th>run</th><th>key</th><th>detail</th></tr>\n");
-            for d in &r.disagreements {
-                o.push_str(&format!(
-                    "<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>\n",
-                    html_bounded(&d.status, 20),
-                    html_bounded(&d.run_id, 120),
-                    html_bounded(&d.key, 120),
-                    html_bounded(d.detail.as_deref().unwrap_or(""), 300)
-                ));
-            }
-            o.push_str("</table>\n");
-        }
-    }
+    o.push_str("<h2 id=\"kinds\">Findings by kind</h2>\n");
+    let listed = |row: usize| {
+        let k = &r.kinds[row];
+        findings.and_then(|f| {
+            f.groups
+                .iter()
+                .position(|g| g.check == k.check && g.kind == k.kind)
+        })
+    };
+    o.push_str(&rows.kinds.html_linking(|row, column| {
+        (column == KIND_COLUMN)
+            .then(|| listed(row))
+            .flatten()
+            .map(|i| format!("kind-{}", i + 1))
+    }));
 }
 
 #[cfg(test)]

@@ -7,8 +7,7 @@
 use crate::report::explain::{Explanation, FindingView, Step};
 use crate::report::findings::Findings;
 use crate::report::html::preview;
-use crate::report::summary::duration;
-use crate::report::text::{html, html_bounded, Preview};
+use crate::report::text::{duration, html, html_bounded, Preview};
 use std::collections::{HashMap, HashSet};
 
 /// Findings shown in full in one run's section; past it they are counted (listed findings are

@@ -1,0 +1,333 @@
+//! A report's table as every renderer shares it: the columns, each saying how the terminal,
+//! Markdown and HTML show it, and the rows with their cells computed once. A renderer only lays
+//! the cells out, so a column is added in one place. Recorded cells are escaped per medium
+//! here: cut to the column on the terminal, a bounded code span or escaped prose in Markdown,
+//! bounded and entity-escaped in HTML.
+
+use crate::report::text::{fit, html, html_bounded, md_code, md_text};
+
+/// How Markdown or HTML shows a column's recorded text.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shown {
+    /// A code span, bounded to this many characters.
+    Code(usize),
+    /// Escaped prose, bounded to this many characters.
+    Text(usize),
+}
+
+/// What a cell holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// A value of our own making (a count, a rate, an interval, a duration): the same text in
+    /// every medium (still escaped in HTML).
+    Value(String),
+    /// Recorded text: shown as the column says for each medium.
+    Recorded(String),
+    /// Nothing recorded: empty in every medium.
+    Missing,
+}
+
+impl Cell {
+    pub fn value(v: impl ToString) -> Cell {
+        Cell::Value(v.to_string())
+    }
+
+    pub fn recorded(s: &str) -> Cell {
+        Cell::Recorded(s.to_string())
+    }
+}
+
+/// One column: its headers and how each medium shows its cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// The header on the terminal.
+    pub short: String,
+    /// The header in Markdown and HTML.
+    pub long: String,
+    /// Characters of the column on the terminal (recorded cells are cut to it).
+    pub width: usize,
+    /// Spaces before the column on the terminal.
+    pub gap: usize,
+    /// A number: right-aligned in every medium.
+    pub numeric: bool,
+    pub md: Shown,
+    pub html: Shown,
+}
+
+impl Column {
+    /// A column of recorded text (or of our own words), left-aligned.
+    pub fn text(header: &str, width: usize) -> Column {
+        Column {
+            short: header.to_string(),
+            long: header.to_string(),
+            width,
+            gap: 1,
+            numeric: false,
+            md: Shown::Text(0),
+            html: Shown::Text(0),
+        }
+    }
+
+    /// A column of numbers, right-aligned.
+    pub fn number(header: &str, width: usize) -> Column {
+        Column {
+            numeric: true,
+            ..Column::text(header, width)
+        }
+    }
+
+    /// Headed `long` in Markdown and HTML.
+    pub fn long(mut self, long: &str) -> Column {
+        self.long = long.to_string();
+        self
+    }
+
+    /// Recorded text as a code span bounded to `md` characters in Markdown, `html` in HTML.
+    pub fn code(mut self, md: usize, html: usize) -> Column {
+        self.md = Shown::Code(md);
+        self.html = Shown::Code(html);
+        self
+    }
+
+    /// How Markdown and HTML show the recorded text.
+    pub fn shown(mut self, md: Shown, html: Shown) -> Column {
+        self.md = md;
+        self.html = html;
+        self
+    }
+
+    /// `spaces` before the column on the terminal.
+    pub fn gap(mut self, spaces: usize) -> Column {
+        self.gap = spaces;
+        self
+    }
+}
+
+/// One row: its cells, and on the HTML page its element id and whether it is flagged.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Row {
+    pub cells: Vec<Cell>,
+    pub id: Option<String>,
+    pub flagged: bool,
+}
+
+impl Row {
+    pub fn of(cells: Vec<Cell>) -> Row {
+        Row {
+            cells,
+            ..Row::default()
+        }
+    }
+}
+
+/// Columns and rows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Table {
+    pub columns: Vec<Column>,
+    pub rows: Vec<Row>,
+}
+
+impl Table {
+    pub fn new(columns: Vec<Column>, rows: Vec<Row>) -> Table {
+        Table { columns, rows }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The rows at `rows` (in that order), without the columns at `drop`.
+    pub fn subset(&self, rows: &[usize], drop: &[usize]) -> Table {
+        let keep = |i: &usize| !drop.contains(i);
+        let cols = |cells: &[Cell]| -> Vec<Cell> {
+            (0..cells.len())
+                .filter(keep)
+                .map(|i| cells[i].clone())
+                .collect()
+        };
+        Table {
+            columns: (0..self.columns.len())
+                .filter(keep)
+                .map(|i| self.columns[i].clone())
+                .collect(),
+            rows: rows
+                .iter()
+                .map(|&r| Row {
+                    cells: cols(&self.rows[r].cells),
+                    ..self.rows[r].clone()
+                })
+                .collect(),
+        }
+    }
+
+    /// The header line and a line per row, each column padded to its width.
+    pub fn terminal(&self) -> String {
+        let mut o = self.terminal_line(self.columns.iter().map(|c| c.short.clone()).collect());
+        for row in &self.rows {
+            o.push_str(&self.terminal_row(row));
+        }
+        o
+    }
+
+    /// One row as a terminal line.
+    pub fn terminal_row(&self, row: &Row) -> String {
+        let texts = self
+            .columns
+            .iter()
+            .zip(&row.cells)
+            .map(|(c, cell)| match cell {
+                Cell::Value(v) => v.clone(),
+                Cell::Recorded(s) => fit(s, c.width),
+                Cell::Missing => String::new(),
+            })
+            .collect();
+        self.terminal_line(texts)
+    }
+
+    fn terminal_line(&self, texts: Vec<String>) -> String {
+        let mut o = String::new();
+        for (i, (c, t)) in self.columns.iter().zip(texts).enumerate() {
+            if i > 0 {
+                o.push_str(&" ".repeat(c.gap));
+            }
+            let w = c.width;
+            o.push_str(&if c.numeric {
+                format!("{t:>w$}")
+            } else {
+                format!("{t:<w$}")
+            });
+        }
+        o.push('\n');
+        o
+    }
+
+    /// A GitHub-flavoured table: the header, the alignment line and the rows.
+    pub fn markdown(&self) -> String {
+        let mut o = String::from("|");
+        for c in &self.columns {
+            if c.long.is_empty() {
+                o.push_str(" |");
+            } else {
+                o.push_str(&format!(" {} |", c.long));
+            }
+        }
+        o.push_str("\n|");
+        for c in &self.columns {
+            o.push_str(if c.numeric { "---:|" } else { "---|" });
+        }
+        o.push('\n');
+        for row in &self.rows {
+            o.push('|');
+            for (c, cell) in self.columns.iter().zip(&row.cells) {
+                let text = match cell {
+                    Cell::Value(v) => v.clone(),
+                    Cell::Recorded(s) => match c.md {
+                        Shown::Code(max) => md_code(s, max),
+                        Shown::Text(max) => md_text(s, max),
+                    },
+                    Cell::Missing => String::new(),
+                };
+                o.push_str(&format!(" {text} |"));
+            }
+            o.push('\n');
+        }
+        o
+    }
+
+    /// An HTML table.
+    pub fn html(&self) -> String {
+        self.html_linking(|_, _| None)
+    }
+
+    /// An HTML table whose cell at (row, column) links to `link(row, column)` when it names a
+    /// target (an id of the page's own).
+    pub fn html_linking(&self, link: impl Fn(usize, usize) -> Option<String>) -> String {
+        let n = |c: &Column| if c.numeric { " class=\"n\"" } else { "" };
+        let mut o = String::from("<table><tr>");
+        for c in &self.columns {
+            o.push_str(&format!("<th{}>{}</th>", n(c), html_bounded(&c.long, 60)));
+        }
+        o.push_str("</tr>\n");
+        for (r, row) in self.rows.iter().enumerate() {
+            o.push_str("<tr");
+            if let Some(id) = &row.id {
+                o.push_str(&format!(" id=\"{id}\""));
+            }
+            if row.flagged {
+                o.push_str(" class=\"flag\"");
+            }
+            o.push('>');
+            for (k, (c, cell)) in self.columns.iter().zip(&row.cells).enumerate() {
+                let mut text = html_cell(c, cell);
+                if let Some(target) = link(r, k) {
+                    text = format!("<a href=\"#{target}\">{text}</a>");
+                }
+                o.push_str(&format!("<td{}>{text}</td>", n(c)));
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</table>\n");
+        o
+    }
+}
+
+/// A cell as HTML element content.
+pub fn html_cell(c: &Column, cell: &Cell) -> String {
+    match cell {
+        Cell::Value(v) => html(v),
+        Cell::Recorded(s) => match c.html {
+            Shown::Code(max) => format!("<code>{}</code>", html_bounded(s, max)),
+            Shown::Text(max) => html_bounded(s, max),
+        },
+        Cell::Missing => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Table {
+        Table::new(
+            vec![
+                Column::text("tool", 6).code(10, 20),
+                Column::number("n", 3).long("count"),
+                Column::text("when", 8).gap(2),
+            ],
+            vec![Row::of(vec![
+                Cell::recorded("a|b<c>\u{1b}long"),
+                Cell::value(7),
+                Cell::Missing,
+            ])],
+        )
+    }
+
+    #[test]
+    fn each_medium_lays_out_the_same_cells() {
+        let t = table();
+        assert_eq!(t.terminal(), "tool     n  when    \na|b<c…   7          \n");
+        assert_eq!(
+            t.markdown(),
+            "| tool | count | when |\n|---|---:|---|\n| `a\\|b<c>\\u{1b}lon`… (cut 1 chars) | 7 |  |\n"
+        );
+        assert_eq!(
+            t.html(),
+            "<table><tr><th>tool</th><th class=\"n\">count</th><th>when</th></tr>\n<tr><td>\
+             <code>a|b&lt;c&gt;\\u{1b}long</code></td><td class=\"n\">7</td><td></td></tr>\n\
+             </table>\n"
+        );
+    }
+
+    #[test]
+    fn a_subset_keeps_ids_and_drops_columns() {
+        let mut t = table();
+        t.rows[0].id = Some("r-1".into());
+        t.rows[0].flagged = true;
+        let s = t.subset(&[0], &[1]);
+        assert_eq!(s.columns.len(), 2);
+        assert_eq!(s.rows[0].cells.len(), 2);
+        assert!(s
+            .html_linking(|_, k| (k == 0).then(|| "x".to_string()))
+            .contains("<tr id=\"r-1\" class=\"flag\"><td><a href=\"#x\"><code>"));
+    }
+}
