@@ -5,7 +5,7 @@
 //!   self-contained HTML file ([`html`], like the diff and the trend pages),
 //!   with the findings listed per check and kind and the runs they fired in ([`findings`]);
 //! - [`diff`]: `traceaudit diff`, the regression report between two corpora;
-//! - [`explain`]: `traceaudit explain`, one run told as a story;
+//! - [`explain`]: `traceaudit explain`, one run told as a story ([`story`] tells it as text);
 //! - [`trend`]: `traceaudit trend`, the fail rates night by night and the nights the diff's
 //!   rules would have flagged.
 //!
@@ -19,6 +19,7 @@ pub mod findings;
 pub mod groups;
 pub mod html;
 pub mod stats;
+pub mod story;
 pub mod summary;
 pub mod table;
 pub mod text;
@@ -201,7 +202,7 @@ pub fn render_trend(t: &trend::Trend, format: TrendFormat) -> io::Result<String>
 /// Render an explained run in `format`.
 pub fn render_explain(e: &explain::Explanation, format: ExplainFormat) -> io::Result<String> {
     Ok(match format {
-        ExplainFormat::Text => explain::render_text(e),
+        ExplainFormat::Text => story::render_text(e),
         ExplainFormat::Json => json(e)?,
     })
 }

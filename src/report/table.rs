@@ -4,7 +4,7 @@
 //! here: cut to the column on the terminal, a bounded code span or escaped prose in Markdown,
 //! bounded and entity-escaped in HTML.
 
-use crate::report::text::{fit, html, html_bounded, md_code, md_text};
+use crate::report::text::{bounded, fit, html, html_bounded, md_code, md_text, terminal};
 
 /// How Markdown or HTML shows a column's recorded text.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -13,6 +13,17 @@ pub enum Shown {
     Code(usize),
     /// Escaped prose, bounded to this many characters.
     Text(usize),
+}
+
+/// How the terminal shows a column's recorded text.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cut {
+    /// Cut to the column's width, ending in `…`.
+    Fit,
+    /// Bounded to this many characters, the cut said in words (the column may overflow).
+    Bounded(usize),
+    /// Whole.
+    Whole,
 }
 
 /// What a cell holds.
@@ -48,6 +59,7 @@ pub struct Column {
     pub width: usize,
     /// Spaces before the column on the terminal.
     pub gap: usize,
+    pub cut: Cut,
     /// A number: right-aligned in every medium.
     pub numeric: bool,
     pub md: Shown,
@@ -62,6 +74,7 @@ impl Column {
             long: header.to_string(),
             width,
             gap: 1,
+            cut: Cut::Fit,
             numeric: false,
             md: Shown::Text(0),
             html: Shown::Text(0),
@@ -93,6 +106,12 @@ impl Column {
     pub fn shown(mut self, md: Shown, html: Shown) -> Column {
         self.md = md;
         self.html = html;
+        self
+    }
+
+    /// How the terminal cuts the recorded text.
+    pub fn cut(mut self, cut: Cut) -> Column {
+        self.cut = cut;
         self
     }
 
@@ -177,7 +196,11 @@ impl Table {
             .zip(&row.cells)
             .map(|(c, cell)| match cell {
                 Cell::Value(v) => v.clone(),
-                Cell::Recorded(s) => fit(s, c.width),
+                Cell::Recorded(s) => match c.cut {
+                    Cut::Fit => fit(s, c.width),
+                    Cut::Bounded(max) => bounded(s, max),
+                    Cut::Whole => terminal(s),
+                },
                 Cell::Missing => String::new(),
             })
             .collect();

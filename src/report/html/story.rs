@@ -7,7 +7,8 @@
 use crate::report::explain::{Explanation, FindingView, Step};
 use crate::report::findings::Findings;
 use crate::report::html::preview;
-use crate::report::text::{duration, html, html_bounded, Preview};
+use crate::report::story::{advisory_note, kind_beyond_check, StoryRows};
+use crate::report::text::{html, html_bounded, Preview};
 use std::collections::{HashMap, HashSet};
 
 /// Findings shown in full in one run's section; past it they are counted (listed findings are
@@ -190,14 +191,13 @@ fn finding_block(f: &FindingView, listed: Option<usize>) -> String {
         Some(k) => format!("<div class=\"finding\" id=\"f-{k}\">"),
         None => "<div class=\"finding\">".to_string(),
     };
-    let name = if f.kind == f.check {
-        code(&f.check, 60)
-    } else {
-        format!("{} {}", code(&f.check, 60), code(&f.kind, 60))
+    let name = match kind_beyond_check(f) {
+        None => code(&f.check, 60),
+        Some(kind) => format!("{} {}", code(&f.check, 60), code(kind, 60)),
     };
     o.push_str(&format!(
         "▲ {name}{}: {}",
-        if f.advisory { " (advisory)" } else { "" },
+        advisory_note(f),
         preview(&f.message)
     ));
     if let Some(k) = listed {
@@ -237,6 +237,7 @@ fn text_line(p: &Preview) -> String {
 
 /// One run told: `run-K`.
 fn run_section(e: &Explanation, k: usize, a: &Anchors, emitted: &mut HashSet<usize>) -> String {
+    let rows = StoryRows::of(e);
     let mut o = format!("<section class=\"run\" id=\"run-{k}\">\n");
     o.push_str(&format!("<h3>run {}</h3>\n", code(&e.run_id, 120)));
     o.push_str(&format!(
@@ -260,7 +261,7 @@ fn run_section(e: &Explanation, k: usize, a: &Anchors, emitted: &mut HashSet<usi
             .as_deref()
             .map(html)
             .unwrap_or_else(|| "-".into()),
-        html(&duration(e.duration_ms)),
+        html(&rows.took),
         e.events,
         e.landings
     ));
@@ -274,8 +275,8 @@ fn run_section(e: &Explanation, k: usize, a: &Anchors, emitted: &mut HashSet<usi
         hidden: 0,
     };
     o.push_str("<ol class=\"story\">\n");
-    for s in &e.steps {
-        o.push_str(&step_item(s, &mut budget));
+    for (s, facts) in e.steps.iter().zip(&rows.facts) {
+        o.push_str(&step_item(s, facts, &mut budget));
     }
     o.push_str("</ol>\n");
     if !e.unplaced.is_empty() {
@@ -290,40 +291,19 @@ fn run_section(e: &Explanation, k: usize, a: &Anchors, emitted: &mut HashSet<usi
             if budget.hidden == 1 { "" } else { "s" }
         ));
     }
-    if !e.dispositions.is_empty() {
-        o.push_str("<table><tr><th>check</th><th>disposition</th><th>reason</th></tr>\n");
-        for d in &e.dispositions {
-            o.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                code(&d.check, 40),
-                html_bounded(&d.disposition, 30),
-                html_bounded(&d.reason, 200)
-            ));
-        }
-        o.push_str("</table>\n");
+    if !rows.dispositions.is_empty() {
+        o.push_str(&rows.dispositions.html());
     }
-    let mut tail = Vec::new();
-    if !e.not_shown.is_empty() {
-        let parts: Vec<String> = e
-            .not_shown
-            .iter()
-            .map(|(k, n)| format!("{n} {k}{}", if *n == 1 { "" } else { "s" }))
-            .collect();
-        tail.push(format!("not told: {}", parts.join(", ")));
-    }
-    tail.extend(e.cut.iter().map(|c| format!("cut: {c}")));
-    for t in tail {
-        o.push_str(&format!(
-            "<p class=\"note\">{}</p>\n",
-            html_bounded(&t, 400)
-        ));
+    for t in rows.not_told.iter().chain(&rows.cut) {
+        o.push_str(&format!("<p class=\"note\">{}</p>\n", html_bounded(t, 400)));
     }
     o.push_str("</section>\n");
     o
 }
 
-/// One step of a run's story as a list item, its findings' blocks within the page's budget.
-fn step_item(s: &Step, budget: &mut FindingBudget<'_>) -> String {
+/// One step of a run's story as a list item, `facts` its facts line, its findings' blocks
+/// within the page's budget.
+fn step_item(s: &Step, facts: &str, budget: &mut FindingBudget<'_>) -> String {
     let mut o = String::new();
     match s {
         Step::Iteration { iteration } => o.push_str(&format!(
@@ -336,9 +316,6 @@ fn step_item(s: &Step, budget: &mut FindingBudget<'_>) -> String {
             args_fingerprint,
             arguments,
             result,
-            error,
-            duration_ms,
-            flags,
             findings,
             ..
         } => {
@@ -356,19 +333,8 @@ fn step_item(s: &Step, budget: &mut FindingBudget<'_>) -> String {
                     .map(text_line)
                     .unwrap_or_else(|| "<span class=\"muted\">(none recorded)</span>".into())
             ));
-            let mut facts = Vec::new();
-            if let Some(ms) = duration_ms {
-                facts.push(format!("took {}", duration(Some(*ms))));
-            }
-            if *error {
-                facts.push("error".to_string());
-            }
-            facts.extend(flags.iter().cloned());
             if !facts.is_empty() {
-                o.push_str(&format!(
-                    "<br><span class=\"muted\">{}</span>",
-                    html(&facts.join(" · "))
-                ));
+                o.push_str(&format!("<br><span class=\"muted\">{}</span>", html(facts)));
             }
             o.push('\n');
             o.push_str(&budget.blocks(findings));
