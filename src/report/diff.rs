@@ -8,6 +8,7 @@ use crate::corpus::CHECK_COLUMN;
 use crate::report::corpus::{pl, strings, strs, u64s, CorpusDir};
 use crate::report::groups::{group_counts, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{newcombe, rate};
+use crate::report::table::{md_cell, Cell, Column, Row, Table};
 use crate::report::text::{fit, md_code, md_text};
 use polars::prelude::*;
 use serde::Serialize;
@@ -458,6 +459,13 @@ pub fn pp_interval(ci: Option<(f64, f64)>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// A change of a rate in signed percentage points, `-` when either side has no rate.
+pub fn pp_change(change: Option<f64>) -> String {
+    change
+        .map(|d| format!("{:+.1}", d * 100.0))
+        .unwrap_or_else(|| "-".into())
+}
+
 fn side(s: &Side) -> String {
     match s.rate {
         Some(r) => format!("{:.1}% ({}/{})", r * 100.0, s.fail, s.checked),
@@ -465,28 +473,144 @@ fn side(s: &Side) -> String {
     }
 }
 
-fn change(r: &RateChange) -> String {
-    r.change
-        .map(|d| format!("{:+.1}", d * 100.0))
-        .unwrap_or_else(|| "-".into())
+/// The diff's tables, every cell computed once: Markdown and the HTML page lay these out (JSON
+/// is the [`Diff`] itself).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffRows {
+    /// A row per check, `c-N` on the page, flagged where the rate rule fired.
+    pub checks: Table,
+    /// With `--by`: the grouping's name, and a row per check and group (`g-N`).
+    pub groups: Option<(String, Table)>,
+    /// The finding keys only in the candidate, and only in the baseline (the first `--top`).
+    pub appeared: Table,
+    pub vanished: Table,
 }
 
-fn key_line(k: &KeyChange) -> String {
-    let wasted = k
-        .wasted_landings
-        .map(|w| format!(", {w} wasted landings"))
-        .unwrap_or_default();
+impl DiffRows {
+    pub fn of(d: &Diff) -> DiffRows {
+        DiffRows {
+            checks: change_table(&d.checks, None, "c"),
+            groups: d.by.as_ref().map(|by| {
+                let label = by.label();
+                let table = change_table(&d.groups, Some(&label), "g");
+                (label, table)
+            }),
+            appeared: key_table(&d.appeared),
+            vanished: key_table(&d.vanished),
+        }
+    }
+
+    /// The ids of the rows the rate rule flagged, checks first: the order `build` words those
+    /// regressions in.
+    pub fn flagged_ids(&self) -> Vec<&str> {
+        let groups = self.groups.iter().flat_map(|(_, t)| &t.rows);
+        self.checks
+            .rows
+            .iter()
+            .chain(groups)
+            .filter(|r| r.flagged)
+            .filter_map(|r| r.id.as_deref())
+            .collect()
+    }
+}
+
+/// Rate changes as rows `{prefix}-N`, led by their group under `group`'s header when grouped.
+fn change_table(rows: &[RateChange], group: Option<&str>, prefix: &str) -> Table {
+    let mut columns = Vec::new();
+    if let Some(g) = group {
+        columns.push(Column::text(g, 0).code(60, 120));
+    }
+    columns.extend([
+        Column::text("check", 0).code(40, 60),
+        Column::number("baseline fail %", 0),
+        Column::number("candidate fail %", 0),
+        Column::number("change (pp)", 0),
+        Column::text("95% CI (pp)", 0),
+        Column::text("", 0),
+    ]);
+    let rows = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut cells = Vec::new();
+            if group.is_some() {
+                cells.push(Cell::recorded(&r.group));
+            }
+            cells.extend([
+                Cell::recorded(&r.check),
+                Cell::Value(side(&r.baseline)),
+                Cell::Value(side(&r.candidate)),
+                Cell::Value(pp_change(r.change)),
+                Cell::Value(pp_interval(r.ci_low.zip(r.ci_high))),
+                match r.regression {
+                    true => Cell::Mark {
+                        plain: "regression",
+                        html: "<span class=\"flagword\">regression</span>",
+                    },
+                    false => Cell::Missing,
+                },
+            ]);
+            Row {
+                cells,
+                id: Some(format!("{prefix}-{}", i + 1)),
+                flagged: r.regression,
+            }
+        })
+        .collect();
+    Table::new(columns, rows)
+}
+
+/// The columns of a key table that Markdown's key lines name.
+const KEY_CHECK: usize = 0;
+const KEY_KEY: usize = 1;
+const KEY_FINDINGS: usize = 3;
+const KEY_RUNS: usize = 4;
+const KEY_WASTED: usize = 5;
+
+fn key_table(list: &[KeyChange]) -> Table {
+    let columns = vec![
+        Column::text("check", 0).code(40, 60),
+        Column::text("key", 0).code(100, 160),
+        Column::text("scope", 0),
+        Column::number("findings", 0),
+        Column::number("runs", 0),
+        Column::number("wasted landings", 0),
+    ];
+    let rows = list
+        .iter()
+        .map(|k| {
+            Row::of(vec![
+                Cell::recorded(&k.check),
+                Cell::recorded(&k.key),
+                Cell::Value(k.scope.clone()),
+                Cell::value(k.findings),
+                Cell::value(k.runs),
+                Cell::count(k.wasted_landings),
+            ])
+        })
+        .collect();
+    Table::new(columns, rows)
+}
+
+/// A key of a key table as a Markdown line.
+fn key_line(t: &Table, row: &Row) -> String {
+    let cell = |k: usize| md_cell(&t.columns[k], &row.cells[k]);
+    let wasted = match &row.cells[KEY_WASTED] {
+        Cell::Value(w) => format!(", {w} wasted landings"),
+        _ => String::new(),
+    };
     format!(
         "{} {}: {} finding(s) in {} run(s){wasted}",
-        md_code(&k.check, 40),
-        md_code(&k.key, 100),
-        k.findings,
-        k.runs
+        cell(KEY_CHECK),
+        cell(KEY_KEY),
+        cell(KEY_FINDINGS),
+        cell(KEY_RUNS)
     )
 }
 
 /// The diff as Markdown for a pull request or a chat message.
 pub fn render_markdown(d: &Diff) -> String {
+    let rows = DiffRows::of(d);
     let mut o = String::new();
     let verdict = if d.is_regression() {
         "REGRESSION"
@@ -512,66 +636,48 @@ pub fn render_markdown(d: &Diff) -> String {
         }
         o.push('\n');
     }
-    let table = |o: &mut String, rows: &[RateChange], group: Option<&str>| {
-        match group {
-            Some(g) => o.push_str(&format!(
-                "| {g} | check | baseline fail % | candidate fail % | change (pp) | 95% CI (pp) | |\n|---|---|---:|---:|---:|---|---|\n"
-            )),
-            None => o.push_str(
-                "| check | baseline fail % | candidate fail % | change (pp) | 95% CI (pp) | |\n|---|---:|---:|---:|---|---|\n",
-            ),
-        }
-        for r in rows {
-            let flag = if r.regression { "regression" } else { "" };
-            let lead = match group {
-                Some(_) => format!("| {} | {} ", md_code(&r.group, 60), md_code(&r.check, 40)),
-                None => format!("| {} ", md_code(&r.check, 40)),
-            };
-            o.push_str(&format!(
-                "{lead}| {} | {} | {} | {} | {flag} |\n",
-                side(&r.baseline),
-                side(&r.candidate),
-                change(r),
-                pp_interval(r.ci_low.zip(r.ci_high)),
-            ));
-        }
-    };
     o.push_str("### Fail rate per check\n\n");
-    table(&mut o, &d.checks, None);
-    if let Some(by) = &d.by {
-        o.push_str(&format!("\n### Per {}\n\n", by.label()));
-        table(&mut o, &d.groups, Some(by.label().as_str()));
+    o.push_str(&rows.checks.markdown());
+    if let Some((label, groups)) = &rows.groups {
+        o.push_str(&format!("\n### Per {label}\n\n"));
+        o.push_str(&groups.markdown());
     }
     o.push_str(&format!(
         "\nfail % = checked-fail among checked runs. Change = candidate minus baseline, in percentage points; interval: {}. Rules: `{}` (rate=PP: a rise of more than PP points whose interval lies above zero; new-keys=N: N or more finding keys only in the candidate).\n",
         d.interval,
         d.rules.describe()
     ));
-    let keys = |o: &mut String, title: &str, list: &[KeyChange], total: u64| {
+    let keys = |o: &mut String, title: &str, t: &Table, total: u64| {
         o.push_str(&format!("\n### {title} ({total})\n\n"));
-        if list.is_empty() {
+        if t.is_empty() {
             o.push_str("None.\n");
         }
-        for k in list {
-            o.push_str(&format!("- {}\n", key_line(k)));
+        for row in &t.rows {
+            o.push_str(&format!("- {}\n", key_line(t, row)));
         }
-        if total > list.len() as u64 {
-            o.push_str(&format!("- … and {} more\n", total - list.len() as u64));
+        if total > t.rows.len() as u64 {
+            o.push_str(&format!("- … and {} more\n", total - t.rows.len() as u64));
         }
     };
     keys(
         &mut o,
         "Finding keys only in the candidate",
-        &d.appeared,
+        &rows.appeared,
         d.appeared_total,
     );
     keys(
         &mut o,
         "Finding keys only in the baseline",
-        &d.vanished,
+        &rows.vanished,
         d.vanished_total,
     );
     o.push_str("\nKeys: `tool:argsFingerprint` for repeated calls (compared across the whole corpus), the run id for other findings (compared over runs in both corpora).\n");
+    md_runs_and_notes(d, &mut o);
+    o
+}
+
+/// Markdown's runs present in one corpus only, and the notes.
+fn md_runs_and_notes(d: &Diff, o: &mut String) {
     if d.runs.only_baseline + d.runs.only_candidate > 0 {
         o.push_str("\n### Runs in only one corpus\n\n");
         let list = |v: &[String]| {
@@ -611,7 +717,6 @@ pub fn render_markdown(d: &Diff) -> String {
             o.push_str(&format!("- note: {}\n", md_text(n, 300)));
         }
     }
-    o
 }
 
 /// A one-line verdict for stderr.

@@ -510,7 +510,7 @@ fn check_table(rows: &[RateRow]) -> Table {
 
 fn group_table(label: &str, rows: &[RateRow]) -> Table {
     let columns = vec![
-        Column::text(label, 24).code(60, 120),
+        Column::text(label, 24).code(60, 120).long_max(60),
         Column::text("check", 20).code(40, 60),
         Column::number("checked", 7),
         Column::number("fail", 6),

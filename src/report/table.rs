@@ -36,6 +36,13 @@ pub enum Cell {
     Recorded(String),
     /// Nothing recorded: empty in every medium.
     Missing,
+    /// A value that is not known: `-` in every medium.
+    Unknown,
+    /// Words of our own, with the markup the HTML page shows them in.
+    Mark {
+        plain: &'static str,
+        html: &'static str,
+    },
 }
 
 impl Cell {
@@ -46,6 +53,11 @@ impl Cell {
     pub fn recorded(s: &str) -> Cell {
         Cell::Recorded(s.to_string())
     }
+
+    /// A count, or [`Cell::Unknown`].
+    pub fn count(n: Option<u64>) -> Cell {
+        n.map_or(Cell::Unknown, Cell::value)
+    }
 }
 
 /// One column: its headers and how each medium shows its cells.
@@ -55,6 +67,8 @@ pub struct Column {
     pub short: String,
     /// The header in Markdown and HTML.
     pub long: String,
+    /// Characters of the header the HTML page shows (all of it without a bound).
+    pub long_max: Option<usize>,
     /// Characters of the column on the terminal (recorded cells are cut to it).
     pub width: usize,
     /// Spaces before the column on the terminal.
@@ -73,6 +87,7 @@ impl Column {
             short: header.to_string(),
             long: header.to_string(),
             width,
+            long_max: None,
             gap: 1,
             cut: Cut::Fit,
             numeric: false,
@@ -92,6 +107,12 @@ impl Column {
     /// Headed `long` in Markdown and HTML.
     pub fn long(mut self, long: &str) -> Column {
         self.long = long.to_string();
+        self
+    }
+
+    /// The HTML page shows at most `max` characters of the header.
+    pub fn long_max(mut self, max: usize) -> Column {
+        self.long_max = Some(max);
         self
     }
 
@@ -202,6 +223,8 @@ impl Table {
                     Cut::Whole => terminal(s),
                 },
                 Cell::Missing => String::new(),
+                Cell::Unknown => "-".into(),
+                Cell::Mark { plain, .. } => plain.to_string(),
             })
             .collect();
         self.terminal_line(texts)
@@ -242,15 +265,7 @@ impl Table {
         for row in &self.rows {
             o.push('|');
             for (c, cell) in self.columns.iter().zip(&row.cells) {
-                let text = match cell {
-                    Cell::Value(v) => v.clone(),
-                    Cell::Recorded(s) => match c.md {
-                        Shown::Code(max) => md_code(s, max),
-                        Shown::Text(max) => md_text(s, max),
-                    },
-                    Cell::Missing => String::new(),
-                };
-                o.push_str(&format!(" {text} |"));
+                o.push_str(&format!(" {} |", md_cell(c, cell)));
             }
             o.push('\n');
         }
@@ -268,7 +283,11 @@ impl Table {
         let n = |c: &Column| if c.numeric { " class=\"n\"" } else { "" };
         let mut o = String::from("<table><tr>");
         for c in &self.columns {
-            o.push_str(&format!("<th{}>{}</th>", n(c), html_bounded(&c.long, 60)));
+            let header = match c.long_max {
+                Some(max) => html_bounded(&c.long, max),
+                None => html(&c.long),
+            };
+            o.push_str(&format!("<th{}>{header}</th>", n(c)));
         }
         o.push_str("</tr>\n");
         for (r, row) in self.rows.iter().enumerate() {
@@ -294,6 +313,20 @@ impl Table {
     }
 }
 
+/// A cell as Markdown table-cell text.
+pub fn md_cell(c: &Column, cell: &Cell) -> String {
+    match cell {
+        Cell::Value(v) => v.clone(),
+        Cell::Recorded(s) => match c.md {
+            Shown::Code(max) => md_code(s, max),
+            Shown::Text(max) => md_text(s, max),
+        },
+        Cell::Missing => String::new(),
+        Cell::Unknown => "-".into(),
+        Cell::Mark { plain, .. } => plain.to_string(),
+    }
+}
+
 /// A cell as HTML element content.
 pub fn html_cell(c: &Column, cell: &Cell) -> String {
     match cell {
@@ -303,6 +336,8 @@ pub fn html_cell(c: &Column, cell: &Cell) -> String {
             Shown::Text(max) => html_bounded(s, max),
         },
         Cell::Missing => String::new(),
+        Cell::Unknown => "-".into(),
+        Cell::Mark { html, .. } => html.to_string(),
     }
 }
 

@@ -2,78 +2,23 @@
 //! its row), the rate changes drawn with their intervals against the threshold, the finding keys
 //! that appeared or vanished, and the runs present in only one corpus.
 
-use crate::report::diff::{pp_interval, Diff, KeyChange, RateChange};
+use crate::report::diff::{Diff, DiffRows, RateChange};
 use crate::report::html::chart::change_chart;
 use crate::report::html::{foot, head, nav};
+use crate::report::table::Table;
 use crate::report::text::{html, html_bounded};
 
 fn code(s: &str, max: usize) -> String {
     format!("<code>{}</code>", html_bounded(s, max))
 }
 
-fn side(s: &crate::report::diff::Side) -> String {
-    match s.rate {
-        Some(r) => format!("{:.1}% ({}/{})", r * 100.0, s.fail, s.checked),
-        None => format!("- (0/{})", s.checked),
-    }
-}
-
-/// A table of rate changes whose rows are `{prefix}-{i}`.
-fn change_table(rows: &[RateChange], prefix: &str, group: Option<&str>) -> String {
-    let mut o = String::from("<table><tr>");
-    if let Some(g) = group {
-        o.push_str(&format!("<th>{}</th>", html(g)));
-    }
-    o.push_str("<th>check</th><th class=\"n\">baseline fail %</th><th class=\"n\">candidate fail %</th><th class=\"n\">change (pp)</th><th>95% CI (pp)</th><th></th></tr>\n");
-    for (i, r) in rows.iter().enumerate() {
-        o.push_str(&format!(
-            "<tr id=\"{prefix}-{}\"{}>",
-            i + 1,
-            if r.regression { " class=\"flag\"" } else { "" }
-        ));
-        if group.is_some() {
-            o.push_str(&format!("<td>{}</td>", code(&r.group, 120)));
-        }
-        o.push_str(&format!(
-            "<td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>\n",
-            code(&r.check, 60),
-            side(&r.baseline),
-            side(&r.candidate),
-            r.change
-                .map(|d| format!("{:+.1}", d * 100.0))
-                .unwrap_or_else(|| "-".into()),
-            pp_interval(r.ci_low.zip(r.ci_high)),
-            if r.regression {
-                "<span class=\"flagword\">regression</span>"
-            } else {
-                ""
-            }
-        ));
-    }
-    o.push_str("</table>\n");
-    o
-}
-
-fn key_table(list: &[KeyChange], total: u64) -> String {
-    if list.is_empty() && total == 0 {
+/// A key table with the count of keys it leaves out.
+fn key_section(t: &Table, total: u64) -> String {
+    if t.is_empty() && total == 0 {
         return "<p>None.</p>\n".into();
     }
-    let mut o = String::from("<table><tr><th>check</th><th>key</th><th>scope</th><th class=\"n\">findings</th><th class=\"n\">runs</th><th class=\"n\">wasted landings</th></tr>\n");
-    for k in list {
-        o.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-            code(&k.check, 60),
-            code(&k.key, 160),
-            html(&k.scope),
-            k.findings,
-            k.runs,
-            k.wasted_landings
-                .map(|w| w.to_string())
-                .unwrap_or_else(|| "-".into())
-        ));
-    }
-    o.push_str("</table>\n");
-    let more = total.saturating_sub(list.len() as u64);
+    let mut o = t.html();
+    let more = total.saturating_sub(t.rows.len() as u64);
     if more > 0 {
         o.push_str(&format!(
             "<p class=\"note\">… and {more} more (<code>--top N</code> lists more; \
@@ -85,47 +30,10 @@ fn key_table(list: &[KeyChange], total: u64) -> String {
 
 /// The diff as one HTML document.
 pub fn render_html(d: &Diff) -> String {
+    let rows = DiffRows::of(d);
     let mut o = head("traceaudit diff");
     o.push_str("<h1>traceaudit diff</h1>\n");
-    // The verdict. `diff::build` words the rate rule's regressions first, in row order (checks,
-    // then groups), then the new-keys rule: each links to what fired it.
-    let flagged: Vec<String> = d
-        .checks
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.regression)
-        .map(|(i, _)| format!("c-{}", i + 1))
-        .chain(
-            d.groups
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.regression)
-                .map(|(i, _)| format!("g-{}", i + 1)),
-        )
-        .collect();
-    if d.is_regression() {
-        o.push_str(&format!(
-            "<div class=\"verdict bad\"><strong>REGRESSION</strong>: {} rule{} fired under \
-             <code>--fail-on {}</code> (exit status 1)<ul>",
-            d.regressions.len(),
-            if d.regressions.len() == 1 { "" } else { "s" },
-            html(&d.rules.describe())
-        ));
-        for (j, text) in d.regressions.iter().enumerate() {
-            let target = flagged.get(j).map(String::as_str).unwrap_or("appeared");
-            o.push_str(&format!(
-                "<li><a href=\"#{target}\">{}</a></li>",
-                html_bounded(text, 400)
-            ));
-        }
-        o.push_str("</ul></div>\n");
-    } else {
-        o.push_str(&format!(
-            "<div class=\"verdict good\"><strong>No regression</strong> under \
-             <code>--fail-on {}</code> (exit status 0)</div>\n",
-            html(&d.rules.describe())
-        ));
-    }
+    o.push_str(&verdict(d, &rows));
     o.push_str(&format!(
         "<p class=\"muted\">Baseline {} ({} runs, {} findings) vs candidate {} ({} runs, {} \
          findings). Runs in both: {}; only in the baseline: {}; only in the candidate: {}.</p>\n",
@@ -140,8 +48,8 @@ pub fn render_html(d: &Diff) -> String {
         d.runs.only_candidate
     ));
     let mut links = vec![("rates", "Rate changes".to_string())];
-    if let Some(by) = &d.by {
-        links.push(("groups", format!("Per {}", by.label())));
+    if let Some((label, _)) = &rows.groups {
+        links.push(("groups", format!("Per {label}")));
     }
     links.push((
         "appeared",
@@ -155,11 +63,11 @@ pub fn render_html(d: &Diff) -> String {
     o.push_str(&nav(&links));
 
     o.push_str("<h2 id=\"rates\">Fail rate per check</h2>\n");
-    let rows: Vec<&RateChange> = d.checks.iter().collect();
-    o.push_str(&change_chart(&rows, d.rules.rate_pp, |i| {
+    let charted: Vec<&RateChange> = d.checks.iter().collect();
+    o.push_str(&change_chart(&charted, d.rules.rate_pp, |i| {
         format!("c-{}", i + 1)
     }));
-    o.push_str(&change_table(&d.checks, "c", None));
+    o.push_str(&rows.checks.html());
     o.push_str(&format!(
         "<p class=\"note\">fail % = checked-fail among checked runs. Dots show the change \
          (candidate minus baseline, in percentage points), whiskers its interval: {}. The dashed \
@@ -167,33 +75,69 @@ pub fn render_html(d: &Diff) -> String {
          above zero is a regression (red).</p>\n",
         html(d.interval)
     ));
-    if let Some(by) = &d.by {
+    if let Some((label, groups)) = &rows.groups {
         o.push_str(&format!(
             "<h2 id=\"groups\">Per {}</h2>\n",
-            html_bounded(&by.label(), 60)
+            html_bounded(label, 60)
         ));
-        let rows: Vec<&RateChange> = d.groups.iter().collect();
-        o.push_str(&change_chart(&rows, d.rules.rate_pp, |i| {
+        let charted: Vec<&RateChange> = d.groups.iter().collect();
+        o.push_str(&change_chart(&charted, d.rules.rate_pp, |i| {
             format!("g-{}", i + 1)
         }));
-        o.push_str(&change_table(&d.groups, "g", Some(&by.label())));
+        o.push_str(&groups.html());
     }
     o.push_str(&format!(
         "<h2 id=\"appeared\">Finding keys only in the candidate ({})</h2>\n",
         d.appeared_total
     ));
-    o.push_str(&key_table(&d.appeared, d.appeared_total));
+    o.push_str(&key_section(&rows.appeared, d.appeared_total));
     o.push_str(&format!(
         "<h2 id=\"vanished\">Finding keys only in the baseline ({})</h2>\n",
         d.vanished_total
     ));
-    o.push_str(&key_table(&d.vanished, d.vanished_total));
+    o.push_str(&key_section(&rows.vanished, d.vanished_total));
     o.push_str(
         "<p class=\"note\">Keys: <code>tool:argsFingerprint</code> for findings about a tool \
          call (compared across the whole corpus), the run id for other findings (compared over \
          runs in both corpora).</p>\n",
     );
-    o.push_str("<h2 id=\"runs\">Runs in only one corpus</h2>\n");
+    o.push_str(&runs_and_notes(d));
+    o.push_str(&foot());
+    o
+}
+
+/// The gate's verdict: each rule that fired, linking to what fired it. `diff::build` words the
+/// rate rule's regressions first, in row order (checks, then groups), then the new-keys rule.
+fn verdict(d: &Diff, rows: &DiffRows) -> String {
+    if !d.is_regression() {
+        return format!(
+            "<div class=\"verdict good\"><strong>No regression</strong> under \
+             <code>--fail-on {}</code> (exit status 0)</div>\n",
+            html(&d.rules.describe())
+        );
+    }
+    let flagged = rows.flagged_ids();
+    let mut o = format!(
+        "<div class=\"verdict bad\"><strong>REGRESSION</strong>: {} rule{} fired under \
+         <code>--fail-on {}</code> (exit status 1)<ul>",
+        d.regressions.len(),
+        if d.regressions.len() == 1 { "" } else { "s" },
+        html(&d.rules.describe())
+    );
+    for (j, text) in d.regressions.iter().enumerate() {
+        let target = flagged.get(j).copied().unwrap_or("appeared");
+        o.push_str(&format!(
+            "<li><a href=\"#{target}\">{}</a></li>",
+            html_bounded(text, 400)
+        ));
+    }
+    o.push_str("</ul></div>\n");
+    o
+}
+
+/// The runs present in one corpus only, and the notes.
+fn runs_and_notes(d: &Diff) -> String {
+    let mut o = String::from("<h2 id=\"runs\">Runs in only one corpus</h2>\n");
     if d.runs.only_baseline + d.runs.only_candidate == 0 {
         o.push_str("<p>None: both corpora hold the same runs.</p>\n");
     } else {
@@ -229,14 +173,13 @@ pub fn render_html(d: &Diff) -> String {
         }
         o.push_str("</ul>\n");
     }
-    o.push_str(&foot());
     o
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::diff::{CorpusInfo, Rules, RunPresence, Side};
+    use crate::report::diff::{CorpusInfo, KeyChange, Rules, RunPresence, Side};
     use crate::report::html::testing::{links_resolve, only_our_elements, ALLOWED, HOSTILE};
 
     fn change(check: &str, group: &str, regression: bool) -> RateChange {
