@@ -554,6 +554,7 @@ fn change_table(rows: &[RateChange], group: Option<&str>, prefix: &str) -> Table
                 cells,
                 id: Some(format!("{prefix}-{}", i + 1)),
                 flagged: r.regression,
+                rest: None,
             }
         })
         .collect();

@@ -15,6 +15,15 @@ pub enum Shown {
     Text(usize),
 }
 
+/// Where a column is shown.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Media {
+    All,
+    Terminal,
+    /// Markdown and HTML.
+    Page,
+}
+
 /// How the terminal shows a column's recorded text.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Cut {
@@ -76,6 +85,7 @@ pub struct Column {
     pub cut: Cut,
     /// A number: right-aligned in every medium.
     pub numeric: bool,
+    pub media: Media,
     pub md: Shown,
     pub html: Shown,
 }
@@ -91,6 +101,7 @@ impl Column {
             gap: 1,
             cut: Cut::Fit,
             numeric: false,
+            media: Media::All,
             md: Shown::Text(0),
             html: Shown::Text(0),
         }
@@ -130,6 +141,20 @@ impl Column {
         self
     }
 
+    /// Shown in `media` only.
+    pub fn only(mut self, media: Media) -> Column {
+        self.media = media;
+        self
+    }
+
+    fn on_terminal(&self) -> bool {
+        self.media != Media::Page
+    }
+
+    fn on_page(&self) -> bool {
+        self.media != Media::Terminal
+    }
+
     /// How the terminal cuts the recorded text.
     pub fn cut(mut self, cut: Cut) -> Column {
         self.cut = cut;
@@ -146,7 +171,10 @@ impl Column {
 /// One row: its cells, and on the HTML page its element id and whether it is flagged.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Row {
+    /// A cell per column, or per leading column when `rest` says the rest.
     pub cells: Vec<Cell>,
+    /// What the columns past `cells` say together: one muted cell spanning them.
+    pub rest: Option<Cell>,
     pub id: Option<String>,
     pub flagged: bool,
 }
@@ -202,7 +230,12 @@ impl Table {
 
     /// The header line and a line per row, each column padded to its width.
     pub fn terminal(&self) -> String {
-        let mut o = self.terminal_line(self.columns.iter().map(|c| c.short.clone()).collect());
+        let header = self
+            .columns
+            .iter()
+            .filter(|c| c.on_terminal())
+            .map(|c| (c, c.short.clone()));
+        let mut o = terminal_line(header);
         for row in &self.rows {
             o.push_str(&self.terminal_row(row));
         }
@@ -211,46 +244,27 @@ impl Table {
 
     /// One row as a terminal line.
     pub fn terminal_row(&self, row: &Row) -> String {
-        let texts = self
+        let cells = self
             .columns
             .iter()
             .zip(&row.cells)
-            .map(|(c, cell)| match cell {
-                Cell::Value(v) => v.clone(),
-                Cell::Recorded(s) => match c.cut {
-                    Cut::Fit => fit(s, c.width),
-                    Cut::Bounded(max) => bounded(s, max),
-                    Cut::Whole => terminal(s),
-                },
-                Cell::Missing => String::new(),
-                Cell::Unknown => "-".into(),
-                Cell::Mark { plain, .. } => plain.to_string(),
-            })
-            .collect();
-        self.terminal_line(texts)
-    }
-
-    fn terminal_line(&self, texts: Vec<String>) -> String {
-        let mut o = String::new();
-        for (i, (c, t)) in self.columns.iter().zip(texts).enumerate() {
-            if i > 0 {
-                o.push_str(&" ".repeat(c.gap));
-            }
-            let w = c.width;
-            o.push_str(&if c.numeric {
-                format!("{t:>w$}")
-            } else {
-                format!("{t:<w$}")
-            });
+            .filter(|(c, _)| c.on_terminal())
+            .map(|(c, cell)| (c, terminal_cell(c, cell)));
+        let mut o = terminal_line(cells);
+        if let Some(rest) = &row.rest {
+            o.pop();
+            o.push(' ');
+            o.push_str(&terminal_cell(&spanning(), rest));
+            o.push('\n');
         }
-        o.push('\n');
         o
     }
 
     /// A GitHub-flavoured table: the header, the alignment line and the rows.
     pub fn markdown(&self) -> String {
+        let columns: Vec<&Column> = self.columns.iter().filter(|c| c.on_page()).collect();
         let mut o = String::from("|");
-        for c in &self.columns {
+        for c in &columns {
             if c.long.is_empty() {
                 o.push_str(" |");
             } else {
@@ -258,14 +272,19 @@ impl Table {
             }
         }
         o.push_str("\n|");
-        for c in &self.columns {
+        for c in &columns {
             o.push_str(if c.numeric { "---:|" } else { "---|" });
         }
         o.push('\n');
         for row in &self.rows {
             o.push('|');
             for (c, cell) in self.columns.iter().zip(&row.cells) {
-                o.push_str(&format!(" {} |", md_cell(c, cell)));
+                if c.on_page() {
+                    o.push_str(&format!(" {} |", md_cell(c, cell)));
+                }
+            }
+            if let Some(rest) = &row.rest {
+                o.push_str(&format!(" {} |", md_cell(&spanning(), rest)));
             }
             o.push('\n');
         }
@@ -282,7 +301,7 @@ impl Table {
     pub fn html_linking(&self, link: impl Fn(usize, usize) -> Option<String>) -> String {
         let n = |c: &Column| if c.numeric { " class=\"n\"" } else { "" };
         let mut o = String::from("<table><tr>");
-        for c in &self.columns {
+        for c in self.columns.iter().filter(|c| c.on_page()) {
             let header = match c.long_max {
                 Some(max) => html_bounded(&c.long, max),
                 None => html(&c.long),
@@ -300,16 +319,69 @@ impl Table {
             }
             o.push('>');
             for (k, (c, cell)) in self.columns.iter().zip(&row.cells).enumerate() {
+                if !c.on_page() {
+                    continue;
+                }
                 let mut text = html_cell(c, cell);
                 if let Some(target) = link(r, k) {
                     text = format!("<a href=\"#{target}\">{text}</a>");
                 }
                 o.push_str(&format!("<td{}>{text}</td>", n(c)));
             }
+            if let Some(rest) = &row.rest {
+                let spanned = self.columns[row.cells.len().min(self.columns.len())..]
+                    .iter()
+                    .filter(|c| c.on_page())
+                    .count();
+                o.push_str(&format!(
+                    "<td colspan=\"{spanned}\" class=\"muted\">{}</td>",
+                    html_cell(&spanning(), rest)
+                ));
+            }
             o.push_str("</tr>\n");
         }
         o.push_str("</table>\n");
         o
+    }
+}
+
+/// The column a row's rest is shown in: whole.
+fn spanning() -> Column {
+    Column::text("", 0)
+        .cut(Cut::Whole)
+        .shown(Shown::Text(usize::MAX), Shown::Text(usize::MAX))
+}
+
+/// Cells laid out on a terminal line, each padded to its column's width.
+fn terminal_line<'a>(cells: impl Iterator<Item = (&'a Column, String)>) -> String {
+    let mut o = String::new();
+    for (i, (c, t)) in cells.enumerate() {
+        if i > 0 {
+            o.push_str(&" ".repeat(c.gap));
+        }
+        let w = c.width;
+        o.push_str(&if c.numeric {
+            format!("{t:>w$}")
+        } else {
+            format!("{t:<w$}")
+        });
+    }
+    o.push('\n');
+    o
+}
+
+/// A cell as terminal text.
+fn terminal_cell(c: &Column, cell: &Cell) -> String {
+    match cell {
+        Cell::Value(v) => v.clone(),
+        Cell::Recorded(s) => match c.cut {
+            Cut::Fit => fit(s, c.width),
+            Cut::Bounded(max) => bounded(s, max),
+            Cut::Whole => terminal(s),
+        },
+        Cell::Missing => String::new(),
+        Cell::Unknown => "-".into(),
+        Cell::Mark { plain, .. } => plain.to_string(),
     }
 }
 

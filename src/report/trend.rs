@@ -7,6 +7,7 @@ use crate::report::corpus::{guarded, name_the_unreadable, CorpusDir};
 use crate::report::diff::{self, DiffOptions, Rules};
 use crate::report::groups::{group_counts, ALL};
 use crate::report::stats::{rate, wilson};
+use crate::report::table::{Cell, Column, Media, Row, Table};
 use crate::report::text::{fit, interval, pct, wrap};
 use serde::Serialize;
 use std::io;
@@ -204,6 +205,29 @@ fn build_over(opened: &[CorpusDir], corpora: &[PathBuf], rules: &Rules) -> io::R
     })
 }
 
+/// The trend's tables, every cell computed once: the terminal text and the HTML page lay these
+/// out (JSON is the [`Trend`] itself).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrendRows {
+    /// Per check, its name and a row per night (`c{K}-n{N}` on the page, flagged where the
+    /// check's rate rule fired).
+    pub checks: Vec<(String, Table)>,
+}
+
+impl TrendRows {
+    pub fn of(t: &Trend) -> TrendRows {
+        TrendRows {
+            checks: t
+                .checks
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.check.clone(), point_table(c, &t.nights, i + 1)))
+                .collect(),
+        }
+    }
+}
+
+/// The change from the night before with its interval, empty on the first night.
 fn change(p: &Point) -> String {
     match p.change {
         Some(d) => format!(
@@ -213,6 +237,74 @@ fn change(p: &Point) -> String {
         ),
         None => String::new(),
     }
+}
+
+/// Which rule a point's night fired.
+fn flag(p: &Point, n: &Night) -> Cell {
+    if p.regression {
+        Cell::Mark {
+            plain: "rate",
+            html: "<span class=\"flagword\">rate rule</span>",
+        }
+    } else if n.flagged {
+        Cell::Mark {
+            plain: "night",
+            html: "<span class=\"muted\">night flagged</span>",
+        }
+    } else {
+        Cell::Missing
+    }
+}
+
+/// The `k`th check's points, a row per night.
+fn point_table(c: &CheckTrend, nights: &[Night], k: usize) -> Table {
+    let columns = vec![
+        Column::text("night", 24).code(60, 60),
+        Column::number("checked", 7),
+        Column::number("fail", 6),
+        Column::number("fail %", 6),
+        Column::text("95% CI", 14).gap(2),
+        Column::text("change pp [95% CI]", 24).only(Media::Terminal),
+        Column::number("change (pp)", 0).only(Media::Page),
+        Column::text("95% CI (pp)", 0).only(Media::Page),
+        Column::text("flag", 0).long(""),
+    ];
+    let rows = c
+        .points
+        .iter()
+        .zip(nights)
+        .enumerate()
+        .map(|(i, (p, n))| {
+            let night = Cell::recorded(&n.name);
+            let (cells, rest) = if p.ran {
+                let cells = vec![
+                    night,
+                    Cell::value(p.checked),
+                    Cell::value(p.fail),
+                    Cell::Value(pct(p.rate)),
+                    Cell::Value(interval(p.ci_low.zip(p.ci_high))),
+                    Cell::Value(change(p)),
+                    Cell::Value(diff::pp_change(p.change)),
+                    Cell::Value(diff::pp_interval(p.change_ci_low.zip(p.change_ci_high))),
+                    flag(p, n),
+                ];
+                (cells, None)
+            } else {
+                let rest = Cell::Mark {
+                    plain: "(not run)",
+                    html: "not run that night",
+                };
+                (vec![night], Some(rest))
+            };
+            Row {
+                cells,
+                rest,
+                id: Some(format!("c{k}-n{}", i + 1)),
+                flagged: p.regression,
+            }
+        })
+        .collect();
+    Table::new(columns, rows)
 }
 
 /// The trend as terminal text, at most 100 columns wide: per check a line per night, then
@@ -225,33 +317,9 @@ pub fn render_table(t: &Trend) -> String {
         t.flagged(),
         t.rules.describe()
     ));
-    for c in &t.checks {
-        o.push_str(&format!("\n{}\n", fit(&c.check, 60)));
-        o.push_str(&format!(
-            "{:<24} {:>7} {:>6} {:>6}  {:<14} {:<24} {}\n",
-            "night", "checked", "fail", "fail %", "95% CI", "change pp [95% CI]", "flag"
-        ));
-        for (p, n) in c.points.iter().zip(&t.nights) {
-            let flag = match (p.regression, n.flagged) {
-                (true, _) => "rate",
-                (false, true) => "night",
-                _ => "",
-            };
-            if !p.ran {
-                o.push_str(&format!("{:<24} (not run)\n", fit(&n.name, 24)));
-                continue;
-            }
-            o.push_str(&format!(
-                "{:<24} {:>7} {:>6} {:>6}  {:<14} {:<24} {}\n",
-                fit(&n.name, 24),
-                p.checked,
-                p.fail,
-                pct(p.rate),
-                interval(p.ci_low.zip(p.ci_high)),
-                change(p),
-                flag
-            ));
-        }
+    for (check, points) in &TrendRows::of(t).checks {
+        o.push_str(&format!("\n{}\n", fit(check, 60)));
+        o.push_str(&points.terminal());
     }
     o.push('\n');
     o.push_str(&wrap(

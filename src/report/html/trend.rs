@@ -2,11 +2,10 @@
 //! night), then per check a chart of the fail rate with its interval per night and the table
 //! behind it, then the nights themselves.
 
-use crate::report::diff::pp_interval;
 use crate::report::html::chart::trend_chart;
 use crate::report::html::{foot, head, nav};
-use crate::report::text::{html, html_bounded, interval, pct};
-use crate::report::trend::Trend;
+use crate::report::text::{html, html_bounded};
+use crate::report::trend::{Trend, TrendRows};
 
 fn code(s: &str, max: usize) -> String {
     format!("<code>{}</code>", html_bounded(s, max))
@@ -60,48 +59,16 @@ pub fn render_html(t: &Trend) -> String {
     let links: Vec<(&str, String)> = links.iter().map(|(a, b)| (a.as_str(), b.clone())).collect();
     o.push_str(&nav(&links));
 
-    for (ci, c) in t.checks.iter().enumerate() {
+    let rows = TrendRows::of(t);
+    for (ci, (c, (check, points))) in t.checks.iter().zip(&rows.checks).enumerate() {
         let k = ci + 1;
-        o.push_str(&format!(
-            "<h2 id=\"check-{k}\">{}</h2>\n",
-            code(&c.check, 80)
-        ));
+        o.push_str(&format!("<h2 id=\"check-{k}\">{}</h2>\n", code(check, 80)));
         o.push_str(&trend_chart(c, &t.nights, |n| format!("c{k}-n{}", n + 1)));
-        o.push_str("<table><tr><th>night</th><th class=\"n\">checked</th><th class=\"n\">fail</th><th class=\"n\">fail %</th><th>95% CI</th><th class=\"n\">change (pp)</th><th>95% CI (pp)</th><th></th></tr>\n");
-        for (n, (p, night)) in c.points.iter().zip(&t.nights).enumerate() {
-            let flag = if p.regression {
-                "<span class=\"flagword\">rate rule</span>"
-            } else if night.flagged {
-                "<span class=\"muted\">night flagged</span>"
-            } else {
-                ""
-            };
-            let row = format!(
-                "<tr id=\"c{k}-n{}\"{}><td><a href=\"#night-{}\">{}</a></td>",
-                n + 1,
-                if p.regression { " class=\"flag\"" } else { "" },
-                n + 1,
-                code(&night.name, 60)
-            );
-            if !p.ran {
-                o.push_str(&format!(
-                    "{row}<td colspan=\"7\" class=\"muted\">not run that night</td></tr>\n"
-                ));
-                continue;
-            }
-            o.push_str(&format!(
-                "{row}<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{flag}</td></tr>\n",
-                p.checked,
-                p.fail,
-                pct(p.rate),
-                interval(p.ci_low.zip(p.ci_high)),
-                p.change
-                    .map(|d| format!("{:+.1}", d * 100.0))
-                    .unwrap_or_else(|| "-".into()),
-                pp_interval(p.change_ci_low.zip(p.change_ci_high)),
-            ));
-        }
-        o.push_str("</table>\n");
+        o.push_str(
+            &points.html_linking(|night, column| {
+                (column == 0).then(|| format!("night-{}", night + 1))
+            }),
+        );
     }
     o.push_str(&format!(
         "<p class=\"note\">fail % = checked-fail among checked runs; the line is the rate, the \
