@@ -69,6 +69,9 @@ impl Cell {
     }
 }
 
+/// Characters of recorded text Markdown and HTML show when the column does not say.
+const DEFAULT_BOUND: usize = 200;
+
 /// One column: its headers and how each medium shows its cells.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Column {
@@ -91,7 +94,9 @@ pub struct Column {
 }
 
 impl Column {
-    /// A column of recorded text (or of our own words), left-aligned.
+    /// A column of recorded text (or of our own words), left-aligned; its recorded text is
+    /// prose bounded to 200 characters on the pages unless [`Column::code`] or
+    /// [`Column::shown`] says otherwise.
     pub fn text(header: &str, width: usize) -> Column {
         Column {
             short: header.to_string(),
@@ -102,8 +107,8 @@ impl Column {
             cut: Cut::Fit,
             numeric: false,
             media: Media::All,
-            md: Shown::Text(0),
-            html: Shown::Text(0),
+            md: Shown::Text(DEFAULT_BOUND),
+            html: Shown::Text(DEFAULT_BOUND),
         }
     }
 
@@ -445,6 +450,40 @@ mod tests {
             "<table><tr><th>tool</th><th class=\"n\">count</th><th>when</th></tr>\n<tr><td>\
              <code>a|b&lt;c&gt;\\u{1b}long</code></td><td class=\"n\">7</td><td></td></tr>\n\
              </table>\n"
+        );
+    }
+
+    #[test]
+    fn a_column_of_one_medium_and_a_spanning_rest() {
+        let t = Table::new(
+            vec![
+                Column::text("night", 4),
+                Column::text("both", 6).only(Media::Terminal),
+                Column::number("a", 2).only(Media::Page),
+                Column::number("b", 2).only(Media::Page),
+            ],
+            vec![
+                Row::of(vec![
+                    Cell::recorded("n1"),
+                    Cell::value("1 2"),
+                    Cell::value(1),
+                    Cell::Unknown,
+                ]),
+                Row {
+                    rest: Some(Cell::Mark {
+                        plain: "(none)",
+                        html: "nothing",
+                    }),
+                    ..Row::of(vec![Cell::recorded("n2")])
+                },
+            ],
+        );
+        assert_eq!(t.terminal(), "night both  \nn1   1 2   \nn2   (none)\n");
+        assert_eq!(
+            t.html(),
+            "<table><tr><th>night</th><th class=\"n\">a</th><th class=\"n\">b</th></tr>\n\
+             <tr><td>n1</td><td class=\"n\">1</td><td class=\"n\">-</td></tr>\n\
+             <tr><td>n2</td><td colspan=\"2\" class=\"muted\">nothing</td></tr>\n</table>\n"
         );
     }
 
