@@ -154,7 +154,37 @@ pub(super) fn add_rows(
             "tool"
         })
         .to_string();
-    let mut tools: BTreeMap<String, Value> = BTreeMap::new();
+    let attempts = attempts_of(events, output_tools, object_schema.is_some());
+    let rejections = rejections_of(events, &attempts);
+    let judged = judge(events, &attempts, &rejections, accepted);
+    record_answers(events, &attempts);
+    let mut contract = Event::new(EventKind::Other);
+    contract.source_type = Some(vocab::OUTPUT_CONTRACT.into());
+    contract.text = Some(mode.clone());
+    contract.payload = Some(js::stringify(&json!({
+        "mode": mode,
+        "schema": object_schema,
+        "tools": declared_tools(decl),
+        "terminalVerdicts": judged.terminal,
+        "correctionHashes": false,
+        "contentOmitted": judged.omitted,
+    })));
+    // Verdicts right after the message that rejected the answer; latest first, so indexes hold.
+    let mut verdicts = judged.verdicts;
+    verdicts.sort_by_key(|(j, _)| std::cmp::Reverse(*j));
+    for (j, v) in verdicts {
+        events.insert(j + 1, v);
+    }
+    let at = events
+        .iter()
+        .position(|e| e.source_type.as_deref() == Some("pydantic_ai.output"))
+        .map_or(0, |i| i + 1);
+    events.insert(at, contract);
+}
+
+/// The output tools the run declared, each with its parameters' schema.
+fn declared_tools(decl: Option<&Value>) -> BTreeMap<String, Value> {
+    let mut tools = BTreeMap::new();
     for t in decl
         .and_then(|d| d.get("output_tools"))
         .and_then(Value::as_array)
@@ -168,8 +198,12 @@ pub(super) fn add_rows(
             tools.insert(name.to_string(), schema.clone());
         }
     }
+    tools
+}
 
-    // The would-be-final answers, one per model call at most.
+/// The would-be-final answers, one per model call at most: a landing of an output tool, or
+/// (when the run declared an output object) an assistant message with text.
+fn attempts_of(events: &[Event], output_tools: &HashSet<String>, texts: bool) -> Vec<Attempt> {
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut calls: BTreeMap<u32, usize> = BTreeMap::new();
     // The model calls that have an attempt already: a run may hold 100,000 landings.
@@ -201,9 +235,7 @@ pub(super) fn add_rows(
                 }
             }
             EventKind::Message
-                if object_schema.is_some()
-                    && e.role == Some(Role::Assistant)
-                    && e.arguments.is_none() =>
+                if texts && e.role == Some(Role::Assistant) && e.arguments.is_none() =>
             {
                 let Some(&call) = e.iteration.and_then(|it| calls.get(&it)) else {
                     continue;
@@ -223,7 +255,13 @@ pub(super) fn add_rows(
             _ => {}
         }
     }
+    attempts
+}
 
+/// The message that rejected each answer, if any: (event index, text). A text answer's is the
+/// retry prompt before the next model call; a tool answer's, the tool reply to its call id
+/// after it (or the landing itself when it failed without one).
+fn rejections_of(events: &[Event], attempts: &[Attempt]) -> Vec<Option<(usize, Option<String>)>> {
     // The tool messages answering each call id, in event order.
     let mut replies: HashMap<&str, Vec<usize>> = HashMap::new();
     for (j, m) in events.iter().enumerate() {
@@ -231,8 +269,7 @@ pub(super) fn add_rows(
             replies.entry(id.as_str()).or_default().push(j);
         }
     }
-    // The message that rejected each answer, if any: (event index, text).
-    let rejections: Vec<Option<(usize, Option<String>)>> = attempts
+    attempts
         .iter()
         .map(|a| {
             if a.tool.is_none() {
@@ -259,8 +296,26 @@ pub(super) fn add_rows(
                 None => None,
             }
         })
-        .collect();
+        .collect()
+}
 
+/// What the answers' fates say: the verdict rows to insert (after the event index given),
+/// whether the last verdict is terminal, and whether a rejection's message was not recorded
+/// (then no verdict is given at all).
+struct Judged {
+    verdicts: Vec<(usize, Event)>,
+    terminal: bool,
+    omitted: bool,
+}
+
+/// Judge each answer: one followed by another, or rejected, gets a verdict (a retry, or the
+/// unmet contract for the last), and the rejected answer and its rejection are marked failed.
+fn judge(
+    events: &mut [Event],
+    attempts: &[Attempt],
+    rejections: &[Option<(usize, Option<String>)>],
+    accepted: bool,
+) -> Judged {
     let n = attempts.len();
     let mut omitted = attempts.iter().any(|a| a.text.is_none());
     let mut verdicts: Vec<(usize, Event)> = Vec::new();
@@ -286,42 +341,9 @@ pub(super) fn add_rows(
         if omitted {
             continue;
         }
-        let r = rejection(&message, a.text.as_deref());
-        let mut p = Map::new();
-        p.insert("attempt".into(), json!(attempt));
-        p.insert("iteration".into(), json!(a.iteration));
-        p.insert("stage".into(), json!(r.stage));
-        p.insert("error".into(), json!(message));
-        p.insert("path".into(), json!(r.path));
-        let mut v = Event::new(EventKind::Verdict);
-        v.iteration = a.iteration;
-        v.call_id = a.call_id.clone();
-        v.timestamp_ms = events[j].timestamp_ms;
-        let source = if later {
-            // The span's retry markers give the budget (output functions only).
-            let max = payload_of(&events[a.at])
-                .get("retry")
-                .and_then(|r| r.get("max_retries"))
-                .and_then(Value::as_u64);
-            if let Some(remaining) = max.and_then(|m| m.checked_sub(u64::from(attempt))) {
-                p.insert("retriesRemaining".into(), json!(remaining));
-            }
-            p.insert("correctiveMessageHash".into(), Value::Null);
-            v.text = Some(vocab::SCHEMA_RETRY.into());
-            "otel.retry_prompt"
-        } else {
-            p.insert("attempts".into(), json!(attempt));
-            p.insert("retriesSpent".into(), json!(attempt - 1));
-            p.remove("attempt");
-            v.text = Some(vocab::CONTRACT_UNMET.into());
-            terminal = true;
-            "otel.output_unmet"
-        };
-        v.source_type = Some(source.into());
-        v.payload = Some(js::stringify(
-            &json!({"type": source, "payload": Value::Object(p)}),
-        ));
-        verdicts.push((j, v));
+        let (verdict, last) = verdict(events, a, attempt, later, j, &message);
+        terminal |= last;
+        verdicts.push((j, verdict));
         // The rejected answer and the message rejecting it are failures.
         events[a.at].error |= a.tool.is_some();
         if j != a.at && events[j].role == Some(Role::Tool) {
@@ -332,8 +354,63 @@ pub(super) fn add_rows(
         verdicts.clear();
         terminal = false;
     }
+    Judged {
+        verdicts,
+        terminal,
+        omitted,
+    }
+}
 
-    for a in &attempts {
+/// The verdict row on answer `a` (number `attempt`), rejected by event `j` with `message`: a
+/// retry when a `later` answer follows, else the unmet contract (terminal: the second value).
+fn verdict(
+    events: &[Event],
+    a: &Attempt,
+    attempt: u32,
+    later: bool,
+    j: usize,
+    message: &str,
+) -> (Event, bool) {
+    let r = rejection(message, a.text.as_deref());
+    let mut p = Map::new();
+    p.insert("attempt".into(), json!(attempt));
+    p.insert("iteration".into(), json!(a.iteration));
+    p.insert("stage".into(), json!(r.stage));
+    p.insert("error".into(), json!(message));
+    p.insert("path".into(), json!(r.path));
+    let mut v = Event::new(EventKind::Verdict);
+    v.iteration = a.iteration;
+    v.call_id = a.call_id.clone();
+    v.timestamp_ms = events[j].timestamp_ms;
+    let source = if later {
+        // The span's retry markers give the budget (output functions only).
+        let max = payload_of(&events[a.at])
+            .get("retry")
+            .and_then(|r| r.get("max_retries"))
+            .and_then(Value::as_u64);
+        if let Some(remaining) = max.and_then(|m| m.checked_sub(u64::from(attempt))) {
+            p.insert("retriesRemaining".into(), json!(remaining));
+        }
+        p.insert("correctiveMessageHash".into(), Value::Null);
+        v.text = Some(vocab::SCHEMA_RETRY.into());
+        "otel.retry_prompt"
+    } else {
+        p.insert("attempts".into(), json!(attempt));
+        p.insert("retriesSpent".into(), json!(attempt - 1));
+        p.remove("attempt");
+        v.text = Some(vocab::CONTRACT_UNMET.into());
+        "otel.output_unmet"
+    };
+    v.source_type = Some(source.into());
+    v.payload = Some(js::stringify(
+        &json!({"type": source, "payload": Value::Object(p)}),
+    ));
+    (v, !later)
+}
+
+/// Record each answer on the model call that produced it (its payload's `answer`).
+fn record_answers(events: &mut [Event], attempts: &[Attempt]) {
+    for a in attempts {
         let e = &mut events[a.call];
         let mut p = match e.payload.as_deref().and_then(|t| js::parse_json(t).ok()) {
             Some(Value::Object(m)) => m,
@@ -342,28 +419,6 @@ pub(super) fn add_rows(
         p.insert("answer".into(), json!({"text": a.text, "tool": a.tool}));
         e.payload = Some(js::stringify(&Value::Object(p)));
     }
-
-    let mut contract = Event::new(EventKind::Other);
-    contract.source_type = Some(vocab::OUTPUT_CONTRACT.into());
-    contract.text = Some(mode.clone());
-    contract.payload = Some(js::stringify(&json!({
-        "mode": mode,
-        "schema": object_schema,
-        "tools": tools,
-        "terminalVerdicts": terminal,
-        "correctionHashes": false,
-        "contentOmitted": omitted,
-    })));
-    // Verdicts right after the message that rejected the answer; latest first, so indexes hold.
-    verdicts.sort_by_key(|(j, _)| std::cmp::Reverse(*j));
-    for (j, v) in verdicts {
-        events.insert(j + 1, v);
-    }
-    let at = events
-        .iter()
-        .position(|e| e.source_type.as_deref() == Some("pydantic_ai.output"))
-        .map_or(0, |i| i + 1);
-    events.insert(at, contract);
 }
 
 #[cfg(test)]
