@@ -138,26 +138,63 @@ pub(super) fn assemble(
                 &b.span_id,
             ))
     });
-    let n = spans.len();
-    let index: HashMap<&str, usize> = spans
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.span_id.as_str(), i))
-        .collect();
-    let ids: HashSet<&str> = index.keys().copied().collect();
+    let (class, promoted) = classes(&spans);
+    let parent = parents(trace_id, &spans, sink);
+    let groups = group_spans(&spans, &class, &parent);
+    let wraps_an_agent = wrappers(&class, &parent);
+    let runs = runs_of(
+        trace_id,
+        &spans,
+        &class,
+        &groups,
+        &promoted,
+        &wraps_an_agent,
+    );
+    if runs.is_empty() {
+        for s in &spans {
+            sink.quarantine(note(
+                s,
+                Severity::Dropped,
+                format!(
+                    "span {} ({:?}) belongs to trace {trace_id}, which holds no agent, model-call \
+                     or tool span (no GenAI or OpenInference attributes): nothing to audit",
+                    s.span_id, s.name
+                ),
+            ));
+        }
+        return;
+    }
+    for (run, record) in runs {
+        built.add(run, record);
+    }
+}
+
+/// Each span's class, and the spans promoted to agents: in OpenInference traces without an
+/// agent span, a root CHAIN span is the run.
+fn classes(spans: &[Span]) -> (Vec<Class>, HashSet<usize>) {
+    let ids: HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
     let mut class: Vec<Class> = spans.iter().map(classify).collect();
-    // OpenInference traces without an agent span: a root CHAIN span is the run.
     let promoted: Vec<usize> = if class.contains(&Class::Agent) {
         Vec::new()
     } else {
-        (0..n)
+        (0..spans.len())
             .filter(|&i| oi::is_chain(&spans[i]) && spans[i].is_root(&ids))
             .collect()
     };
     for &i in &promoted {
         class[i] = Class::Agent;
     }
-    let promoted: HashSet<usize> = promoted.into_iter().collect();
+    (class, promoted.into_iter().collect())
+}
+
+/// Each span's parent within the trace (none for a root, or a parent in another process), with
+/// every cycle of parent links cut and noted.
+fn parents(trace_id: &str, spans: &[Span], sink: &mut dyn Sink) -> Vec<Option<usize>> {
+    let index: HashMap<&str, usize> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id.as_str(), i))
+        .collect();
     let mut parent: Vec<Option<usize>> = spans
         .iter()
         .map(|s| match (s.remote_parent, s.parent_id.as_deref()) {
@@ -177,9 +214,45 @@ pub(super) fn assemble(
             ),
         ));
     }
+    parent
+}
+
+/// Which spans are an ancestor of some agent span. Marking stops at a span already marked,
+/// whose ancestors are then marked too.
+fn wrappers(class: &[Class], parent: &[Option<usize>]) -> Vec<bool> {
+    let mut wraps_an_agent = vec![false; class.len()];
+    for b in (0..class.len()).filter(|&i| class[i] == Class::Agent) {
+        let mut cur = parent[b];
+        while let Some(c) = cur {
+            if wraps_an_agent[c] {
+                break;
+            }
+            wraps_an_agent[c] = true;
+            cur = parent[c];
+        }
+    }
+    wraps_an_agent
+}
+
+/// What a group of a trace's spans makes: the run of an agent span, the run of a call id no
+/// agent span names, or the turns of spans with neither.
+#[derive(PartialEq, Eq, Hash, Clone)]
+enum Key {
+    Agent(usize),
+    Call(String),
+    Turns,
+}
+
+/// The trace's spans grouped by the run they belong to, in order of first member.
+fn group_spans(
+    spans: &[Span],
+    class: &[Class],
+    parent: &[Option<usize>],
+) -> Vec<(Key, Vec<usize>)> {
+    let n = spans.len();
     // Every walk up the span tree below is memoised, so a trace costs time linear in its spans
     // however deep its chain of parents.
-    let owner = nearest_up(&parent, |c| (class[c] == Class::Agent).then_some(c));
+    let owner = nearest_up(parent, |c| (class[c] == Class::Agent).then_some(c));
     // Model-call and tool spans with no agent around them may sit beside one: a writer that
     // starts the agent span without making it current (the Microsoft Agent Framework's
     // streaming path) leaves them siblings of the agent span, under the caller's span. Such a
@@ -195,7 +268,7 @@ pub(super) fn assemble(
     }
     // Only asked of spans with no agent above them, so the sibling agents found are never the
     // span itself nor one of its ancestors.
-    let level = nearest_up(&parent, |c| {
+    let level = nearest_up(parent, |c| {
         agents_under
             .contains_key(&spans[c].parent_id.as_deref())
             .then_some(c)
@@ -223,26 +296,6 @@ pub(super) fn assemble(
         .iter()
         .filter_map(|&i| call_id_of(&spans[i]).map(|c| (c, i)))
         .collect();
-    // Which spans are an ancestor of some agent span. Marking stops at a span already marked,
-    // whose ancestors are then marked too.
-    let mut wraps_an_agent = vec![false; n];
-    for &b in &agents {
-        let mut cur = parent[b];
-        while let Some(c) = cur {
-            if wraps_an_agent[c] {
-                break;
-            }
-            wraps_an_agent[c] = true;
-            cur = parent[c];
-        }
-    }
-
-    #[derive(PartialEq, Eq, Hash, Clone)]
-    enum Key {
-        Agent(usize),
-        Call(String),
-        Turns,
-    }
     let mut groups: Vec<(Key, Vec<usize>)> = Vec::new();
     let mut group_of: HashMap<Key, usize> = HashMap::new();
     for i in 0..n {
@@ -268,9 +321,21 @@ pub(super) fn assemble(
             }
         }
     }
+    groups
+}
 
+/// The runs the groups make, each with its earliest record. An agent span with nothing of its
+/// own (a promoted chain without calls, or one that only wraps other agents) makes none.
+fn runs_of(
+    trace_id: &str,
+    spans: &[Span],
+    class: &[Class],
+    groups: &[(Key, Vec<usize>)],
+    promoted: &HashSet<usize>,
+    wraps_an_agent: &[bool],
+) -> Vec<(Run, u64)> {
     let mut runs: Vec<(Run, u64)> = Vec::new();
-    for (key, members) in &groups {
+    for (key, members) in groups {
         let pick = |c: Class| -> Vec<&Span> {
             members
                 .iter()
@@ -327,24 +392,7 @@ pub(super) fn assemble(
             }
         }
     }
-
-    if runs.is_empty() {
-        for s in &spans {
-            sink.quarantine(note(
-                s,
-                Severity::Dropped,
-                format!(
-                    "span {} ({:?}) belongs to trace {trace_id}, which holds no agent, model-call \
-                     or tool span (no GenAI or OpenInference attributes): nothing to audit",
-                    s.span_id, s.name
-                ),
-            ));
-        }
-        return;
-    }
-    for (run, record) in runs {
-        built.add(run, record);
-    }
+    runs
 }
 
 /// Cuts every cycle of `parent` links (a span whose parent chain comes back to it): the span a
