@@ -179,8 +179,9 @@ pub struct GateArgs {
 
 #[cfg(feature = "reports")]
 impl GateArgs {
-    fn rules(&self) -> Result<crate::report::diff::Rules, String> {
-        crate::report::diff::Rules::parse(&self.fail_on).map_err(|e| format!("--fail-on: {e}"))
+    fn rules(&self) -> crate::Result<crate::report::diff::Rules> {
+        crate::report::diff::Rules::parse(&self.fail_on)
+            .map_err(|e| crate::Error::Config(format!("--fail-on: {e}")))
     }
 }
 
@@ -267,46 +268,38 @@ fn tell_notes(notes: impl IntoIterator<Item = String>) {
     }
 }
 
-/// An error of the file system that does not say where it happened (a full disk, a read-only
-/// or busy mount, a quota) is about the output being written: say which.
-pub fn naming_output(e: std::io::Error, out: &std::path::Path) -> std::io::Error {
-    use std::io::ErrorKind::*;
-    let text = e.to_string();
-    let about_storage = matches!(
-        e.kind(),
-        StorageFull
-            | ReadOnlyFilesystem
-            | ResourceBusy
-            | QuotaExceeded
-            | FileTooLarge
-            | PermissionDenied
-    );
-    // Parquet and Arrow wrap I/O errors in their own, which keeps only the text.
-    let wrapped = [
-        "(os error 28)",
-        "(os error 30)",
-        "(os error 16)",
-        "(os error 122)",
-    ]
-    .iter()
-    .any(|code| text.contains(code));
-    if (about_storage || wrapped) && !text.contains(&*out.to_string_lossy()) {
-        std::io::Error::new(e.kind(), format!("writing {}: {text}", out.display()))
-    } else {
-        e
-    }
-}
-
 /// Longest error line printed: a message can quote recorded text or a file name.
 const MAX_ERROR_CHARS: usize = 2000;
 
-/// Print an error on one line (escaped for the terminal, bounded) and give exit status 2.
-pub fn fail(context: &str, e: impl std::fmt::Display) -> ExitCode {
+/// End a command on an error: print it on one line (escaped for the terminal, bounded) and give
+/// exit status 2. `out` is the output the command writes, if any: a failure of the file system
+/// that does not say where it happened (a full disk, a read-only or busy mount, a quota) is
+/// about it, and the line says so.
+pub fn fail(context: &str, e: impl Into<crate::Error>, out: Option<&std::path::Path>) -> ExitCode {
     eprintln!(
         "traceaudit {context}: {}",
-        crate::terminal::line(&e.to_string(), MAX_ERROR_CHARS)
+        crate::terminal::line(&error_line(e.into(), out), MAX_ERROR_CHARS)
     );
     ExitCode::from(2)
+}
+
+/// What [`fail`] prints of `e`, before escaping.
+fn error_line(e: crate::Error, out: Option<&std::path::Path>) -> String {
+    use std::io::ErrorKind::*;
+    let text = e.to_string();
+    match &e {
+        crate::Error::Io(io) => match (crate::error::io_kind_within(io), out) {
+            (
+                StorageFull | ReadOnlyFilesystem | ResourceBusy | QuotaExceeded | FileTooLarge
+                | PermissionDenied,
+                Some(out),
+            ) if !text.contains(&*out.to_string_lossy()) => {
+                format!("writing {}: {text}", out.display())
+            }
+            _ => text,
+        },
+        crate::Error::Config(_) | crate::Error::Malformed(_) | crate::Error::Refused(_) => text,
+    }
 }
 
 /// A report reads Parquet through Polars, which panics on some corrupt pages; the report
@@ -379,7 +372,7 @@ fn run_ingest(args: IngestArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => fail("ingest", naming_output(e, &args.out)),
+        Err(e) => fail("ingest", e, Some(&args.out)),
     }
 }
 
@@ -391,7 +384,7 @@ fn run_audit(args: AuditArgs) -> ExitCode {
     );
     let (opts, notes) = match resolved {
         Ok(r) => r,
-        Err(e) => return fail("audit", e),
+        Err(e) => return fail("audit", e, None),
     };
     tell_notes(notes);
     let opts = crate::pipeline::audit::AuditOptions {
@@ -428,7 +421,7 @@ fn run_audit(args: AuditArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => fail("audit", naming_output(e, &args.out)),
+        Err(e) => fail("audit", e, Some(&args.out)),
     }
 }
 
@@ -446,7 +439,7 @@ fn run_append(args: &IngestArgs, opts: &IngestOptions) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => fail("ingest", naming_output(e, &args.out)),
+        Err(e) => fail("ingest", e, Some(&args.out)),
     }
 }
 
@@ -529,7 +522,7 @@ fn run_compact(args: CompactArgs) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(e) => fail("compact", e),
+        Err(e) => fail("compact", e, None),
     }
 }
 
@@ -623,7 +616,7 @@ fn run_report(args: ReportArgs) -> ExitCode {
     };
     match run() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("report", e),
+        Err(e) => fail("report", e, None),
     }
 }
 
@@ -633,7 +626,7 @@ fn run_diff(args: DiffArgs) -> ExitCode {
     use crate::report::{diff, emit, render_diff};
     let rules = match args.gate.rules() {
         Ok(r) => r,
-        Err(e) => return fail("diff", e),
+        Err(e) => return fail("diff", e, None),
     };
     let run = || -> std::io::Result<diff::Diff> {
         let (base_local, _base_copy) = crate::pipeline::remote::readable(&args.baseline)?;
@@ -664,7 +657,7 @@ fn run_diff(args: DiffArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Err(e) => fail("diff", e),
+        Err(e) => fail("diff", e, None),
     }
 }
 
@@ -690,7 +683,7 @@ fn run_explain(args: ExplainArgs) -> ExitCode {
     };
     match run() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("explain", e),
+        Err(e) => fail("explain", e, None),
     }
 }
 
@@ -699,7 +692,7 @@ fn run_trend(args: TrendArgs) -> ExitCode {
     use crate::report::{emit, render_trend, trend};
     let rules = match args.gate.rules() {
         Ok(r) => r,
-        Err(e) => return fail("trend", e),
+        Err(e) => return fail("trend", e, None),
     };
     let run = || -> std::io::Result<trend::Trend> {
         let mut copies = Vec::new();
@@ -735,7 +728,7 @@ fn run_trend(args: TrendArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Err(e) => fail("trend", e),
+        Err(e) => fail("trend", e, None),
     }
 }
 
@@ -790,7 +783,7 @@ value_enum!(crate::report::ExplainFormat {
 
 /// A `--by` value: a grouping's name, or `partition:KEY`.
 #[cfg(feature = "reports")]
-fn group_by(text: &str) -> Result<crate::report::groups::GroupBy, String> {
+fn group_by(text: &str) -> crate::Result<crate::report::groups::GroupBy> {
     crate::report::groups::GroupBy::parse(text)
 }
 
@@ -801,28 +794,29 @@ mod tests {
     #[test]
     fn storage_errors_name_the_output() {
         let out = std::path::Path::new("/data/nightly/corpus");
+        let line = |e: std::io::Error| error_line(e.into(), Some(out));
         for code in [28, 30, 16] {
             // ENOSPC, EROFS, EBUSY as the OS gives them, and as Parquet passes them on.
-            let bare = std::io::Error::from_raw_os_error(code);
-            let msg = naming_output(bare, out).to_string();
+            let msg = line(std::io::Error::from_raw_os_error(code));
             assert!(msg.starts_with("writing /data/nightly/corpus: "), "{msg}");
-            let wrapped = std::io::Error::other(format!(
-                "External: {}",
-                std::io::Error::from_raw_os_error(code)
+            let wrapped = crate::store::write::to_io(parquet::errors::ParquetError::External(
+                Box::new(std::io::Error::from_raw_os_error(code)),
             ));
-            let msg = naming_output(wrapped, out).to_string();
-            assert!(msg.starts_with("writing /data/nightly/corpus: "), "{msg}");
+            let msg = line(wrapped);
+            assert!(
+                msg.starts_with("writing /data/nightly/corpus: External: "),
+                "{msg}"
+            );
         }
-        // Already named, or about something else: unchanged.
+        // Already named, about something else, or a command without an output: unchanged.
         let named = std::io::Error::new(
             std::io::ErrorKind::StorageFull,
             "cannot write /data/nightly/corpus.tmp-1/x: full",
         );
-        assert!(!naming_output(named, out).to_string().starts_with("writing"));
+        assert!(!line(named).starts_with("writing"));
         let other = std::io::Error::other("no input files found");
-        assert_eq!(
-            naming_output(other, out).to_string(),
-            "no input files found"
-        );
+        assert_eq!(line(other), "no input files found");
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        assert!(!error_line(full.into(), None).starts_with("writing"));
     }
 }

@@ -21,6 +21,7 @@
 //! retries = 2
 //! ```
 
+use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -146,66 +147,65 @@ pub enum RepeatedWhen {
 pub const MAX_CONFIG_FILE_BYTES: u64 = 16 << 20;
 
 /// Read a text file of the configuration, refusing one past [`MAX_CONFIG_FILE_BYTES`].
-fn read_bounded(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    let file = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
     file.take(MAX_CONFIG_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+        .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_CONFIG_FILE_BYTES {
-        return Err(format!(
-            "it holds more than {} MiB, more than a configuration or schema file does",
-            MAX_CONFIG_FILE_BYTES >> 20
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "it holds more than {} MiB, more than a configuration or schema file does",
+                MAX_CONFIG_FILE_BYTES >> 20
+            ),
         ));
     }
-    String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())
+    String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::InvalidData, "it is not UTF-8 text"))
 }
 
 impl Config {
-    pub fn from_toml(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+    pub fn from_toml(text: &str) -> Result<Config> {
+        toml::from_str(text).map_err(|e| Error::Config(e.to_string()))
     }
 
-    pub fn load(path: &Path) -> Result<(Config, String), String> {
+    pub fn load(path: &Path) -> Result<(Config, String)> {
         let text = read_bounded(path)
-            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-        let mut config =
-            Config::from_toml(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
-        config
-            .evidence
-            .compile()
-            .map_err(|e| format!("config {}: {e}", path.display()))?;
+            .map_err(|e| Error::Config(format!("cannot read config {}: {e}", path.display())))?;
+        let in_file = |e: Error| Error::Config(format!("config {}: {e}", path.display()));
+        let mut config = Config::from_toml(&text).map_err(in_file)?;
+        config.evidence.compile().map_err(in_file)?;
         let base = path.parent().unwrap_or(Path::new("."));
-        config
-            .resolve_files(base)
-            .map_err(|e| format!("config {}: {e}", path.display()))?;
+        config.resolve_files(base).map_err(in_file)?;
         Ok((config, text))
     }
 
     /// Read and parse the schema files the configuration names (relative to `base`), and the
     /// inline schemas; each must compile as a JSON Schema.
-    pub fn resolve_files(&mut self, base: &Path) -> Result<(), String> {
+    pub fn resolve_files(&mut self, base: &Path) -> Result<()> {
         for (i, entry) in self.schemas.iter_mut().enumerate() {
             let what = format!("schemas[{i}]");
             if entry.agent.is_none() && entry.source.is_none() {
-                return Err(format!(
+                return Err(Error::Config(format!(
                     "{what}: give `agent` or `source` to say which runs it covers"
-                ));
+                )));
             }
             let text = match (&entry.schema, &entry.schema_json) {
-                (Some(file), None) => read_bounded(&base.join(file))
-                    .map_err(|e| format!("{what}: cannot read schema {file}: {e}"))?,
+                (Some(file), None) => read_bounded(&base.join(file)).map_err(|e| {
+                    Error::Config(format!("{what}: cannot read schema {file}: {e}"))
+                })?,
                 (None, Some(inline)) => inline.clone(),
                 _ => {
-                    return Err(format!(
+                    return Err(Error::Config(format!(
                         "{what}: give exactly one of `schema` or `schema_json`"
-                    ))
+                    )))
                 }
             };
             let value: serde_json::Value = crate::js::parse_json(&text)
-                .map_err(|e| format!("{what}: the schema is not JSON: {e}"))?;
-            compile_schema(&value).map_err(|e| format!("{what}: not a usable JSON Schema: {e}"))?;
+                .map_err(|e| Error::Config(format!("{what}: the schema is not JSON: {e}")))?;
+            compile_schema(&value)
+                .map_err(|e| Error::Config(format!("{what}: not a usable JSON Schema: {e}")))?;
             entry.resolved = Some(value);
         }
         Ok(())
@@ -233,12 +233,12 @@ impl Config {
 /// Compile a JSON Schema (draft from `$schema`, 2020-12 by default). Remote references are
 /// never fetched: the crate is built without its resolvers. A configured schema must compile
 /// when the configuration is loaded; the schema-attempt check compiles recorded ones too.
-pub fn compile_schema(schema: &serde_json::Value) -> Result<jsonschema::Validator, String> {
+pub fn compile_schema(schema: &serde_json::Value) -> Result<jsonschema::Validator> {
     jsonschema::options().build(schema).map_err(|e| {
         // The error kind's variant name (`Required`, `Type`, ...), without its fields.
         let kind = format!("{:?}", e.kind());
         let name: String = kind.chars().take_while(|c| c.is_alphanumeric()).collect();
-        format!("{name} (at {})", e.schema_path().as_str())
+        Error::Config(format!("{name} (at {})", e.schema_path().as_str()))
     })
 }
 
@@ -262,7 +262,7 @@ mod tests {
             ),
             ("[evidense]\n", "evidense"),
         ] {
-            let err = Config::from_toml(text).expect_err(text);
+            let err = Config::from_toml(text).expect_err(text).to_string();
             assert!(err.contains(key), "{text}: {err}");
         }
         // The keys that are there still read.
@@ -280,12 +280,14 @@ mod tests {
             "[[schemas]]\nsource = \"*\"\nschema = \"/dev/zero\"\n",
         )
         .unwrap();
-        let err = Config::load(&config).expect_err("refused");
+        let err = Config::load(&config).expect_err("refused").to_string();
         assert!(
             err.contains("schemas[0]") && err.contains("more than 16 MiB"),
             "{err}"
         );
-        let err = Config::load(Path::new("/dev/zero")).expect_err("refused");
+        let err = Config::load(Path::new("/dev/zero"))
+            .expect_err("refused")
+            .to_string();
         assert!(
             err.contains("/dev/zero") && err.contains("more than 16 MiB"),
             "{err}"

@@ -18,6 +18,7 @@
 pub mod cli;
 pub(crate) mod config;
 pub(crate) mod corpus;
+pub(crate) mod error;
 pub(crate) mod evidence;
 pub(crate) mod ingest;
 pub(crate) mod js;
@@ -36,6 +37,7 @@ pub(crate) mod terminal;
 // rows are what reading a file gives back.
 pub use config::{Config, RepeatedWhen};
 pub use corpus::{Disposition, Finding, CHECK_COLUMN};
+pub use error::{Error, Result};
 pub use ingest::{read_head, read_path, Collect, Format, Limits, Quarantined, Severity};
 pub use passes::{registry as checks, Pass, PassContext, RunOutcome};
 pub use pipeline::append::{

@@ -11,6 +11,7 @@ use std::path::Path;
 /// Top-level modules from the bottom up; one row is one layer (modules of a row do not use each
 /// other either).
 const LAYERS: &[&[&str]] = &[
+    &["error"],
     &["js", "terminal", "progress"],
     &["model"],
     &["evidence"],

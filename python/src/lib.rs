@@ -12,14 +12,20 @@ use std::io;
 use std::path::PathBuf;
 
 /// An error of the library as the Python exception a caller expects, with the command line's
-/// one-line reason: bad arguments or input data are `ValueError`, a missing file
-/// `FileNotFoundError`, anything else `OSError`.
-fn to_py(e: io::Error) -> PyErr {
+/// one-line reason: bad settings, arguments or input data are `ValueError`, a missing file
+/// `FileNotFoundError`, anything else (an output refused, a failed read or write) `OSError`.
+fn to_py(e: impl Into<traceaudit::Error>) -> PyErr {
+    use traceaudit::Error;
+    let e = e.into();
     let text = e.to_string();
-    match e.kind() {
-        io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData => PyValueError::new_err(text),
-        io::ErrorKind::NotFound => PyFileNotFoundError::new_err(text),
-        _ => PyOSError::new_err(text),
+    match e {
+        Error::Config(_) | Error::Malformed(_) => PyValueError::new_err(text),
+        Error::Refused(_) => PyOSError::new_err(text),
+        Error::Io(e) => match e.kind() {
+            io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData => PyValueError::new_err(text),
+            io::ErrorKind::NotFound => PyFileNotFoundError::new_err(text),
+            _ => PyOSError::new_err(text),
+        },
     }
 }
 
@@ -41,7 +47,7 @@ fn audit_options(
 ) -> PyResult<traceaudit::AuditOptions> {
     traceaudit::audit_options(config.as_deref(), checks, threads_wanted)
         .map(|(opts, _notes)| opts)
-        .map_err(PyValueError::new_err)
+        .map_err(to_py)
 }
 
 #[pyfunction]
@@ -156,7 +162,7 @@ fn audit(
     opts.generation = generation
         .map(|g| traceaudit::GenerationPick::parse(&g))
         .transpose()
-        .map_err(PyValueError::new_err)?;
+        .map_err(to_py)?;
     let summary = py
         .detach(|| traceaudit::audit(&inputs, &out, &opts))
         .map_err(to_py)?;

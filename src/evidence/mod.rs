@@ -44,6 +44,7 @@ pub use normalize::{lookup_forms, normalize_token, tokenize};
 pub use reading::{disposition, read_answer, read_values, reported_value, Reading};
 pub use values::{answer_values, answer_values_from_digest, Candidate};
 
+use crate::error::{Error, Result};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -90,29 +91,36 @@ impl Default for EvidenceConfig {
 }
 
 /// Anchor a declared pattern to the whole token and compile it.
-fn compile_anchored(pattern: &str, what: &str) -> Result<Regex, String> {
-    Regex::new(&format!("^(?:{pattern})$"))
-        .map_err(|e| format!("evidence: {what} has an invalid pattern `{pattern}`: {e}"))
+fn compile_anchored(pattern: &str, what: &str) -> Result<Regex> {
+    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+        Error::Config(format!(
+            "evidence: {what} has an invalid pattern `{pattern}`: {e}"
+        ))
+    })
 }
 
 impl EvidenceConfig {
     /// Validate the table and compile its patterns once. Errors name the offending entry.
-    pub fn compile(&self) -> Result<CompiledEvidence, String> {
+    pub fn compile(&self) -> Result<CompiledEvidence> {
         if self.min_digits == 0 {
-            return Err("evidence: min_digits must be at least 1".to_string());
+            return Err(Error::Config(
+                "evidence: min_digits must be at least 1".to_string(),
+            ));
         }
         let mut shapes = Vec::with_capacity(self.shapes.len());
         let mut names = HashSet::new();
         for decl in &self.shapes {
             let name = decl.name.trim();
             if name.is_empty() {
-                return Err(format!(
+                return Err(Error::Config(format!(
                     "evidence: the shape with pattern `{}` needs a non-empty name",
                     decl.pattern
-                ));
+                )));
             }
             if !names.insert(name.to_string()) {
-                return Err(format!("evidence: two shapes are named '{name}'"));
+                return Err(Error::Config(format!(
+                    "evidence: two shapes are named '{name}'"
+                )));
             }
             let re = compile_anchored(&decl.pattern, &format!("shape '{name}'"))?;
             shapes.push((name.to_string(), re));

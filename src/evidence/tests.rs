@@ -523,13 +523,13 @@ pattern = "ord-\\d+"
         }],
         ..EvidenceConfig::default()
     };
-    let err = bad.compile().unwrap_err();
+    let err = bad.compile().unwrap_err().to_string();
     assert!(err.contains("wwn") && err.contains('('), "{err}");
     let bad = EvidenceConfig {
         exempt_patterns: vec!["[z-a]".into()],
         ..EvidenceConfig::default()
     };
-    assert!(bad.compile().unwrap_err().contains("[z-a]"));
+    assert!(bad.compile().unwrap_err().to_string().contains("[z-a]"));
     let twice = ShapeDecl {
         name: " a ".into(),
         pattern: "x".into(),
@@ -538,7 +538,7 @@ pattern = "ord-\\d+"
         shapes: vec![twice.clone(), twice],
         ..EvidenceConfig::default()
     };
-    assert!(bad.compile().unwrap_err().contains("'a'"));
+    assert!(bad.compile().unwrap_err().to_string().contains("'a'"));
     let bad = EvidenceConfig {
         min_digits: 0,
         ..EvidenceConfig::default()

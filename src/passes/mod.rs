@@ -103,7 +103,7 @@ pub fn registry() -> Vec<&'static dyn Pass> {
 }
 
 /// The registered passes named in `names` (all when `None`); an unknown name is an error.
-pub fn select(names: Option<&[String]>) -> Result<Vec<&'static dyn Pass>, String> {
+pub fn select(names: Option<&[String]>) -> crate::error::Result<Vec<&'static dyn Pass>> {
     let all = registry();
     let Some(names) = names else {
         return Ok(all);
@@ -113,10 +113,10 @@ pub fn select(names: Option<&[String]>) -> Result<Vec<&'static dyn Pass>, String
         match all.iter().find(|p| p.name() == name.trim()) {
             Some(p) => chosen.push(*p),
             None => {
-                return Err(format!(
+                return Err(crate::error::Error::Config(format!(
                     "unknown check {name:?}; known: {}",
                     all.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
-                ))
+                )))
             }
         }
     }

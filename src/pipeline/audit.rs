@@ -354,8 +354,7 @@ fn audit_store_at(
     store_named: Option<String>,
 ) -> io::Result<AuditSummary> {
     let started = Instant::now();
-    let passes = select(opts.checks.as_deref())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let passes = select(opts.checks.as_deref())?;
     crate::store::atomic::refuse_overlap(out, inputs)?;
     let check_tables: Vec<&str> = crate::passes::registry()
         .iter()
@@ -364,7 +363,7 @@ fn audit_store_at(
         .collect();
     let staging = AtomicDir::create(out, &crate::corpus::write::corpus_layout(&check_tables))?;
     let ctx = PassContext {
-        evidence: opts.config.evidence.compile().map_err(io::Error::other)?,
+        evidence: opts.config.evidence.compile()?,
         config: opts.config.clone(),
         include_values: opts.include_values,
     };

@@ -30,7 +30,7 @@ pub fn audit_options(
     config: Option<&Path>,
     checks: Option<Vec<String>>,
     threads_requested: Option<usize>,
-) -> Result<(AuditOptions, Vec<String>), String> {
+) -> crate::error::Result<(AuditOptions, Vec<String>)> {
     let (config, config_text) = match config {
         Some(path) => {
             let (settings, text) = crate::config::Config::load(path)?;
@@ -80,7 +80,8 @@ mod tests {
         assert!(notes.is_empty());
         let err = audit_options(Some(&dir.path().join("missing.toml")), None, None)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("missing.toml"), "{err}");
     }
 }

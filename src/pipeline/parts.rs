@@ -31,10 +31,9 @@ use std::path::{Path, PathBuf};
 
 /// The checks `opts` selects, and their context.
 fn checks_of(opts: &AuditOptions) -> io::Result<(Vec<&'static dyn Pass>, PassContext)> {
-    let passes = select(opts.checks.as_deref())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let passes = select(opts.checks.as_deref())?;
     let ctx = PassContext {
-        evidence: opts.config.evidence.compile().map_err(io::Error::other)?,
+        evidence: opts.config.evidence.compile()?,
         config: opts.config.clone(),
         include_values: opts.include_values,
     };

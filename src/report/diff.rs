@@ -5,6 +5,7 @@
 //! exit status: 0 no regression, 1 regression, 2 error.
 
 use crate::corpus::CHECK_COLUMN;
+use crate::error::Error;
 use crate::report::corpus::{pl, strings, strs, u64s, CorpusDir};
 use crate::report::groups::{group_counts, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{newcombe, rate};
@@ -32,12 +33,12 @@ impl Rules {
     /// Parse `rate=PP,new-keys=N`; `none` turns every rule off. An empty text is refused: it is
     /// what `--fail-on "$RULES"` becomes when the variable is unset, and taking it as "no
     /// rules" would turn the gate off without anyone saying so.
-    pub fn parse(text: &str) -> Result<Rules, String> {
+    pub fn parse(text: &str) -> crate::error::Result<Rules> {
         if text.split(',').all(|p| p.trim().is_empty()) {
-            return Err(format!(
+            return Err(Error::Config(format!(
                 "{text:?} names no rule; give rules such as {DEFAULT_RULES}, or none to report \
                  without gating"
-            ));
+            )));
         }
         let mut rules = Rules {
             rate_pp: None,
@@ -48,28 +49,36 @@ impl Rules {
                 continue;
             }
             let (name, value) = part.split_once('=').ok_or_else(|| {
-                format!("rule {part:?} is not NAME=VALUE (rate=PP, new-keys=N, none)")
+                Error::Config(format!(
+                    "rule {part:?} is not NAME=VALUE (rate=PP, new-keys=N, none)"
+                ))
             })?;
             match name.trim() {
                 "rate" => {
                     let pp: f64 = value.trim().trim_end_matches("pp").parse().map_err(|_| {
-                        format!("rate={value}: expected percentage points, e.g. rate=2")
+                        Error::Config(format!(
+                            "rate={value}: expected percentage points, e.g. rate=2"
+                        ))
                     })?;
                     if !(0.0..=100.0).contains(&pp) {
-                        return Err(format!("rate={value}: between 0 and 100 percentage points"));
+                        return Err(Error::Config(format!(
+                            "rate={value}: between 0 and 100 percentage points"
+                        )));
                     }
                     rules.rate_pp = Some(pp);
                 }
                 "new-keys" => {
                     let n: u64 = value.trim().parse().map_err(|_| {
-                        format!("new-keys={value}: expected a count, e.g. new-keys=1")
+                        Error::Config(format!(
+                            "new-keys={value}: expected a count, e.g. new-keys=1"
+                        ))
                     })?;
                     rules.new_keys = (n > 0).then_some(n);
                 }
                 other => {
-                    return Err(format!(
+                    return Err(Error::Config(format!(
                         "unknown rule {other:?}: the rules are rate=PP and new-keys=N (or none)"
-                    ))
+                    )))
                 }
             }
         }
@@ -749,7 +758,7 @@ mod tests {
         assert_eq!(Rules::parse("new-keys=0").unwrap().new_keys, None);
         // An unset variable is not "no rules": only `none` turns the gate off.
         for empty in ["", " ", ",", " , "] {
-            let err = Rules::parse(empty).expect_err(empty);
+            let err = Rules::parse(empty).expect_err(empty).to_string();
             assert!(err.contains("names no rule"), "{err}");
         }
     }

@@ -5,6 +5,7 @@
 //! that tool.
 
 use crate::corpus::CHECK_COLUMN;
+use crate::error::Error;
 use crate::report::corpus::{counts, pl, strings, CorpusDir};
 use polars::prelude::*;
 use serde::Serialize;
@@ -41,13 +42,13 @@ impl GroupBy {
     }
 
     /// The grouping a `--by` value names, or why it names none.
-    pub fn parse(text: &str) -> Result<GroupBy, String> {
+    pub fn parse(text: &str) -> crate::error::Result<GroupBy> {
         if let Some(key) = text.strip_prefix("partition:") {
             if key.is_empty() || key.contains(['/', '=']) {
-                return Err(format!(
+                return Err(Error::Config(format!(
                     "`{text}`: a partition key is the part before `=` in a folder name, such \
                      as `day` in `day=2026-12-01`"
-                ));
+                )));
             }
             return Ok(GroupBy::Partition(key.to_string()));
         }
@@ -58,10 +59,10 @@ impl GroupBy {
             "day" => GroupBy::Day,
             "tool" => GroupBy::Tool,
             _ => {
-                return Err(format!(
+                return Err(Error::Config(format!(
                     "`{text}` is not a grouping: one of {}, or partition:KEY",
                     Self::NAMES.join(", ")
-                ))
+                )))
             }
         })
     }

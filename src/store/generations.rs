@@ -340,11 +340,13 @@ pub enum Pick {
 
 impl Pick {
     /// `last`, or a generation's number.
-    pub fn parse(text: &str) -> Result<Pick, String> {
+    pub fn parse(text: &str) -> crate::error::Result<Pick> {
         match text.trim() {
             "last" => Ok(Pick::Last),
             t => t.parse().map(Pick::Number).map_err(|_| {
-                format!("{text:?} is not a generation: give its number (0, 1, ...) or `last`")
+                crate::error::Error::Config(format!(
+                    "{text:?} is not a generation: give its number (0, 1, ...) or `last`"
+                ))
             }),
         }
     }

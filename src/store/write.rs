@@ -121,8 +121,10 @@ fn properties(default_compression: Compression) -> WriterProperties {
     builder.build()
 }
 
-pub fn to_io(e: impl std::fmt::Display) -> io::Error {
-    io::Error::other(e.to_string())
+/// A Parquet, Arrow or JSON error as an `io::Error` with the same text, keeping the error itself
+/// (and the `io::Error` it may hold) as its source.
+pub fn to_io(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error {
+    io::Error::other(e)
 }
 
 /// Column builders for the events table.
