@@ -5,6 +5,7 @@
 
 use crate::corpus::layout::{not_a_corpus, read_manifest, Layout};
 use crate::corpus::CHECK_COLUMN;
+use crate::error::Error;
 use crate::model::vocab::Disposition;
 use crate::model::PLAUSIBLE_WALL_CLOCK_MS;
 use polars::prelude::*;
@@ -282,7 +283,7 @@ impl CorpusDir {
     }
 
     /// The store found at `found` refused: not the one the corpus recorded (`why`).
-    fn not_its_store(&self, found: &Path, why: &str) -> io::Error {
+    fn not_its_store(&self, found: &Path, why: &Error) -> io::Error {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
@@ -337,14 +338,14 @@ impl CorpusDir {
     }
 
     /// Is the store at `dir` the one the corpus manifest recorded? `Err` says how it differs.
-    fn is_recorded_store(&self, dir: &Path) -> Result<(), String> {
+    fn is_recorded_store(&self, dir: &Path) -> crate::error::Result<()> {
         let Some(recorded) = self.manifest.get("store_manifest") else {
             return Ok(());
         };
         let text = std::fs::read_to_string(dir.join("manifest.json"))
-            .map_err(|e| format!("its manifest.json cannot be read: {e}"))?;
+            .map_err(|e| Error::Refused(format!("its manifest.json cannot be read: {e}")))?;
         let found: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("its manifest.json is not JSON: {e}"))?;
+            .map_err(|e| Error::Refused(format!("its manifest.json is not JSON: {e}")))?;
         // A store that has grown since (appends, compactions) keeps its id and holds every run
         // it held then.
         if let (Some(id), Some(then)) = (
@@ -358,18 +359,20 @@ impl CorpusDir {
             };
             let now = found.get("generations").and_then(Value::as_array);
             if found.get("store_id").and_then(Value::as_str) != Some(id) {
-                return Err("its manifest names another store id".into());
+                return Err(Error::Refused("its manifest names another store id".into()));
             }
             return match (now.and_then(|n| last(n)), last(then)) {
                 (Some(now), Some(then)) if now >= then => Ok(()),
-                _ => Err("it holds fewer generations than the corpus's record".into()),
+                _ => Err(Error::Refused(
+                    "it holds fewer generations than the corpus's record".into(),
+                )),
             };
         }
         for field in ["store_schema_version", "parts", "counts", "inputs"] {
             if found.get(field) != recorded.get(field) {
-                return Err(format!(
+                return Err(Error::Refused(format!(
                     "its manifest's `{field}` differs from the corpus's record"
-                ));
+                )));
             }
         }
         Ok(())

@@ -24,6 +24,7 @@
 //! advisory lock on `.NAME.traceaudit-lock` beside the target for as long as it writes; the
 //! second fails at once with a message that says so.
 
+use crate::error::Error;
 use serde_json::Value;
 use std::fs::File;
 use std::io;
@@ -67,53 +68,66 @@ impl Layout {
     }
 
     /// Is `dir` an output of this layout, to its last entry? `Err` says why not.
-    pub fn owns(&self, dir: &Path) -> Result<(), String> {
+    pub fn owns(&self, dir: &Path) -> crate::error::Result<()> {
         let manifest = dir.join(self.manifest);
-        let text = std::fs::read(&manifest).map_err(|_| format!("it has no {}", self.manifest))?;
-        let value: Value = serde_json::from_slice(&text)
-            .map_err(|_| format!("its {} is not a traceaudit manifest", self.manifest))?;
+        let text = std::fs::read(&manifest)
+            .map_err(|_| Error::Refused(format!("it has no {}", self.manifest)))?;
+        let value: Value = serde_json::from_slice(&text).map_err(|_| {
+            Error::Refused(format!(
+                "its {} is not a traceaudit manifest",
+                self.manifest
+            ))
+        })?;
         if !(self.claims)(&value) {
-            return Err(format!(
+            return Err(Error::Refused(format!(
                 "its {} does not describe a traceaudit {}",
                 self.manifest, self.what
-            ));
+            )));
         }
         let mut seen = 0usize;
         self.check_entries(dir, "", &mut seen)
     }
 
-    fn check_entries(&self, dir: &Path, prefix: &str, seen: &mut usize) -> Result<(), String> {
+    fn check_entries(
+        &self,
+        dir: &Path,
+        prefix: &str,
+        seen: &mut usize,
+    ) -> crate::error::Result<()> {
         let entries = std::fs::read_dir(dir)
-            .map_err(|e| format!("{} cannot be listed: {e}", dir.display()))?;
+            .map_err(|e| Error::Refused(format!("{} cannot be listed: {e}", dir.display())))?;
         for entry in entries {
-            let entry = entry.map_err(|e| format!("{} cannot be listed: {e}", dir.display()))?;
+            let entry = entry
+                .map_err(|e| Error::Refused(format!("{} cannot be listed: {e}", dir.display())))?;
             *seen += 1;
             if *seen > MAX_ENTRIES {
-                return Err(format!(
+                return Err(Error::Refused(format!(
                     "it holds more than {MAX_ENTRIES} entries, more than a traceaudit {} has",
                     self.what
-                ));
+                )));
             }
             let name = entry.file_name();
             let name = name.to_string_lossy();
             let rel = format!("{prefix}{name}");
             let ty = entry
                 .file_type()
-                .map_err(|e| format!("{rel} cannot be read: {e}"))?;
+                .map_err(|e| Error::Refused(format!("{rel} cannot be read: {e}")))?;
             if ty.is_symlink() {
-                return Err(format!(
+                return Err(Error::Refused(format!(
                     "it holds a symbolic link, {rel}, that traceaudit did not write"
-                ));
+                )));
             }
             if !ty.is_dir() && !ty.is_file() {
-                return Err(format!("it holds {rel}, which is not a regular file"));
+                return Err(Error::Refused(format!(
+                    "it holds {rel}, which is not a regular file"
+                )));
             }
             if !self.allows(&rel, ty.is_dir()) {
-                return Err(format!(
+                return Err(Error::Refused(format!(
                     "it holds {rel}{}, which a traceaudit {} does not write",
                     if ty.is_dir() { "/" } else { "" },
                     self.what
-                ));
+                )));
             }
             if ty.is_dir() {
                 self.check_entries(&entry.path(), &format!("{rel}/"), seen)?;
@@ -352,7 +366,7 @@ impl AtomicDir {
                     .next()
                     .is_none();
                 if !empty {
-                    layout.owns(target).map_err(refuse)?;
+                    layout.owns(target).map_err(|why| refuse(why.to_string()))?;
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! Reading the store back: one part at a time, handed out as whole conversations in a stable
 //! order (first input file and record of the conversation; runs by turn, then start time).
 
+use crate::error::Error;
 use crate::model::digest::{Digest, DigestKind, DigestValue, Digests, EvidenceDigest};
 use crate::model::{Conversation, Event, EventKind, Role, Run};
 use crate::store::generations::GenerationFiles;
@@ -321,27 +322,28 @@ fn listed_parts(
 }
 
 /// Does the file at `path` begin and end with Parquet's magic? `Err` says what is wrong with it.
-fn looks_whole(path: &Path) -> Result<(), String> {
+fn looks_whole(path: &Path) -> crate::error::Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     const MAGIC: &[u8; 4] = b"PAR1";
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => "is missing".to_string(),
-        _ => format!("cannot be read: {e}"),
+        io::ErrorKind::NotFound => Error::Refused("is missing".to_string()),
+        _ => Error::Refused(format!("cannot be read: {e}")),
     })?;
     if !meta.is_file() {
-        return Err("is not a regular file".into());
+        return Err(Error::Refused("is not a regular file".into()));
     }
-    let truncated =
-        || "is truncated or not a Parquet file (no Parquet footer at its end)".to_string();
+    let truncated = || {
+        Error::Refused("is truncated or not a Parquet file (no Parquet footer at its end)".into())
+    };
     if meta.len() < 12 {
         return Err(truncated());
     }
-    let mut file = File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let mut file = File::open(path).map_err(|e| Error::Refused(format!("cannot be read: {e}")))?;
     let (mut head, mut tail) = ([0u8; 4], [0u8; 4]);
     file.read_exact(&mut head)
         .and_then(|()| file.seek(SeekFrom::End(-4)))
         .and_then(|_| file.read_exact(&mut tail))
-        .map_err(|e| format!("cannot be read: {e}"))?;
+        .map_err(|e| Error::Refused(format!("cannot be read: {e}")))?;
     if &head != MAGIC || &tail != MAGIC {
         return Err(truncated());
     }
