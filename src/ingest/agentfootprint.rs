@@ -27,6 +27,7 @@
 //! end of the file. A conversation whose runs are handed on at different times reaches the store
 //! as fragments, which it joins like fragments from different files.
 
+use crate::error::Error;
 use crate::ingest::limits::{json_error, read_document, read_line_bounded, strip_bom, Line};
 use crate::ingest::{Input, Locator, Quarantined, Sink};
 use crate::js;
@@ -149,7 +150,7 @@ impl Assembler {
     fn push(&mut self, envelope: Value, raw: Option<&str>, at: At) -> Pushed {
         match self.push_inner(envelope, raw, at) {
             Ok(pushed) => pushed,
-            Err(reason) => Pushed::Dropped(reason),
+            Err(reason) => Pushed::Dropped(reason.to_string()),
         }
     }
 
@@ -158,18 +159,24 @@ impl Assembler {
         envelope: Value,
         raw: Option<&str>,
         At { record, offset }: At,
-    ) -> Result<Pushed, String> {
+    ) -> crate::error::Result<Pushed> {
         let Value::Object(obj) = &envelope else {
-            return Err("not an event envelope (expected a JSON object)".into());
+            return Err(Error::Malformed(
+                "not an event envelope (expected a JSON object)".into(),
+            ));
         };
         match obj.get("type") {
             Some(Value::String(kind)) if kind.starts_with(PREFIX) => {}
             Some(Value::String(kind)) => {
-                return Err(format!(
+                return Err(Error::Malformed(format!(
                     "event type {kind:?} is not an agentfootprint event"
+                )))
+            }
+            _ => {
+                return Err(Error::Malformed(
+                    "event envelope has no string `type`".into(),
                 ))
             }
-            _ => return Err("event envelope has no string `type`".into()),
         }
         // The row keeps the envelope as recorded; the parsed value is then taken apart
         // (moved, not copied).
@@ -186,17 +193,17 @@ impl Assembler {
         let short = &kind[PREFIX.len()..];
         let meta = obj.remove("meta").unwrap_or(Value::Null);
         let Some(run_id) = str_field(&meta, "runId") else {
-            return Err(format!("{kind} event has no meta.runId"));
+            return Err(Error::Malformed(format!("{kind} event has no meta.runId")));
         };
         let mut payload = obj.remove("payload").unwrap_or(Value::Null);
         let new_run = !self.open.contains_key(run_id);
         if new_run {
             if self.closed.contains(run_id) {
-                return Err(format!(
+                return Err(Error::Malformed(format!(
                     "{kind} event of run {run_id:?} arrives after the run ended and was stored \
                      ({} MiB of input after its last event); not stored",
                     LATENESS_BYTES >> 20
-                ));
+                )));
             }
             let mut state = RunState {
                 first_record: record,
@@ -756,16 +763,19 @@ pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result
     let doc = read_document(input.path, &input.limits)?.and_then(|bytes| {
         let text = String::from_utf8(bytes).map_err(|e| {
             let at = e.utf8_error().valid_up_to();
-            format!("document is not valid UTF-8 (byte {at})")
+            Error::Malformed(format!("document is not valid UTF-8 (byte {at})"))
         })?;
-        js::parse_json(&text).map_err(|e| format!("document is not valid JSON: {}", json_error(&e)))
+        js::parse_json(&text).map_err(|e| {
+            Error::Malformed(format!("document is not valid JSON: {}", json_error(&e)))
+        })
     });
     let doc = match doc {
         Ok(Value::Object(doc)) => doc,
         other => {
-            let reason = other
-                .err()
-                .unwrap_or_else(|| "a Recording must be a JSON object".to_string());
+            let reason = other.err().map_or_else(
+                || "a Recording must be a JSON object".to_string(),
+                |e| e.to_string(),
+            );
             sink.records_read(1);
             sink.quarantine(Quarantined::dropped(input.display, Locator::File, reason));
             return Ok(());

@@ -24,6 +24,7 @@
 //! Every span is one record. A span without a trace or span id is dropped; a span kind,
 //! operation, status or event of a shape not listed here is kept, with a partial note.
 
+use crate::error::Error;
 use std::io;
 use std::sync::Arc;
 
@@ -133,7 +134,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         Ok(bytes) => bytes,
         Err(reason) => {
             sink.records_read(1);
-            sink.quarantine(dropped(input, FORMAT, Locator::File, reason));
+            sink.quarantine(dropped(input, FORMAT, Locator::File, reason.to_string()));
             return Ok(());
         }
     };
@@ -175,7 +176,9 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
             notes.push(partial(input, FORMAT, locator.clone(), reason))
         }) {
             Ok(span) => spans.push(span),
-            Err(reason) => sink.quarantine(dropped(input, FORMAT, locator.clone(), reason)),
+            Err(reason) => {
+                sink.quarantine(dropped(input, FORMAT, locator.clone(), reason.to_string()))
+            }
         }
     }
     if let Some(answer) = final_output.and_then(|raw| js::parse_json(raw.get()).ok()) {
@@ -226,27 +229,28 @@ fn span_of(
     record: u64,
     file: &Arc<str>,
     note: &mut dyn FnMut(String),
-) -> Result<Span, String> {
+) -> crate::error::Result<Span> {
     let ids: Ids<'_> = serde_json::from_str(raw.get())
-        .map_err(|e| format!("the span's context is not readable: {e}"))?;
-    let value = js::parse_json(raw.get()).map_err(|e| format!("the span is not JSON: {e}"))?;
+        .map_err(|e| Error::Malformed(format!("the span's context is not readable: {e}")))?;
+    let value = js::parse_json(raw.get())
+        .map_err(|e| Error::Malformed(format!("the span is not JSON: {e}")))?;
     let Value::Object(mut obj) = value else {
-        return Err(format!(
+        return Err(Error::Malformed(format!(
             "the span is {}, not an object",
             crate::ingest::json_pick::kind_of(&value)
-        ));
+        )));
     };
     let context = ids
         .context
-        .ok_or_else(|| "the span has no `context`".to_string())?;
+        .ok_or_else(|| Error::Malformed("the span has no `context`".to_string()))?;
     let trace_id = context
         .trace_id
         .and_then(|t| id_text(t, 32))
-        .ok_or_else(|| "the span has no trace id".to_string())?;
+        .ok_or_else(|| Error::Malformed("the span has no trace id".to_string()))?;
     let span_id = context
         .span_id
         .and_then(|t| id_text(t, 16))
-        .ok_or_else(|| "the span has no span id".to_string())?;
+        .ok_or_else(|| Error::Malformed("the span has no span id".to_string()))?;
     let (parent_id, remote_parent) = match &ids.parent {
         Some(p) => (
             p.span_id.and_then(|t| id_text(t, 16)),

@@ -6,6 +6,7 @@
 //! the call (tau2); tool messages name the call they answer with `tool_call_id` (OpenAI) or `id`
 //! (tau2).
 
+use crate::error::Error;
 use serde::de::MapAccess;
 use serde_json::Value;
 
@@ -50,23 +51,27 @@ impl Pick for RawMessage {
 }
 
 /// Map a recorded message list. `Err` names the first message that makes the record unusable.
-pub(crate) fn chat_messages(list: Vec<Shape<RawMessage>>) -> Result<Vec<ChatMessage>, String> {
+pub(crate) fn chat_messages(
+    list: Vec<Shape<RawMessage>>,
+) -> crate::error::Result<Vec<ChatMessage>> {
     list.into_iter()
         .enumerate()
         .map(|(k, raw)| {
-            raw.map_err(|what| format!("message {k} is {what}, not an object"))
+            raw.map_err(|what| Error::Malformed(format!("message {k} is {what}, not an object")))
                 .and_then(chat_message)
-                .map_err(|e| format!("message {k}: {e}"))
+                .map_err(|e| Error::Malformed(format!("message {k}: {e}")))
         })
         .collect()
 }
 
 /// Map one recorded message (either tau format) onto the builder's message.
-fn chat_message(raw: RawMessage) -> Result<ChatMessage, String> {
+fn chat_message(raw: RawMessage) -> crate::error::Result<ChatMessage> {
     let role = match &raw.role {
-        Some(Value::String(s)) => Role::parse(s).ok_or_else(|| format!("unknown role {s:?}"))?,
-        None | Some(Value::Null) => return Err("no role".to_string()),
-        Some(other) => return Err(format!("role is {}", kind_of(other))),
+        Some(Value::String(s)) => {
+            Role::parse(s).ok_or_else(|| Error::Malformed(format!("unknown role {s:?}")))?
+        }
+        None | Some(Value::Null) => return Err(Error::Malformed("no role".to_string())),
+        Some(other) => return Err(Error::Malformed(format!("role is {}", kind_of(other)))),
     };
     let mut message = ChatMessage::new(role, content_text(raw.content));
     message.tool_calls = tool_calls(raw.tool_calls)?;
@@ -121,15 +126,20 @@ pub(crate) fn joined_text(content: Option<&Value>) -> String {
 }
 
 /// A message's tool calls: null or missing is none, otherwise a list of calls.
-fn tool_calls(value: Option<Value>) -> Result<Vec<ChatToolCall>, String> {
+fn tool_calls(value: Option<Value>) -> crate::error::Result<Vec<ChatToolCall>> {
     match value {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(list)) => list
             .into_iter()
             .enumerate()
-            .map(|(k, call)| tool_call(call).map_err(|e| format!("tool call {k} {e}")))
+            .map(|(k, call)| {
+                tool_call(call).map_err(|e| Error::Malformed(format!("tool call {k} {e}")))
+            })
             .collect(),
-        Some(other) => Err(format!("tool_calls is {}, not a list", kind_of(&other))),
+        Some(other) => Err(Error::Malformed(format!(
+            "tool_calls is {}, not a list",
+            kind_of(&other)
+        ))),
     }
 }
 
@@ -137,9 +147,12 @@ fn tool_calls(value: Option<Value>) -> Result<Vec<ChatToolCall>, String> {
 /// call itself. Arguments recorded as a string are kept verbatim (valid JSON or not: the checks
 /// judge them); arguments recorded as JSON values become their JSON text, key order kept; missing
 /// arguments are an empty object.
-fn tool_call(call: Value) -> Result<ChatToolCall, String> {
+fn tool_call(call: Value) -> crate::error::Result<ChatToolCall> {
     let Value::Object(mut call) = call else {
-        return Err(format!("is {}, not an object", kind_of(&call)));
+        return Err(Error::Malformed(format!(
+            "is {}, not an object",
+            kind_of(&call)
+        )));
     };
     let (name, arguments) = match call.remove("function") {
         Some(Value::Object(mut function)) => {
@@ -149,7 +162,7 @@ fn tool_call(call: Value) -> Result<ChatToolCall, String> {
     };
     let name = match name {
         Some(Value::String(s)) => s,
-        _ => return Err("has no name".to_string()),
+        _ => return Err(Error::Malformed("has no name".to_string())),
     };
     let arguments = match arguments {
         Some(Value::String(s)) => s,

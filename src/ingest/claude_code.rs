@@ -168,7 +168,12 @@ struct Session {
 pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let mut session = Session::default();
     crate::ingest::jsonl::read_lines(input, sink, |line, value, sink| match value {
-        Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::Line(line), reason)),
+        Err(reason) => sink.quarantine(dropped(
+            input,
+            FORMAT,
+            Locator::Line(line),
+            reason.to_string(),
+        )),
         Ok(Value::Object(entry)) => session.entry(line, &entry),
         Ok(other) => sink.quarantine(dropped(
             input,

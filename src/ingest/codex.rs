@@ -135,7 +135,12 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     crate::ingest::jsonl::read_lines(input, sink, |line, value, sink| {
         let is_first = std::mem::take(&mut first);
         match value {
-            Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::Line(line), reason)),
+            Err(reason) => sink.quarantine(dropped(
+                input,
+                FORMAT,
+                Locator::Line(line),
+                reason.to_string(),
+            )),
             Ok(Value::Object(entry)) => rollout.line(is_first, &entry),
             Ok(other) => sink.quarantine(dropped(
                 input,

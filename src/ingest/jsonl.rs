@@ -6,6 +6,7 @@ use std::io::{self, BufReader};
 
 use serde_json::Value;
 
+use crate::error::Error;
 use crate::ingest::limits::{json_error, read_line_bounded, strip_bom, Line};
 use crate::ingest::{Input, Sink};
 use crate::source::HashingFile;
@@ -16,7 +17,7 @@ use crate::source::HashingFile;
 pub(crate) fn read_lines(
     input: &Input<'_>,
     sink: &mut dyn Sink,
-    mut each: impl FnMut(u64, Result<Value, String>, &mut dyn Sink),
+    mut each: impl FnMut(u64, crate::error::Result<Value>, &mut dyn Sink),
 ) -> io::Result<()> {
     let mut reader = BufReader::new(HashingFile::open(input.path)?);
     let mut buf = Vec::new();
@@ -26,17 +27,17 @@ pub(crate) fn read_lines(
         number += 1;
         let parsed = match line {
             Line::Held(0) => break,
-            Line::TooLong(n) => Err(format!(
+            Line::TooLong(n) => Err(Error::Malformed(format!(
                 "line is {}; it was read through without being held",
                 input.limits.too_large(n)
-            )),
+            ))),
             Line::Held(_) => {
                 let bytes = if number == 1 { strip_bom(&buf) } else { &buf };
                 if bytes.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
                 serde_json::from_slice::<Value>(bytes)
-                    .map_err(|e| format!("not a JSON line: {}", json_error(&e)))
+                    .map_err(|e| Error::Malformed(format!("not a JSON line: {}", json_error(&e))))
             }
         };
         sink.records_read(1);

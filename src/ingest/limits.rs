@@ -195,16 +195,24 @@ pub fn read_line_bounded<R: std::io::BufRead>(
 pub fn read_document(
     path: &std::path::Path,
     limits: &Limits,
-) -> std::io::Result<Result<Vec<u8>, String>> {
+) -> std::io::Result<crate::error::Result<Vec<u8>>> {
     let file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
     let whole = "; a file of this format is read whole, as one record";
     if len > limits.record_bytes {
-        return Ok(Err(format!("the file is {}{whole}", limits.too_large(len))));
+        return Ok(Err(crate::error::Error::Malformed(format!(
+            "the file is {}{whole}",
+            limits.too_large(len)
+        ))));
     }
     let mut bytes = match read_bounded(file, limits.record_bytes, len)? {
         Ok(bytes) => bytes,
-        Err(_) => return Ok(Err(format!("the file grew {}{whole}", limits.over()))),
+        Err(_) => {
+            return Ok(Err(crate::error::Error::Malformed(format!(
+                "the file grew {}{whole}",
+                limits.over()
+            ))))
+        }
     };
     if bytes.starts_with(b"\xEF\xBB\xBF") {
         bytes.drain(..3);

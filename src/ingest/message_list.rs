@@ -17,6 +17,7 @@
 //! command, the user message after it its result
 //! ([`mini_swe_agent::is_bare_trajectory`](crate::ingest::mini_swe_agent::is_bare_trajectory)).
 
+use crate::error::Error;
 use std::io;
 
 use serde_json::{Map, Value};
@@ -47,7 +48,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let bytes = match read_document(input.path, &input.limits)? {
         Ok(bytes) => bytes,
         Err(reason) => {
-            sink.quarantine(dropped(input, FORMAT, Locator::File, reason));
+            sink.quarantine(dropped(input, FORMAT, Locator::File, reason.to_string()));
             return Ok(());
         }
     };
@@ -116,7 +117,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     Ok(())
 }
 
-fn message(m: &Map<String, Value>) -> Result<ChatMessage, String> {
+fn message(m: &Map<String, Value>) -> crate::error::Result<ChatMessage> {
     let text = parts_text(m.get("content"));
     let mut chat = match m.get("role").and_then(Value::as_str) {
         Some("system" | "developer") => ChatMessage::new(Role::System, text),
@@ -129,7 +130,9 @@ fn message(m: &Map<String, Value>) -> Result<ChatMessage, String> {
                     let name = function
                         .and_then(|f| f.get("name"))
                         .and_then(Value::as_str)
-                        .ok_or_else(|| format!("has a tool call {k} with no name"))?;
+                        .ok_or_else(|| {
+                            Error::Malformed(format!("has a tool call {k} with no name"))
+                        })?;
                     let arguments = match function.and_then(|f| f.get("arguments")) {
                         Some(Value::String(s)) => s.clone(),
                         None | Some(Value::Null) => "{}".to_string(),
@@ -150,8 +153,8 @@ fn message(m: &Map<String, Value>) -> Result<ChatMessage, String> {
             text,
             false,
         ),
-        Some(role) => return Err(format!("has the unknown role {role:?}")),
-        None => return Err("has no role".to_string()),
+        Some(role) => return Err(Error::Malformed(format!("has the unknown role {role:?}"))),
+        None => return Err(Error::Malformed("has no role".to_string())),
     };
     chat.timestamp_ms = m
         .get("timestamp")

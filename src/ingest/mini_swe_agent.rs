@@ -25,6 +25,7 @@
 //! submission is that command's result. One task is one run. The model is `info.config.model.model_name`, the agent
 //! `info.config.agent_type`.
 
+use crate::error::Error;
 use std::collections::VecDeque;
 use std::io;
 
@@ -91,7 +92,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     };
     match convert(input, value, sink) {
         Ok(conversation) => sink.conversation(conversation, 0),
-        Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::File, reason)),
+        Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::File, reason.to_string())),
     }
     Ok(())
 }
@@ -100,22 +101,30 @@ fn convert(
     input: &Input<'_>,
     value: Value,
     sink: &mut dyn Sink,
-) -> Result<crate::model::Conversation, String> {
+) -> crate::error::Result<crate::model::Conversation> {
     let Value::Object(mut doc) = value else {
-        return Err(format!(
+        return Err(Error::Malformed(format!(
             "the document is {}, not a trajectory object",
             kind_of(&value)
-        ));
+        )));
     };
     let messages = match doc.remove("messages") {
         Some(Value::Array(list)) if !list.is_empty() => list,
-        Some(Value::Array(_)) => return Err("the trajectory's messages list is empty".into()),
-        None | Some(Value::Null) => return Err("the trajectory has no messages list".into()),
+        Some(Value::Array(_)) => {
+            return Err(Error::Malformed(
+                "the trajectory's messages list is empty".into(),
+            ))
+        }
+        None | Some(Value::Null) => {
+            return Err(Error::Malformed(
+                "the trajectory has no messages list".into(),
+            ))
+        }
         Some(other) => {
-            return Err(format!(
+            return Err(Error::Malformed(format!(
                 "the trajectory's messages is {}, not a list",
                 kind_of(&other)
-            ))
+            )))
         }
     };
     let info = doc.remove("info").unwrap_or(Value::Null);

@@ -38,6 +38,7 @@
 //! The model is the `model` of the first `model_response`, else (output.jsonl)
 //! `metadata.llm_config.model`; the agent is `metadata.agent_class`.
 
+use crate::error::Error;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufReader};
 
@@ -249,7 +250,7 @@ pub fn read_output(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
         };
         match instance(input, &file_id, line_no, value, sink) {
             Ok(conversation) => sink.conversation(conversation, line_no),
-            Err(reason) => sink.quarantine(dropped(input, OUTPUT, locator, reason)),
+            Err(reason) => sink.quarantine(dropped(input, OUTPUT, locator, reason.to_string())),
         }
     }
     if let Some(sha256) = reader.get_mut().finish() {
@@ -265,22 +266,26 @@ fn instance(
     line_no: u64,
     value: Value,
     sink: &mut dyn Sink,
-) -> Result<Conversation, String> {
+) -> crate::error::Result<Conversation> {
     let Value::Object(mut doc) = value else {
-        return Err(format!(
+        return Err(Error::Malformed(format!(
             "the line is {}, not an instance object",
             kind_of(&value)
-        ));
+        )));
     };
     let history = match doc.remove("history") {
         Some(Value::Array(list)) if !list.is_empty() => list,
-        Some(Value::Array(_)) => return Err("the instance's history is empty".into()),
-        None | Some(Value::Null) => return Err("the instance has no history list".into()),
+        Some(Value::Array(_)) => {
+            return Err(Error::Malformed("the instance's history is empty".into()))
+        }
+        None | Some(Value::Null) => {
+            return Err(Error::Malformed("the instance has no history list".into()))
+        }
         Some(other) => {
-            return Err(format!(
+            return Err(Error::Malformed(format!(
                 "the instance's history is {}, not a list",
                 kind_of(&other)
-            ))
+            )))
         }
     };
     let name = doc

@@ -24,6 +24,7 @@
 //! Landings get the step's `execution_time` as their duration. The model is `info.model` or the
 //! replay config's `agent.model.name`, when present.
 
+use crate::error::Error;
 use std::collections::HashMap;
 use std::io;
 use std::path::Path;
@@ -163,7 +164,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
     let id = conversation_id(Path::new(input.name));
     match convert(input, &id, raw, sink) {
         Ok(conversation) => sink.conversation(conversation, 0),
-        Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::File, reason)),
+        Err(reason) => sink.quarantine(dropped(input, FORMAT, Locator::File, reason.to_string())),
     }
     Ok(())
 }
@@ -225,7 +226,7 @@ fn convert(
     id: &str,
     raw: RawTrajectory,
     sink: &mut dyn Sink,
-) -> Result<Conversation, String> {
+) -> crate::error::Result<Conversation> {
     let mut notes = Vec::new();
     let history: Vec<Value> = match raw.history {
         None | Some(Value::Null) => Vec::new(),
@@ -313,7 +314,9 @@ fn convert(
             mapper.message(i, message, true);
         }
     } else {
-        return Err("the file holds neither history messages nor trajectory steps".to_string());
+        return Err(Error::Malformed(
+            "the file holds neither history messages nor trajectory steps".to_string(),
+        ));
     }
     notes.append(&mut mapper.notes);
     for note in notes {

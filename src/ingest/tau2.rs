@@ -20,6 +20,7 @@
 //! simulation over as bytes in memory, parsed with the `json_pick` seeds; messages are mapped by
 //! `chat`, as tau-bench's are.
 
+use crate::error::Error;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{self, Read, Seek};
@@ -140,12 +141,12 @@ fn set_results(path: &Path) -> Option<PathBuf> {
 /// utterance changes); a tool call ends its side's message (tau2 files the calls on the message
 /// that is speaking) and its results follow. `Err` when no tick holds text or a call: the run was
 /// saved without transcripts and there is nothing to audit.
-fn tick_messages(id: &str, ticks: Value) -> Result<Vec<Shape<RawMessage>>, String> {
+fn tick_messages(id: &str, ticks: Value) -> crate::error::Result<Vec<Shape<RawMessage>>> {
     let Value::Array(ticks) = ticks else {
-        return Err(format!(
+        return Err(Error::Malformed(format!(
             "simulation {id}: ticks is {}, not a list",
             kind_of(&ticks)
-        ));
+        )));
     };
     let count = ticks.len();
     let mut out: Vec<Value> = Vec::new();
@@ -223,17 +224,19 @@ fn tick_messages(id: &str, ticks: Value) -> Result<Vec<Shape<RawMessage>>, Strin
     }
     flush(&mut open, &mut out);
     if out.is_empty() {
-        return Err(format!(
+        return Err(Error::Malformed(format!(
             "simulation {id} is a full-duplex run of {count} tick(s), and no tick holds text, a \
              tool call or a tool result (it was saved without transcripts); there is nothing to \
              audit"
-        ));
+        )));
     }
     out.into_iter()
         .map(|m| {
-            Picked(RawMessage::default())
-                .deserialize(m)
-                .map_err(|e| format!("simulation {id}: a tick's message cannot be read: {e}"))
+            Picked(RawMessage::default()).deserialize(m).map_err(|e| {
+                Error::Malformed(format!(
+                    "simulation {id}: a tick's message cannot be read: {e}"
+                ))
+            })
         })
         .collect()
 }
@@ -668,7 +671,7 @@ impl State<'_, '_> {
             Err(reason) => {
                 let at = self.at(index);
                 self.sink
-                    .quarantine(dropped(self.input, FORMAT, at, reason));
+                    .quarantine(dropped(self.input, FORMAT, at, reason.to_string()));
                 return;
             }
         };
@@ -708,19 +711,20 @@ impl State<'_, '_> {
         &self,
         index: u64,
         simulation: Shape<RawSimulation>,
-    ) -> Result<(String, Vec<trajectory::ChatMessage>, Option<String>), String> {
-        let simulation =
-            simulation.map_err(|what| format!("simulation {index} is {what}, not an object"))?;
+    ) -> crate::error::Result<(String, Vec<trajectory::ChatMessage>, Option<String>)> {
+        let simulation = simulation.map_err(|what| {
+            Error::Malformed(format!("simulation {index} is {what}, not an object"))
+        })?;
         let id = simulation
             .id
             .as_ref()
             .and_then(scalar_text)
             .filter(|id| !id.is_empty())
-            .ok_or_else(|| format!("simulation {index} has no id"))?;
+            .ok_or_else(|| Error::Malformed(format!("simulation {index} has no id")))?;
         if let Some(first) = self.seen.get(&id) {
-            return Err(format!(
+            return Err(Error::Malformed(format!(
                 "simulation id {id} repeats record {first} of this file; the first copy is kept"
-            ));
+            )));
         }
         let list = match (simulation.messages, simulation.ticks) {
             (Some(Ok(list)), _) => list,
@@ -728,12 +732,19 @@ impl State<'_, '_> {
             (None | Some(Err("null")), Some(ticks)) if !ticks.is_null() => {
                 tick_messages(&id, ticks)?
             }
-            (None, _) => return Err(format!("simulation {id} has no messages list")),
+            (None, _) => {
+                return Err(Error::Malformed(format!(
+                    "simulation {id} has no messages list"
+                )))
+            }
             (Some(Err(what)), _) => {
-                return Err(format!("simulation {id}: messages is {what}, not a list"))
+                return Err(Error::Malformed(format!(
+                    "simulation {id}: messages is {what}, not a list"
+                )))
             }
         };
-        let messages = chat_messages(list).map_err(|e| format!("simulation {id}: {e}"))?;
+        let messages =
+            chat_messages(list).map_err(|e| Error::Malformed(format!("simulation {id}: {e}")))?;
         let termination = simulation
             .termination_reason
             .as_ref()

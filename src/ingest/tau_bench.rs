@@ -9,6 +9,7 @@
 //! [`trajectory::build`] and handed to the sink before the next record is read. Only the keys a
 //! record needs are kept; the rest is skipped by the parser without being built.
 
+use crate::error::Error;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{self, Read, Seek};
@@ -204,10 +205,12 @@ impl State<'_, '_> {
                 self.seen.insert(id, index);
                 self.sink.conversation(conversation, index);
             }
-            Err(reason) => {
-                self.sink
-                    .quarantine(dropped(self.input, FORMAT, Locator::Record(index), reason))
-            }
+            Err(reason) => self.sink.quarantine(dropped(
+                self.input,
+                FORMAT,
+                Locator::Record(index),
+                reason.to_string(),
+            )),
         }
     }
 
@@ -216,35 +219,39 @@ impl State<'_, '_> {
         &self,
         index: u64,
         record: Shape<RawRecord>,
-    ) -> Result<(String, Vec<ChatMessage>, Option<String>), String> {
-        let record = record.map_err(|what| format!("record {index} is {what}, not an object"))?;
+    ) -> crate::error::Result<(String, Vec<ChatMessage>, Option<String>)> {
+        let record = record
+            .map_err(|what| Error::Malformed(format!("record {index} is {what}, not an object")))?;
         let task_id = record
             .task_id
             .as_ref()
             .and_then(scalar_text)
-            .ok_or_else(|| format!("record {index} has no task_id"))?;
-        let trial = record
-            .trial
-            .as_ref()
-            .and_then(scalar_text)
-            .ok_or_else(|| format!("record {index} (task {task_id}) has no trial"))?;
+            .ok_or_else(|| Error::Malformed(format!("record {index} has no task_id")))?;
+        let trial = record.trial.as_ref().and_then(scalar_text).ok_or_else(|| {
+            Error::Malformed(format!("record {index} (task {task_id}) has no trial"))
+        })?;
         let id = format!("{task_id}-{trial}");
         if let Some(first) = self.seen.get(&id) {
-            return Err(format!(
+            return Err(Error::Malformed(format!(
                 "conversation {id} (task_id {task_id}, trial {trial}) repeats record {first} of \
                  this file; the first copy is kept"
-            ));
+            )));
         }
         let traj = match record.traj {
-            None => return Err(format!("record {index} ({id}) has no traj list")),
+            None => {
+                return Err(Error::Malformed(format!(
+                    "record {index} ({id}) has no traj list"
+                )))
+            }
             Some(Err(what)) => {
-                return Err(format!(
+                return Err(Error::Malformed(format!(
                     "record {index} ({id}): traj is {what}, not a message list"
-                ))
+                )))
             }
             Some(Ok(list)) => list,
         };
-        let messages = chat_messages(traj).map_err(|e| format!("record {index} ({id}): {e}"))?;
+        let messages = chat_messages(traj)
+            .map_err(|e| Error::Malformed(format!("record {index} ({id}): {e}")))?;
         let model = match record.info {
             Some(Ok(info)) => info.model.as_ref().and_then(non_empty_str),
             _ => None,

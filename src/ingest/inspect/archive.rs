@@ -1,5 +1,6 @@
 //! Inspect `.eval` archives: the header, then each sample member decompressed on its own.
 
+use crate::error::Error;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
@@ -43,31 +44,34 @@ pub(super) fn read_member<R, T>(
     zip: &mut zip::ZipArchive<R>,
     index: usize,
     limits: &Limits,
-) -> Result<(Shape<T>, u64), String>
+) -> crate::error::Result<(Shape<T>, u64)>
 where
     R: Read + io::Seek,
     T: Pick + Default,
 {
     let member = zip
         .by_index(index)
-        .map_err(|e| format!("cannot be opened: {e}"))?;
+        .map_err(|e| Error::Malformed(format!("cannot be opened: {e}")))?;
     let declared = member.size();
     if declared > limits.record_bytes {
-        return Err(format!("decompresses to {}", limits.too_large(declared)));
+        return Err(Error::Malformed(format!(
+            "decompresses to {}",
+            limits.too_large(declared)
+        )));
     }
     let bytes = match read_bounded(member, limits.record_bytes, declared) {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(_)) => {
-            return Err(format!(
+            return Err(Error::Malformed(format!(
                 "decompresses to more than it declares ({declared} bytes), {}",
                 limits.over()
-            ))
+            )))
         }
-        Err(e) => return Err(format!("cannot be decompressed: {e}")),
+        Err(e) => return Err(Error::Malformed(format!("cannot be decompressed: {e}"))),
     };
     let text = strip_bom(&bytes);
     parse_python_lenient(text, || Picked(T::default()))
-        .map_err(|e| format!("is not readable JSON: {e}"))
+        .map_err(|e| Error::Malformed(format!("is not readable JSON: {e}")))
 }
 
 pub(super) fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result<()> {
@@ -113,7 +117,7 @@ pub(super) fn read_archive(input: &Input<'_>, sink: &mut dyn Sink) -> io::Result
             }
             Ok((Ok(_), _)) => "holds no eval spec".to_string(),
             Ok((Err(kind), _)) => format!("is {kind}, not an object"),
-            Err(reason) => reason,
+            Err(reason) => reason.to_string(),
         };
         problems.push(format!("{name} {problem}"));
     }

@@ -1,6 +1,7 @@
 //! What both shapes of an Inspect log hold: the eval spec, a sample and its events, and how a
 //! sample becomes a conversation.
 
+use crate::error::Error;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -400,9 +401,10 @@ impl Log<'_, '_> {
                 }
                 self.sink.conversation(conversation, index)
             }
-            Err(reason) => self
-                .sink
-                .quarantine(dropped(self.input, FORMAT, locator, reason)),
+            Err(reason) => {
+                self.sink
+                    .quarantine(dropped(self.input, FORMAT, locator, reason.to_string()))
+            }
         }
     }
 
@@ -411,25 +413,27 @@ impl Log<'_, '_> {
         index: u64,
         what: &str,
         sample: Shape<RawSample>,
-    ) -> Result<Conversation, String> {
-        let mut sample = sample.map_err(|kind| format!("{what} is {kind}, not an object"))?;
+    ) -> crate::error::Result<Conversation> {
+        let mut sample =
+            sample.map_err(|kind| Error::Malformed(format!("{what} is {kind}, not an object")))?;
         let id = sample
             .id
             .as_ref()
             .and_then(scalar_text)
             .filter(|id| !id.is_empty())
-            .ok_or_else(|| format!("{what} has no id"))?;
+            .ok_or_else(|| Error::Malformed(format!("{what} has no id")))?;
         let epoch = match &sample.epoch {
             None | Some(Value::Null) => "1".to_string(),
-            Some(v) => scalar_text(v)
-                .ok_or_else(|| format!("{what} (id {id}): epoch is {}", kind_of(v)))?,
+            Some(v) => scalar_text(v).ok_or_else(|| {
+                Error::Malformed(format!("{what} (id {id}): epoch is {}", kind_of(v)))
+            })?,
         };
         let conversation_id = format!("{}/{id}/{epoch}", self.id_prefix());
         if let Some(first) = self.seen.get(&conversation_id) {
-            return Err(format!(
+            return Err(Error::Malformed(format!(
                 "{what}: sample {id} epoch {epoch} repeats record {first} of this log; the first \
                  copy is kept"
-            ));
+            )));
         }
         let label = format!("{what} (id {id}, epoch {epoch})");
         let mut notes = Vec::new();
@@ -509,7 +513,7 @@ pub(super) fn sample_messages(
     label: &str,
     notes: &mut Vec<String>,
     limits: &Limits,
-) -> Result<Vec<Value>, String> {
+) -> crate::error::Result<Vec<Value>> {
     let pool = match sample.pool.take() {
         Some(Value::Array(pool)) => pool,
         _ => Vec::new(),
@@ -534,28 +538,29 @@ pub(super) fn sample_messages(
         }
         Some(Value::Array(_)) | Some(Value::Null) | None => {}
         Some(other) => {
-            return Err(format!(
+            return Err(Error::Malformed(format!(
                 "{label}: messages is {}, not a list",
                 kind_of(&other)
-            ))
+            )))
         }
     }
     if prompt_only.is_none() {
         if let Some(refs) = sample.message_refs.take().filter(|r| !r.is_null()) {
-            return expand_refs(&refs, &pool, limits)
-                .map_err(|e| format!("{label}: message_refs cannot be resolved: {e}"));
+            return expand_refs(&refs, &pool, limits).map_err(|e| {
+                Error::Malformed(format!("{label}: message_refs cannot be resolved: {e}"))
+            });
         }
     }
     let Some(model) = sample.events.last_model.take() else {
-        return Err(format!(
+        return Err(Error::Malformed(format!(
             "{label} has no messages and no model event to rebuild them from"
-        ));
+        )));
     };
     let reply = model_reply(&model).cloned();
     let mut list = match (model.input, model.input_refs) {
         (Some(Value::Array(input)), _) if !input.is_empty() => input,
         (_, Some(refs)) if !refs.is_null() => expand_refs(&refs, &pool, limits).map_err(|e| {
-            format!("{label} has no messages, and its last model event's input_refs cannot be resolved: {e}")
+            Error::Malformed(format!("{label} has no messages, and its last model event's input_refs cannot be resolved: {e}"))
         })?,
         _ => Vec::new(),
     };
@@ -567,9 +572,9 @@ pub(super) fn sample_messages(
     let replied = reply.is_some();
     list.extend(reply);
     if list.is_empty() {
-        return Err(format!(
+        return Err(Error::Malformed(format!(
             "{label} has no messages, and its last model event has neither input nor output"
-        ));
+        )));
     }
     let why = if prompt_only.is_some() {
         "messages hold no reply of the model"
@@ -604,9 +609,12 @@ pub(super) fn expand_refs(
     refs: &Value,
     pool: &[Value],
     limits: &Limits,
-) -> Result<Vec<Value>, String> {
+) -> crate::error::Result<Vec<Value>> {
     let Value::Array(ranges) = refs else {
-        return Err(format!("the references are {}, not a list", kind_of(refs)));
+        return Err(Error::Malformed(format!(
+            "the references are {}, not a list",
+            kind_of(refs)
+        )));
     };
     let mut out = Vec::new();
     let mut expanded = 0u64;
@@ -616,19 +624,21 @@ pub(super) fn expand_refs(
             _ => None,
         };
         let Some((start, end)) = bounds else {
-            return Err(format!("{range} is not a [start, end] pair"));
+            return Err(Error::Malformed(format!(
+                "{range} is not a [start, end] pair"
+            )));
         };
         let (start, end) = (start as usize, end as usize);
         if start > end || end > pool.len() {
-            return Err(format!(
+            return Err(Error::Malformed(format!(
                 "range [{start}, {end}) does not fit the {} pooled message(s)",
                 pool.len()
-            ));
+            )));
         }
         for message in &pool[start..end] {
             expanded = expanded.saturating_add(value_size(message));
             if expanded > limits.record_bytes {
-                return Err(format!("they expand {}", limits.over()));
+                return Err(Error::Malformed(format!("they expand {}", limits.over())));
             }
             out.push(message.clone());
         }

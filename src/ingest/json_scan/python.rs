@@ -2,6 +2,7 @@
 //! writes and serde_json refuses: found, read as `null` in a patched copy, and errors placed back
 //! where the original text has them.
 
+use crate::error::Error;
 use serde::de::DeserializeSeed;
 
 use super::bytes::is_delimiter;
@@ -13,7 +14,7 @@ use super::bytes::is_delimiter;
 pub(crate) fn parse_python_lenient<S, V>(
     text: &[u8],
     make: impl Fn() -> S,
-) -> Result<(V, u64), String>
+) -> crate::error::Result<(V, u64)>
 where
     S: for<'de> DeserializeSeed<'de, Value = V>,
 {
@@ -29,7 +30,7 @@ where
     };
     // Parsed again only when it failed: Python's numbers are rare.
     let Some(patched) = Patched::new(text) else {
-        return Err(crate::ingest::limits::json_error(&err));
+        return Err(Error::Malformed(crate::ingest::limits::json_error(&err)));
     };
     match whole(&patched.bytes) {
         Ok(value) => Ok((value, patched.count())),
@@ -40,18 +41,18 @@ where
                 None => what,
             };
             let Some(index) = index else {
-                return Err(what);
+                return Err(Error::Malformed(what));
             };
             let index = patched.original(index).min(text.len());
             let line_start = text[..index]
                 .iter()
                 .rposition(|b| *b == b'\n')
                 .map_or(0, |i| i + 1);
-            Err(format!(
+            Err(Error::Malformed(format!(
                 "{what} at line {} column {}",
                 err.line(),
                 index - line_start
-            ))
+            )))
         }
     }
 }

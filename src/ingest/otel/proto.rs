@@ -40,6 +40,7 @@
 //! message over the record limit is skipped without being held (one dropped record) when the
 //! file holds it, so the messages after it are still read.
 
+use crate::error::Error;
 use std::io::{self, BufRead, Read};
 use std::path::Path;
 use std::sync::Arc;
@@ -350,7 +351,7 @@ fn request_spans(reader: &mut Reader<'_>, request: ExportTraceServiceRequest) {
                 let locator = Locator::Record(record);
                 match convert_span(span, &reader.file, locator.clone(), record) {
                     Ok(s) => reader.spans.push(s),
-                    Err(reason) => reader.drop(locator, reason),
+                    Err(reason) => reader.drop(locator, reason.to_string()),
                 }
             }
         }
@@ -362,10 +363,11 @@ fn convert_span(
     file: &Arc<str>,
     locator: Locator,
     record: u64,
-) -> Result<Span, String> {
-    let trace_id = hex_id(&s.trace_id).ok_or("span has no traceId")?;
-    let span_id =
-        hex_id(&s.span_id).ok_or_else(|| format!("span in trace {trace_id} has no spanId"))?;
+) -> crate::error::Result<Span> {
+    let trace_id =
+        hex_id(&s.trace_id).ok_or_else(|| Error::Malformed("span has no traceId".into()))?;
+    let span_id = hex_id(&s.span_id)
+        .ok_or_else(|| Error::Malformed(format!("span in trace {trace_id} has no spanId")))?;
     let (status, status_message) = match s.status {
         Some(st) => (
             u8::try_from(st.code).ok().filter(|c| *c <= 2).unwrap_or(0),

@@ -1,6 +1,7 @@
 //! OTLP JSON as written: files (a document, or one request per line), requests, spans,
 //! attribute values and ids, read into [`Span`]s grouped by trace.
 
+use crate::error::Error;
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
@@ -336,7 +337,7 @@ impl<'a> Reader<'a> {
                     let locator = line.map_or(Locator::Record(record), Locator::Line);
                     match parse_span(span, &self.file, locator.clone(), record) {
                         Ok(s) => self.spans.push(s),
-                        Err(reason) => self.drop(locator, reason),
+                        Err(reason) => self.drop(locator, reason.to_string()),
                     }
                 }
             }
@@ -349,18 +350,23 @@ fn field<'a>(v: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
     v.get(camel).or_else(|| v.get(snake))
 }
 
-fn parse_span(v: &Value, file: &Arc<str>, locator: Locator, record: u64) -> Result<Span, String> {
+fn parse_span(
+    v: &Value,
+    file: &Arc<str>,
+    locator: Locator,
+    record: u64,
+) -> crate::error::Result<Span> {
     if !v.is_object() {
-        return Err("span is not a JSON object".into());
+        return Err(Error::Malformed("span is not a JSON object".into()));
     }
     let trace_id = field(v, "traceId", "trace_id")
         .and_then(Value::as_str)
         .and_then(|s| normalize_id(s, 16))
-        .ok_or("span has no traceId")?;
+        .ok_or_else(|| Error::Malformed("span has no traceId".into()))?;
     let span_id = field(v, "spanId", "span_id")
         .and_then(Value::as_str)
         .and_then(|s| normalize_id(s, 8))
-        .ok_or_else(|| format!("span in trace {trace_id} has no spanId"))?;
+        .ok_or_else(|| Error::Malformed(format!("span in trace {trace_id} has no spanId")))?;
     let parent_id = field(v, "parentSpanId", "parent_span_id")
         .and_then(Value::as_str)
         .and_then(|s| normalize_id(s, 8));

@@ -1,6 +1,7 @@
 //! Recorded bodies: text, JSON, or `!!binary` bytes decoded by their content encoding, within
 //! the record limit.
 
+use crate::error::Error;
 use crate::ingest::encoding::base64_lenient;
 use crate::ingest::Limits;
 use crate::js;
@@ -54,7 +55,7 @@ pub(super) fn body_of(side: &Value, binary: bool, limits: &Limits) -> Body {
             Ok(v) => Body::Json(v),
             Err(_) => Body::Text(decoded),
         },
-        Err(why) => Body::Unreadable(why),
+        Err(why) => Body::Unreadable(why.to_string()),
     }
 }
 
@@ -99,14 +100,15 @@ pub(super) fn decode_binary(
     mut bytes: Vec<u8>,
     codings: &[String],
     limits: &Limits,
-) -> Result<String, String> {
+) -> crate::error::Result<String> {
     let gzip_magic = bytes.starts_with(&[0x1f, 0x8b]);
     let codings: Vec<&str> = match (codings.is_empty(), gzip_magic) {
         // The header was filtered out when the cassette was recorded; the bytes say gzip.
         (true, true) => vec!["gzip"],
         (true, false) => {
-            return String::from_utf8(bytes)
-                .map_err(|_| "body is not text (a binary event stream)".to_string())
+            return String::from_utf8(bytes).map_err(|_| {
+                Error::Malformed("body is not text (a binary event stream)".to_string())
+            })
         }
         (false, _) => codings.iter().map(String::as_str).collect(),
     };
@@ -114,15 +116,19 @@ pub(super) fn decode_binary(
         bytes = inflate(&bytes, coding, limits)?;
     }
     String::from_utf8(bytes).map_err(|e| {
-        format!(
+        Error::Malformed(format!(
             "body is not text once decoded (not UTF-8 at byte {})",
             e.utf8_error().valid_up_to()
-        )
+        ))
     })
 }
 
 /// Undo one content coding, reading at most one byte past the record limit.
-pub(super) fn inflate(bytes: &[u8], coding: &str, limits: &Limits) -> Result<Vec<u8>, String> {
+pub(super) fn inflate(
+    bytes: &[u8],
+    coding: &str,
+    limits: &Limits,
+) -> crate::error::Result<Vec<u8>> {
     use flate2::read::{DeflateDecoder, MultiGzDecoder, ZlibDecoder};
     use std::io::Read;
     let cap = limits.record_bytes.saturating_add(1);
@@ -138,17 +144,17 @@ pub(super) fn inflate(bytes: &[u8], coding: &str, limits: &Limits) -> Result<Vec
             read(&mut ZlibDecoder::new(bytes)).or_else(|_| read(&mut DeflateDecoder::new(bytes)))
         }
         other => {
-            return Err(format!(
+            return Err(Error::Malformed(format!(
                 "body is {other}-encoded, a coding this reader does not decode"
-            ))
+            )))
         }
     }
-    .map_err(|e| format!("body is {coding}-encoded and does not decode: {e}"))?;
+    .map_err(|e| Error::Malformed(format!("body is {coding}-encoded and does not decode: {e}")))?;
     if out.len() as u64 > limits.record_bytes {
-        return Err(format!(
+        return Err(Error::Malformed(format!(
             "body is {coding}-encoded and decodes past the {} record limit",
             crate::ingest::limits::size_text(limits.record_bytes)
-        ));
+        )));
     }
     Ok(out)
 }

@@ -41,6 +41,7 @@ mod openai_responses;
 mod xai;
 mod yaml;
 
+use crate::error::Error;
 use body::{body_of, Body};
 use yaml::{parse_yaml, yaml_to_json};
 
@@ -66,15 +67,17 @@ const PROVIDERS: &[&dyn Provider] = &[
 // ---------------------------------------------------------------------------------------------
 // Requests
 
-fn parse_request(body: &Value, uri: &str) -> Result<Request, String> {
+fn parse_request(body: &Value, uri: &str) -> crate::error::Result<Request> {
     let provider = PROVIDERS
         .iter()
         .copied()
         .find(|p| p.matches(body, uri))
         .ok_or_else(|| {
-            "request body is neither chat messages, Responses input, Anthropic messages, \
-             Gemini contents nor Bedrock messages"
-                .to_string()
+            Error::Malformed(
+                "request body is neither chat messages, Responses input, Anthropic messages, \
+                 Gemini contents nor Bedrock messages"
+                    .to_string(),
+            )
         })?;
     Ok(request_as(provider, body, uri))
 }
@@ -90,7 +93,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
     let parsed = read_document(input.path, &input.limits)?.and_then(|bytes| {
         let text = String::from_utf8(bytes).map_err(|e| {
             let at = e.utf8_error().valid_up_to();
-            format!("cassette is not valid UTF-8 (byte {at})")
+            Error::Malformed(format!("cassette is not valid UTF-8 (byte {at})"))
         })?;
         binary = text.contains("!!binary");
         parse_yaml(&text, &input.limits)
@@ -99,7 +102,11 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
         Ok(v) => yaml_to_json(v),
         Err(reason) => {
             sink.records_read(1);
-            sink.quarantine(Quarantined::dropped(input.display, Locator::File, reason));
+            sink.quarantine(Quarantined::dropped(
+                input.display,
+                Locator::File,
+                reason.to_string(),
+            ));
             return Ok(());
         }
     };
@@ -130,7 +137,7 @@ pub fn read(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
             Err(reason) => sink.quarantine(Quarantined::dropped(
                 input.display,
                 Locator::Record(i as u64),
-                reason,
+                reason.to_string(),
             )),
         }
     }
@@ -156,7 +163,7 @@ fn exchange(
     binary: bool,
     input: &Input<'_>,
     sink: &mut dyn Sink,
-) -> Result<Option<Exchange>, String> {
+) -> crate::error::Result<Option<Exchange>> {
     // xAI's gRPC recordings keep JSON samples of both sides.
     if let (Some(rq), Some(rs)) = (
         it.get("request_sample").and_then(|r| r.get("json")),
@@ -171,14 +178,20 @@ fn exchange(
         }));
     }
     let Some(req_side) = it.get("request") else {
-        return Err("interaction has no request".into());
+        return Err(Error::Malformed("interaction has no request".into()));
     };
     let uri = s(req_side, "uri").unwrap_or_default();
     let req_body = match body_of(req_side, binary, &input.limits) {
         Body::Json(v) => v,
-        Body::Text(_) => return Err(format!("request body to {uri} is not JSON")),
-        Body::Missing => return Err(format!("request to {uri} has no body")),
-        Body::Unreadable(why) => return Err(format!("request to {uri}: its {why}")),
+        Body::Text(_) => {
+            return Err(Error::Malformed(format!(
+                "request body to {uri} is not JSON"
+            )))
+        }
+        Body::Missing => return Err(Error::Malformed(format!("request to {uri} has no body"))),
+        Body::Unreadable(why) => {
+            return Err(Error::Malformed(format!("request to {uri}: its {why}")))
+        }
     };
     let request = parse_request(&req_body, &uri)?;
     let resp_side = it.get("response").cloned().unwrap_or(Value::Null);
@@ -208,7 +221,9 @@ fn exchange(
     };
     response.status = status;
     if request.auxiliary {
-        return Err(format!("{uri} is a token count, not a model call"));
+        return Err(Error::Malformed(format!(
+            "{uri} is a token count, not a model call"
+        )));
     }
     if status.is_some_and(|c| c >= 400) {
         response.message = None;

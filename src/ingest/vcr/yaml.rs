@@ -1,6 +1,7 @@
 //! Cassette text as values: YAML documents turned into JSON values, with their nesting and
 //! alias expansion bounded before and while they are built.
 
+use crate::error::Error;
 use crate::ingest::encoding::base64_lenient;
 use crate::ingest::limits::NESTING_LIMIT;
 use crate::ingest::Limits;
@@ -242,20 +243,20 @@ pub(super) fn yaml_shape(text: &str) -> YamlShape {
 
 /// Parse a cassette's YAML, refusing (with the reason) a text nested too deep for the parser to
 /// read in reasonable time, or one whose aliases would expand it past the record limit.
-pub(super) fn parse_yaml(text: &str, limits: &Limits) -> Result<serde_norway::Value, String> {
+pub(super) fn parse_yaml(text: &str, limits: &Limits) -> crate::error::Result<serde_norway::Value> {
     let shape = yaml_shape(text);
     if shape.flow_depth > NESTING_LIMIT {
-        return Err(format!(
+        return Err(Error::Malformed(format!(
             "the cassette {}; it was not parsed",
             crate::ingest::limits::too_deep()
-        ));
+        )));
     }
     let not_yaml = |e: serde_norway::Error| {
         let text = e.to_string();
-        match text.strip_prefix("recursion limit exceeded") {
+        Error::Malformed(match text.strip_prefix("recursion limit exceeded") {
             Some(at) => format!("the cassette {}{at}", crate::ingest::limits::too_deep()),
             None => format!("cassette is not valid YAML: {text}"),
-        }
+        })
     };
     if shape.aliases > 0 {
         // Counted before anything is built: an alias repeats its anchor's whole node.
@@ -267,12 +268,12 @@ pub(super) fn parse_yaml(text: &str, limits: &Limits) -> Result<serde_norway::Va
         .deserialize(serde_norway::Deserializer::from_str(text));
         if let Err(e) = counted {
             return Err(if total.get() > limits.record_bytes {
-                format!(
+                Error::Malformed(format!(
                     "the cassette's {} alias(es) expand it past the {} record limit; it was not \
                      read",
                     shape.aliases,
                     crate::ingest::limits::size_text(limits.record_bytes)
-                )
+                ))
             } else {
                 not_yaml(e)
             });
