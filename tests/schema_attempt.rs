@@ -107,7 +107,7 @@ fn recorded_ledgers_are_reproduced_and_every_hash_joins() {
         assert!(
             out.agreement
                 .iter()
-                .all(|(_, status, _)| *status == "agrees"),
+                .all(|(_, status, _)| status.as_str() == "agrees"),
             "{:?}",
             out.agreement
         );

@@ -17,7 +17,7 @@ pub mod write;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::model::vocab::Disposition;
+pub use crate::model::vocab::{Agreement, Disposition};
 
 /// What a finding is about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -175,8 +175,7 @@ pub struct AgreementRow {
     pub source: String,
     /// What is compared, for example a repeated-call key `tool:argsFp:resultFp`.
     pub key: String,
-    /// `agrees`, `engine-only`, `recorded-only` or `differs`.
-    pub status: String,
+    pub status: Agreement,
     /// What differs, in words, when `differs`.
     pub detail: Option<String>,
 }

@@ -2,7 +2,8 @@
 //! source type of the neutral output-contract row, the openings of the user messages a framework
 //! writes itself, and the corpus name of a source. Stores keep these names, so each is defined
 //! once, here, for both sides. And the dispositions, which the evidence gate reaches and the
-//! corpus writes: an enum in memory, its name on disk.
+//! corpus writes, and how a check's conclusion compares with the framework's own record of it:
+//! enums in memory, their names on disk.
 
 use serde::{Deserialize, Serialize};
 
@@ -67,5 +68,39 @@ impl Disposition {
             Disposition::NotApplicable => "not-applicable",
             Disposition::Unreachable => "unreachable",
         }
+    }
+}
+
+/// How the engine's conclusion about one thing (a repeated-call key, an output attempt, a
+/// disposition) compares with what the framework recorded about it: a row's `status` in the
+/// agreement table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Agreement {
+    #[serde(rename = "agrees")]
+    Agrees,
+    #[serde(rename = "differs")]
+    Differs,
+    /// The engine found it; the framework recorded nothing about it.
+    #[serde(rename = "engine-only")]
+    EngineOnly,
+    /// The framework recorded it; the engine did not find it.
+    #[serde(rename = "recorded-only")]
+    RecordedOnly,
+}
+
+impl Agreement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Agreement::Agrees => "agrees",
+            Agreement::Differs => "differs",
+            Agreement::EngineOnly => "engine-only",
+            Agreement::RecordedOnly => "recorded-only",
+        }
+    }
+}
+
+impl std::fmt::Display for Agreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

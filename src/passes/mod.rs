@@ -11,7 +11,7 @@ pub mod repeated_call;
 pub mod schema_attempt;
 
 use crate::config::Config;
-use crate::corpus::{AgreementRow, Disposition, Draft};
+use crate::corpus::{Agreement, AgreementRow, Disposition, Draft};
 use crate::model::digest::Digest;
 use crate::model::Conversation;
 
@@ -33,7 +33,7 @@ pub struct RunOutcome {
     pub reason: String,
     pub findings: Vec<Draft>,
     /// (key, status, detail) rows comparing the engine with recorded framework verdicts.
-    pub agreement: Vec<(String, &'static str, Option<String>)>,
+    pub agreement: Vec<(String, Agreement, Option<String>)>,
     /// Rows of the pass's own corpus tables (see [`Pass::tables`]): (table name, row).
     pub rows: Vec<(&'static str, serde_json::Value)>,
 }
@@ -144,7 +144,7 @@ pub fn agreement_rows(
             run_id: run.run_id.clone(),
             source: source.to_string(),
             key: key.clone(),
-            status: status.to_string(),
+            status: *status,
             detail: detail.clone(),
         })
         .collect()

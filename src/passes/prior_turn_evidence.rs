@@ -16,7 +16,7 @@
 //! The grounded values are data from tool results: a finding lists them only when the audit
 //! was asked to (`--include-values`); otherwise it says how many there were.
 
-use crate::corpus::{Disposition, Draft, FindingColumns, Subject, Witness};
+use crate::corpus::{Agreement, Disposition, Draft, FindingColumns, Subject, Witness};
 use crate::evidence::index::is_framework_frame;
 use crate::evidence::{
     answer_values, answer_values_from_digest, build_index, build_watching_index, disposition,
@@ -416,7 +416,7 @@ fn agreement(
     run: &Run,
     reading: &Reading,
     disposition: Disposition,
-) -> Vec<(String, &'static str, Option<String>)> {
+) -> Vec<(String, Agreement, Option<String>)> {
     let mut rows = Vec::new();
     if let Some(gate) = recorded(run, "evidence-checked").last() {
         let candidates = gate.get("candidates").and_then(Value::as_u64);
@@ -453,11 +453,11 @@ fn agreement(
             ));
         }
         rows.push(if differences.is_empty() {
-            ("evidence-checked".to_string(), "agrees", None)
+            ("evidence-checked".to_string(), Agreement::Agrees, None)
         } else {
             (
                 "evidence-checked".to_string(),
-                "differs",
+                Agreement::Differs,
                 Some(differences.join("; ")),
             )
         });
@@ -474,11 +474,11 @@ fn agreement(
     });
     if let Some(recorded) = recorded_row {
         rows.push(if recorded == disposition {
-            ("disposition".to_string(), "agrees", None)
+            ("disposition".to_string(), Agreement::Agrees, None)
         } else {
             (
                 "disposition".to_string(),
-                "differs",
+                Agreement::Differs,
                 Some(format!(
                     "recorded {}, engine {}",
                     recorded.as_str(),
@@ -489,10 +489,10 @@ fn agreement(
     }
     let ours = disposition == Disposition::CheckedFail;
     match (recorded_finding, ours) {
-        (true, true) => rows.push(("finding".to_string(), "agrees", None)),
-        (true, false) => rows.push(("finding".to_string(), "recorded-only", None)),
+        (true, true) => rows.push(("finding".to_string(), Agreement::Agrees, None)),
+        (true, false) => rows.push(("finding".to_string(), Agreement::RecordedOnly, None)),
         (false, true) if recorded_row.is_some() => {
-            rows.push(("finding".to_string(), "engine-only", None))
+            rows.push(("finding".to_string(), Agreement::EngineOnly, None))
         }
         _ => {}
     }

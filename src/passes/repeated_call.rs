@@ -11,7 +11,7 @@
 //! The finding never carries argument or result values: fingerprints say "same" without them.
 
 use crate::config::RepeatedWhen;
-use crate::corpus::{Disposition, Draft, FindingColumns, Subject, Witness};
+use crate::corpus::{Agreement, Disposition, Draft, FindingColumns, Subject, Witness};
 use crate::js;
 use crate::model::digest::{Digest, DigestKind, DigestValue};
 use crate::model::{Conversation, Event, EventKind, LandingFlags, Run};
@@ -483,7 +483,7 @@ fn draft(state: &KeyState<'_>) -> Draft {
     }
 }
 
-fn agreement(run: &Run, findings: &[Draft]) -> Vec<(String, &'static str, Option<String>)> {
+fn agreement(run: &Run, findings: &[Draft]) -> Vec<(String, Agreement, Option<String>)> {
     let recorded = recorded_verdicts(run);
     let mut rows = Vec::new();
     for f in findings {
@@ -508,12 +508,12 @@ fn agreement(run: &Run, findings: &[Draft]) -> Vec<(String, &'static str, Option
                     differences.push("arguments fingerprint differs".to_string());
                 }
                 if differences.is_empty() {
-                    rows.push((key, "agrees", None));
+                    rows.push((key, Agreement::Agrees, None));
                 } else {
-                    rows.push((key, "differs", Some(differences.join("; "))));
+                    rows.push((key, Agreement::Differs, Some(differences.join("; "))));
                 }
             }
-            None => rows.push((key, "engine-only", None)),
+            None => rows.push((key, Agreement::EngineOnly, None)),
         }
     }
     for r in &recorded {
@@ -526,7 +526,7 @@ fn agreement(run: &Run, findings: &[Draft]) -> Vec<(String, &'static str, Option
                  \"arguments\" in the configuration"
                     .to_string()
             });
-            rows.push((r.key.clone(), "recorded-only", detail));
+            rows.push((r.key.clone(), Agreement::RecordedOnly, detail));
         }
     }
     rows

@@ -71,7 +71,9 @@ pub(super) fn count(counts: &mut [CheckCounts], r: &Contribution) {
         }
         c.findings += r.findings.iter().filter(|f| f.check == c.check).count() as u64;
         for a in r.agreement.iter().filter(|a| a.check == c.check) {
-            *c.agreement.entry(a.status.clone()).or_default() += 1;
+            *c.agreement
+                .entry(a.status.as_str().to_string())
+                .or_default() += 1;
         }
     }
 }

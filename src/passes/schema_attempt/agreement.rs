@@ -2,25 +2,26 @@
 //! compared with it row by row (`agrees`, `differs`, `recorded-only`, `engine-only`).
 
 use super::row::AttemptRow;
+use crate::corpus::Agreement;
 
 /// Compare the rebuilt ledger with the recorded one.
 pub(super) fn agreement(
     rebuilt: &[AttemptRow],
     recorded: &[AttemptRow],
-) -> Vec<(String, &'static str, Option<String>)> {
+) -> Vec<(String, Agreement, Option<String>)> {
     let mut rows = Vec::new();
     for r in recorded {
         let key = format!("attempt {}", r.attempt);
         match rebuilt.iter().find(|b| b.attempt == r.attempt) {
-            None => rows.push((key, "recorded-only", None)),
+            None => rows.push((key, Agreement::RecordedOnly, None)),
             Some(b) => {
                 let differences = differing_fields(b, r);
                 if differences.is_empty() {
-                    rows.push((key, "agrees", None));
+                    rows.push((key, Agreement::Agrees, None));
                 } else {
                     rows.push((
                         key,
-                        "differs",
+                        Agreement::Differs,
                         Some(format!(
                             "rebuilt and recorded differ in {}",
                             differences.join(", ")
@@ -32,7 +33,11 @@ pub(super) fn agreement(
     }
     for b in rebuilt {
         if !recorded.iter().any(|r| r.attempt == b.attempt) {
-            rows.push((format!("attempt {}", b.attempt), "engine-only", None));
+            rows.push((
+                format!("attempt {}", b.attempt),
+                Agreement::EngineOnly,
+                None,
+            ));
         }
     }
     rows
