@@ -19,6 +19,7 @@ pub use super::tables::CorpusTable;
 use super::tables::{part_tables, tables_of};
 use crate::corpus::layout::{describe, TableFiles};
 use crate::corpus::write::{ledger_schema, BatchBuilder, TableWriter};
+use crate::error::Error;
 use crate::passes::{select, Pass, PassContext};
 use crate::store::atomic::write_file;
 use crate::store::read::conversations_from_batches;
@@ -63,14 +64,11 @@ fn refuse_foreign(out: &Path, passes: &[&'static dyn Pass]) -> io::Result<()> {
             )
         };
         if !ours {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                    "{} holds {name:?}, which is not part of a traceaudit corpus; refusing to \
+            return Err(io::Error::from(Error::Refused(format!(
+                "{} holds {name:?}, which is not part of a traceaudit corpus; refusing to \
                      write into it: give an empty or new directory",
-                    out.display()
-                ),
-            ));
+                out.display()
+            ))));
         }
     }
     Ok(())

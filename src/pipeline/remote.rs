@@ -4,6 +4,7 @@
 //! already holds objects is refused (nothing in a bucket is replaced or deleted). A corpus (or
 //! a folder of nights) in a bucket is fetched whole into a temporary folder and read there.
 
+use crate::error::Error;
 use crate::source::object::{self, Prefix};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -50,16 +51,13 @@ pub fn write_to_bucket<T>(out: &Path, job: impl FnOnce(&Path) -> io::Result<T>) 
     let result = (|| {
         let found = prefix.objects()?;
         if let Some((rel, _)) = found.first() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                    "{} already holds {} object(s) ({rel}, ...): an output in object storage \
+            return Err(io::Error::from(Error::Refused(format!(
+                "{} already holds {} object(s) ({rel}, ...): an output in object storage \
                      is written to an empty prefix only, since objects in a bucket are not \
                      replaced; choose a new prefix (such as one per night)",
-                    prefix.shown(),
-                    found.len()
-                ),
-            ));
+                prefix.shown(),
+                found.len()
+            ))));
         }
         let temp = TempFolder::new("out")?;
         let local = temp.path().join("output");

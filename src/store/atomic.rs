@@ -307,15 +307,12 @@ impl AtomicDir {
     /// same target left behind (killed before they could clean up) are removed.
     pub fn create(target: &Path, layout: &Layout) -> io::Result<AtomicDir> {
         let refuse = |why: String| {
-            io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                    "{} exists and is not a traceaudit {} that can be replaced ({why}); \
+            io::Error::from(Error::Refused(format!(
+                "{} exists and is not a traceaudit {} that can be replaced ({why}); \
                      refusing to touch it: choose another --out, or remove it yourself",
-                    target.display(),
-                    layout.what
-                ),
-            )
+                target.display(),
+                layout.what
+            )))
         };
         let name = target
             .file_name()
@@ -373,14 +370,11 @@ impl AtomicDir {
         let staging = parent.join(format!("{name}.tmp-{}", std::process::id()));
         if staging.exists() {
             if !staging.join(STAGING_MARKER).exists() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!(
-                        "{} exists and is not a traceaudit staging directory; refusing to \
+                return Err(io::Error::from(Error::Refused(format!(
+                    "{} exists and is not a traceaudit staging directory; refusing to \
                          touch it",
-                        staging.display()
-                    ),
-                ));
+                    staging.display()
+                ))));
             }
             std::fs::remove_dir_all(&staging)
                 .map_err(|e| with_path(e, "cannot remove the old staging directory", &staging))?;
