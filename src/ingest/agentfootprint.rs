@@ -160,24 +160,7 @@ impl Assembler {
         raw: Option<&str>,
         At { record, offset }: At,
     ) -> crate::error::Result<Pushed> {
-        let Value::Object(obj) = &envelope else {
-            return Err(Error::Malformed(
-                "not an event envelope (expected a JSON object)".into(),
-            ));
-        };
-        match obj.get("type") {
-            Some(Value::String(kind)) if kind.starts_with(PREFIX) => {}
-            Some(Value::String(kind)) => {
-                return Err(Error::Malformed(format!(
-                    "event type {kind:?} is not an agentfootprint event"
-                )))
-            }
-            _ => {
-                return Err(Error::Malformed(
-                    "event envelope has no string `type`".into(),
-                ))
-            }
-        }
+        check_envelope(&envelope)?;
         // The row keeps the envelope as recorded; the parsed value is then taken apart
         // (moved, not copied).
         let envelope_text = match raw {
@@ -245,152 +228,16 @@ impl Assembler {
             u32_field(&payload, "iteration").or(u32_field(&payload, "iterIndex"));
         event.iteration = payload_iteration.or(state.iteration);
 
-        match short {
-            "agent.run_configured" => {
-                state.run.agent = str_field(&payload, "agentId").map(str::to_string);
-                state.run.model = payload
-                    .get("llm")
-                    .and_then(|l| str_field(l, "model"))
-                    .map(str::to_string);
-            }
-            "agent.turn_start" => {
-                state.turn_ended = false;
-                event.kind = Some(EventKind::Message);
-                event.role = Some(Role::User);
-                let prompt = str_field(&payload, "userPrompt").map(str::to_string);
-                event.text = prompt.clone();
-                state.run.user_message = prompt;
-            }
-            "agent.turn_end" => {
-                if !state.turn_ended {
-                    state.turn_ended = true;
-                    self.ended.push(state.run.run_id.clone());
-                }
-                event.kind = Some(EventKind::Answer);
-                event.role = Some(Role::Assistant);
-                let answer = payload.get("finalContent").map(model_text);
-                event.text = answer.clone();
-                state.run.answer = answer;
-                if let Some(d) = payload.get("durationMs").and_then(Value::as_f64) {
-                    state.run.duration_ms = Some(d);
-                }
-                if let Some(Value::Array(items)) = state.last_history.take() {
-                    state.ended_history = Some(items.iter().filter_map(history_message).collect());
-                }
-            }
-            "agent.iteration_start" => {
-                state.iteration = payload_iteration;
-                event.iteration = payload_iteration;
-            }
-            "agent.iteration_end" => {
-                if let Some(history) = payload.get_mut("history").filter(|h| h.is_array()) {
-                    state.last_history = Some(history.take());
-                }
-            }
-            "context.injected" => {
-                // What was injected, by name (`output-schema` declares an output contract):
-                // checks read it here, not from the envelope, which is archived.
-                event.text = str_field(&payload, "sourceId").map(str::to_string);
-                if str_field(&payload, "slot") == Some("system-prompt") {
-                    let iteration = u32_field(&payload, "iteration").or(state.iteration);
-                    if state.prompt_iteration != iteration {
-                        state.prompt_injections.clear();
-                        state.prompt_iteration = iteration;
-                    }
-                    if let Some(text) = payload.get("rawContent").map(model_text) {
-                        state.prompt_injections.push(text);
-                    }
-                }
-                if str_field(&payload, "slot") == Some("messages") {
-                    let iteration = u32_field(&payload, "iteration").or(state.iteration);
-                    if state.injected_iteration != iteration {
-                        state.injected.clear();
-                        state.injected_iteration = iteration;
-                    }
-                    let role = str_field(&payload, "asRole").and_then(Role::parse);
-                    if let Some(role) = role {
-                        let position = payload
-                            .get("position")
-                            .and_then(Value::as_u64)
-                            .unwrap_or(state.injected.len() as u64);
-                        let text = payload
-                            .get("rawContent")
-                            .map(model_text)
-                            .unwrap_or_default();
-                        let call = str_field(&payload, "sourceId")
-                            .filter(|_| role == Role::Tool)
-                            .map(str::to_string);
-                        state.injected.push((position, role, text, call));
-                    }
-                }
-            }
-            "stream.llm_start" | "stream.llm_end" => {
-                event.kind = Some(EventKind::ModelCall);
-                if short == "stream.llm_end" {
-                    event.text = payload.get("content").map(model_text);
-                    event.duration_ms = payload.get("durationMs").and_then(Value::as_f64);
-                }
-            }
-            "stream.tool_start" => {
-                event.kind = Some(EventKind::Landing);
-                event.role = Some(Role::Assistant);
-                event.tool_name = str_field(&payload, "toolName").map(str::to_string);
-                event.call_id = str_field(&payload, "toolCallId").map(str::to_string);
-                event.arguments = payload.get("args").map(js::stringify);
-                event.flags = LandingFlags::UNANSWERED;
-                if let Some(id) = &event.call_id {
-                    state.open_calls.insert(id.clone(), state.run.events.len());
-                }
-            }
-            "stream.tool_end" => {
-                event.call_id = str_field(&payload, "toolCallId").map(str::to_string);
-                let landing_index = event
-                    .call_id
-                    .as_ref()
-                    .and_then(|id| state.open_calls.remove(id));
-                match landing_index {
-                    Some(i) => {
-                        let landing = &mut state.run.events[i];
-                        event.tool_name = landing.tool_name.clone();
-                        landing.flags &= !LandingFlags::UNANSWERED;
-                        let (text, from_model) = match payload.get("modelResult") {
-                            Some(v) => (model_text(v), true),
-                            None => (
-                                payload.get("result").map(model_text).unwrap_or_default(),
-                                false,
-                            ),
-                        };
-                        landing.text = Some(text);
-                        if from_model {
-                            landing.flags |= LandingFlags::MODEL_RESULT;
-                        }
-                        landing.error = payload.get("error").and_then(Value::as_bool) == Some(true);
-                        landing.duration_ms = payload.get("durationMs").and_then(Value::as_f64);
-                        let rewritten = payload
-                            .get("changedArgKeys")
-                            .and_then(Value::as_array)
-                            .is_some_and(|keys| !keys.is_empty());
-                        if rewritten {
-                            landing.flags |= LandingFlags::ARGS_REWRITTEN;
-                        }
-                    }
-                    None => {
-                        // Kept as an event; reported by the caller as a partial problem.
-                        state.run.events.push(event);
-                        return Ok(Pushed::OrphanResult);
-                    }
-                }
-            }
-            _ if verdict_name(short).is_some() => {
-                event.kind = Some(EventKind::Verdict);
-                event.text = verdict_name(short).map(str::to_string);
-                event.tool_name = str_field(&payload, "toolName").map(str::to_string);
-                event.call_id = str_field(&payload, "toolCallId").map(str::to_string);
-            }
-            _ => {}
-        }
+        let stored = read_event(
+            short,
+            &mut payload,
+            payload_iteration,
+            state,
+            &mut event,
+            &mut self.ended,
+        );
         state.run.events.push(event);
-        Ok(Pushed::Stored)
+        Ok(stored)
     }
 
     /// Hand on the runs whose turn ended and after whose last line `LATENESS_BYTES` of input
@@ -462,6 +309,190 @@ impl Assembler {
         }
         conversations
     }
+}
+
+/// Refuse what is not an agentfootprint event envelope: a JSON object whose `type` is one of
+/// agentfootprint's.
+fn check_envelope(envelope: &Value) -> crate::error::Result<()> {
+    let Value::Object(obj) = envelope else {
+        return Err(Error::Malformed(
+            "not an event envelope (expected a JSON object)".into(),
+        ));
+    };
+    match obj.get("type") {
+        Some(Value::String(kind)) if kind.starts_with(PREFIX) => Ok(()),
+        Some(Value::String(kind)) => Err(Error::Malformed(format!(
+            "event type {kind:?} is not an agentfootprint event"
+        ))),
+        _ => Err(Error::Malformed(
+            "event envelope has no string `type`".into(),
+        )),
+    }
+}
+
+/// Read event `short` (its type without the prefix) of a run into `event` and the run's
+/// state; a turn that ends is named in `ended`. `Pushed::OrphanResult` for a tool result no
+/// tool call waits for (the caller stores the event either way).
+fn read_event(
+    short: &str,
+    payload: &mut Value,
+    payload_iteration: Option<u32>,
+    state: &mut RunState,
+    event: &mut Event,
+    ended: &mut Vec<String>,
+) -> Pushed {
+    match short {
+        "agent.run_configured" => {
+            state.run.agent = str_field(payload, "agentId").map(str::to_string);
+            state.run.model = payload
+                .get("llm")
+                .and_then(|l| str_field(l, "model"))
+                .map(str::to_string);
+        }
+        "agent.turn_start" => {
+            state.turn_ended = false;
+            event.kind = Some(EventKind::Message);
+            event.role = Some(Role::User);
+            let prompt = str_field(payload, "userPrompt").map(str::to_string);
+            event.text = prompt.clone();
+            state.run.user_message = prompt;
+        }
+        "agent.turn_end" => {
+            if !state.turn_ended {
+                state.turn_ended = true;
+                ended.push(state.run.run_id.clone());
+            }
+            event.kind = Some(EventKind::Answer);
+            event.role = Some(Role::Assistant);
+            let answer = payload.get("finalContent").map(model_text);
+            event.text = answer.clone();
+            state.run.answer = answer;
+            if let Some(d) = payload.get("durationMs").and_then(Value::as_f64) {
+                state.run.duration_ms = Some(d);
+            }
+            if let Some(Value::Array(items)) = state.last_history.take() {
+                state.ended_history = Some(items.iter().filter_map(history_message).collect());
+            }
+        }
+        "agent.iteration_start" => {
+            state.iteration = payload_iteration;
+            event.iteration = payload_iteration;
+        }
+        "agent.iteration_end" => {
+            if let Some(history) = payload.get_mut("history").filter(|h| h.is_array()) {
+                state.last_history = Some(history.take());
+            }
+        }
+        "context.injected" => injected(payload, state, event),
+        "stream.llm_start" | "stream.llm_end" => {
+            event.kind = Some(EventKind::ModelCall);
+            if short == "stream.llm_end" {
+                event.text = payload.get("content").map(model_text);
+                event.duration_ms = payload.get("durationMs").and_then(Value::as_f64);
+            }
+        }
+        "stream.tool_start" => {
+            event.kind = Some(EventKind::Landing);
+            event.role = Some(Role::Assistant);
+            event.tool_name = str_field(payload, "toolName").map(str::to_string);
+            event.call_id = str_field(payload, "toolCallId").map(str::to_string);
+            event.arguments = payload.get("args").map(js::stringify);
+            event.flags = LandingFlags::UNANSWERED;
+            if let Some(id) = &event.call_id {
+                state.open_calls.insert(id.clone(), state.run.events.len());
+            }
+        }
+        // Kept as an event either way; an orphan is reported by the caller as a partial problem.
+        "stream.tool_end" if !tool_ended(payload, state, event) => return Pushed::OrphanResult,
+        _ if verdict_name(short).is_some() => {
+            event.kind = Some(EventKind::Verdict);
+            event.text = verdict_name(short).map(str::to_string);
+            event.tool_name = str_field(payload, "toolName").map(str::to_string);
+            event.call_id = str_field(payload, "toolCallId").map(str::to_string);
+        }
+        _ => {}
+    }
+    Pushed::Stored
+}
+
+/// What `context.injected` says: by name (`output-schema` declares an output contract; checks
+/// read it here, not from the envelope, which is archived), and what went into the system
+/// prompt or the messages of the iteration.
+fn injected(payload: &Value, state: &mut RunState, event: &mut Event) {
+    // What was injected, by name (`output-schema` declares an output contract):
+    // checks read it here, not from the envelope, which is archived.
+    event.text = str_field(payload, "sourceId").map(str::to_string);
+    if str_field(payload, "slot") == Some("system-prompt") {
+        let iteration = u32_field(payload, "iteration").or(state.iteration);
+        if state.prompt_iteration != iteration {
+            state.prompt_injections.clear();
+            state.prompt_iteration = iteration;
+        }
+        if let Some(text) = payload.get("rawContent").map(model_text) {
+            state.prompt_injections.push(text);
+        }
+    }
+    if str_field(payload, "slot") == Some("messages") {
+        let iteration = u32_field(payload, "iteration").or(state.iteration);
+        if state.injected_iteration != iteration {
+            state.injected.clear();
+            state.injected_iteration = iteration;
+        }
+        let role = str_field(payload, "asRole").and_then(Role::parse);
+        if let Some(role) = role {
+            let position = payload
+                .get("position")
+                .and_then(Value::as_u64)
+                .unwrap_or(state.injected.len() as u64);
+            let text = payload
+                .get("rawContent")
+                .map(model_text)
+                .unwrap_or_default();
+            let call = str_field(payload, "sourceId")
+                .filter(|_| role == Role::Tool)
+                .map(str::to_string);
+            state.injected.push((position, role, text, call));
+        }
+    }
+}
+
+/// A tool's result, given to the landing that called it: `false` when no landing waits for
+/// its call id.
+fn tool_ended(payload: &Value, state: &mut RunState, event: &mut Event) -> bool {
+    event.call_id = str_field(payload, "toolCallId").map(str::to_string);
+    let landing_index = event
+        .call_id
+        .as_ref()
+        .and_then(|id| state.open_calls.remove(id));
+    match landing_index {
+        Some(i) => {
+            let landing = &mut state.run.events[i];
+            event.tool_name = landing.tool_name.clone();
+            landing.flags &= !LandingFlags::UNANSWERED;
+            let (text, from_model) = match payload.get("modelResult") {
+                Some(v) => (model_text(v), true),
+                None => (
+                    payload.get("result").map(model_text).unwrap_or_default(),
+                    false,
+                ),
+            };
+            landing.text = Some(text);
+            if from_model {
+                landing.flags |= LandingFlags::MODEL_RESULT;
+            }
+            landing.error = payload.get("error").and_then(Value::as_bool) == Some(true);
+            landing.duration_ms = payload.get("durationMs").and_then(Value::as_f64);
+            let rewritten = payload
+                .get("changedArgKeys")
+                .and_then(Value::as_array)
+                .is_some_and(|keys| !keys.is_empty());
+            if rewritten {
+                landing.flags |= LandingFlags::ARGS_REWRITTEN;
+            }
+        }
+        None => return false,
+    }
+    true
 }
 
 /// A run's rows once its events are all in: the history the model saw as context rows, the
