@@ -75,170 +75,243 @@ pub(super) struct YamlShape {
 /// one, so it can only overstate the depth of a malformed text. It stops once the depth passes
 /// the limit.
 pub(super) fn yaml_shape(text: &str) -> YamlShape {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Quote {
-        None,
-        Single,
-        Double,
-    }
-    let mut shape = YamlShape::default();
-    let mut depth = 0usize;
-    let mut quote = Quote::None;
-    let mut escaped = false;
-    // A block scalar being stepped over: the indentation of the node that owns it, and that of
-    // its content once its first line is seen.
-    let mut block: Option<(usize, Option<usize>)> = None;
-    // A plain scalar in block context that the next line may continue: its node's column.
-    let mut plain_from: Option<usize> = None;
-    // Whether a node may start here, and (in block context) a key.
-    let mut at_node = true;
-    let mut at_key = true;
+    let mut look = Look::default();
     for line in text.split('\n') {
         let line = line.strip_suffix('\r').unwrap_or(line);
+        if look.in_block_scalar(line) {
+            continue;
+        }
+        if look.line(line) == Step::Stop {
+            break;
+        }
+    }
+    look.shape
+}
+
+#[derive(Clone, Copy, PartialEq, Default)]
+enum Quote {
+    #[default]
+    None,
+    Single,
+    Double,
+}
+
+/// What a byte does to the look over the rest of its line.
+#[derive(Clone, Copy, PartialEq)]
+enum Step {
+    Next,
+    /// The rest of the line is a comment or a block scalar's header.
+    EndOfLine,
+    /// The depth passed the limit: the look is over.
+    Stop,
+}
+
+/// The state of [`yaml_shape`]'s pass, carried from line to line.
+struct Look {
+    shape: YamlShape,
+    depth: usize,
+    quote: Quote,
+    escaped: bool,
+    /// A block scalar being stepped over: the indentation of the node that owns it, and that of
+    /// its content once its first line is seen.
+    block: Option<(usize, Option<usize>)>,
+    /// A plain scalar in block context that the next line may continue: its node's column.
+    plain_from: Option<usize>,
+    /// Whether a node may start here, and (in block context) a key.
+    at_node: bool,
+    at_key: bool,
+}
+
+impl Default for Look {
+    fn default() -> Look {
+        Look {
+            shape: YamlShape::default(),
+            depth: 0,
+            quote: Quote::None,
+            escaped: false,
+            block: None,
+            plain_from: None,
+            at_node: true,
+            at_key: true,
+        }
+    }
+}
+
+impl Look {
+    /// Is `line` part of the block scalar being stepped over (blank, or indented as its
+    /// content)? A line that is not ends it.
+    fn in_block_scalar(&mut self, line: &str) -> bool {
+        let Some((owner, content)) = self.block else {
+            return false;
+        };
         let bytes = line.as_bytes();
         let indent = bytes.iter().take_while(|b| **b == b' ').count();
         let blank = bytes.iter().all(|b| matches!(b, b' ' | b'\t'));
-        if let Some((owner, content)) = block {
-            match content {
-                _ if blank => continue,
-                Some(content) if indent >= content => continue,
-                None if indent > owner => {
-                    block = Some((owner, Some(indent)));
-                    continue;
-                }
-                _ => block = None,
+        match content {
+            _ if blank => true,
+            Some(content) if indent >= content => true,
+            None if indent > owner => {
+                self.block = Some((owner, Some(indent)));
+                true
+            }
+            _ => {
+                self.block = None;
+                false
             }
         }
+    }
+
+    /// Look over one line (not of a block scalar).
+    fn line(&mut self, line: &str) -> Step {
+        let bytes = line.as_bytes();
+        let indent = bytes.iter().take_while(|b| **b == b' ').count();
         let mut i = 0;
-        if quote == Quote::None {
-            if depth == 0 {
+        if self.quote == Quote::None {
+            if self.depth == 0 {
                 // A line indented past the node of a plain scalar continues that scalar.
-                at_node = plain_from.is_none_or(|from| indent <= from);
-                at_key = at_node;
-                if at_node {
-                    plain_from = None;
+                self.at_node = self.plain_from.is_none_or(|from| indent <= from);
+                self.at_key = self.at_node;
+                if self.at_node {
+                    self.plain_from = None;
                 }
                 if bytes.starts_with(b"---") && bytes.get(3).is_none_or(|b| *b == b' ') {
                     i = 3;
                 }
             }
-            escaped = false;
+            self.escaped = false;
         }
         // The column of the block node being read (a key, or a sequence entry).
         let mut node_col = indent;
         while i < bytes.len() {
-            let byte = bytes[i];
-            match quote {
-                Quote::Double => {
-                    if escaped {
-                        escaped = false;
-                    } else if byte == b'\\' {
-                        escaped = true;
-                    } else if byte == b'"' {
-                        quote = Quote::None;
-                        at_node = false;
-                    }
-                    i += 1;
-                    continue;
-                }
-                Quote::Single => {
-                    if byte == b'\'' {
-                        if bytes.get(i + 1) == Some(&b'\'') {
-                            i += 1;
-                        } else {
-                            quote = Quote::None;
-                            at_node = false;
-                        }
-                    }
-                    i += 1;
-                    continue;
-                }
-                Quote::None => {}
+            if self.quote != Quote::None {
+                i = self.in_quote(bytes, i);
+                continue;
             }
-            let next_blank = bytes.get(i + 1).is_none_or(|b| matches!(b, b' ' | b'\t'));
-            let after_blank = i == 0 || matches!(bytes[i - 1], b' ' | b'\t');
-            match byte {
-                b' ' | b'\t' => {}
-                b'#' if after_blank => break,
-                b'[' | b'{' if depth > 0 || at_node => {
-                    depth += 1;
-                    shape.flow_depth = shape.flow_depth.max(depth);
-                    if depth > NESTING_LIMIT {
-                        return shape;
-                    }
-                    at_node = true;
-                    plain_from = None;
-                }
-                b']' | b'}' if depth > 0 => {
-                    depth -= 1;
-                    at_node = false;
-                }
-                b',' if depth > 0 => at_node = true,
-                b'"' | b'\'' if at_node => {
-                    quote = if byte == b'"' {
-                        Quote::Double
-                    } else {
-                        Quote::Single
-                    };
-                    escaped = false;
-                    if depth == 0 && at_key {
-                        node_col = i;
-                    }
-                    at_key = false;
-                }
-                b'-' | b'?' if depth == 0 && at_node && next_blank => {
-                    node_col = i;
-                    at_key = true;
-                }
-                b':' if next_blank => {
-                    at_node = true;
-                    at_key = false;
-                    plain_from = None;
-                }
-                b'|' | b'>' if depth == 0 && at_node => {
-                    let rest = line[i + 1..]
-                        .trim_start_matches(|c: char| c.is_ascii_digit() || c == '+' || c == '-');
-                    let rest = rest.trim_start_matches([' ', '\t']);
-                    if rest.is_empty() || rest.starts_with('#') {
-                        block = Some((node_col, None));
-                        at_node = false;
-                        break;
-                    }
-                    at_node = false;
-                    at_key = false;
-                    plain_from = Some(node_col);
-                }
-                b'&' | b'!' | b'*' if at_node => {
-                    if byte == b'*' {
-                        shape.aliases += 1;
-                    }
-                    // The anchor, tag or alias name runs to the next blank (or flow indicator).
-                    while i + 1 < bytes.len()
-                        && !matches!(
-                            bytes[i + 1],
-                            b' ' | b'\t' | b',' | b'[' | b']' | b'{' | b'}'
-                        )
-                    {
-                        i += 1;
-                    }
-                    at_node = byte != b'*';
-                }
-                _ => {
-                    if at_node && depth == 0 {
-                        // A plain scalar (a key, or a value) starts here.
-                        if at_key {
-                            node_col = i;
-                        }
-                        plain_from = Some(node_col);
-                    }
-                    at_node = false;
-                    at_key = false;
-                }
+            match self.byte(line, &mut i, &mut node_col) {
+                Step::Next => i += 1,
+                Step::EndOfLine => return Step::Next,
+                Step::Stop => return Step::Stop,
             }
-            i += 1;
         }
+        Step::Next
     }
-    shape
+
+    /// Step over byte `i` of a quoted scalar; the index of the next byte.
+    fn in_quote(&mut self, bytes: &[u8], mut i: usize) -> usize {
+        let byte = bytes[i];
+        match self.quote {
+            Quote::Double => {
+                if self.escaped {
+                    self.escaped = false;
+                } else if byte == b'\\' {
+                    self.escaped = true;
+                } else if byte == b'"' {
+                    self.quote = Quote::None;
+                    self.at_node = false;
+                }
+            }
+            Quote::Single => {
+                if byte == b'\'' {
+                    if bytes.get(i + 1) == Some(&b'\'') {
+                        i += 1;
+                    } else {
+                        self.quote = Quote::None;
+                        self.at_node = false;
+                    }
+                }
+            }
+            Quote::None => {}
+        }
+        i + 1
+    }
+
+    /// What byte `*i` of `line`, outside quotes, opens, closes or starts (`*i` moves past an
+    /// anchor, tag or alias name).
+    fn byte(&mut self, line: &str, i: &mut usize, node_col: &mut usize) -> Step {
+        let bytes = line.as_bytes();
+        let byte = bytes[*i];
+        let next_blank = bytes.get(*i + 1).is_none_or(|b| matches!(b, b' ' | b'\t'));
+        let after_blank = *i == 0 || matches!(bytes[*i - 1], b' ' | b'\t');
+        match byte {
+            b' ' | b'\t' => {}
+            b'#' if after_blank => return Step::EndOfLine,
+            b'[' | b'{' if self.depth > 0 || self.at_node => {
+                self.depth += 1;
+                self.shape.flow_depth = self.shape.flow_depth.max(self.depth);
+                if self.depth > NESTING_LIMIT {
+                    return Step::Stop;
+                }
+                self.at_node = true;
+                self.plain_from = None;
+            }
+            b']' | b'}' if self.depth > 0 => {
+                self.depth -= 1;
+                self.at_node = false;
+            }
+            b',' if self.depth > 0 => self.at_node = true,
+            b'"' | b'\'' if self.at_node => {
+                self.quote = if byte == b'"' {
+                    Quote::Double
+                } else {
+                    Quote::Single
+                };
+                self.escaped = false;
+                if self.depth == 0 && self.at_key {
+                    *node_col = *i;
+                }
+                self.at_key = false;
+            }
+            b'-' | b'?' if self.depth == 0 && self.at_node && next_blank => {
+                *node_col = *i;
+                self.at_key = true;
+            }
+            b':' if next_blank => {
+                self.at_node = true;
+                self.at_key = false;
+                self.plain_from = None;
+            }
+            b'|' | b'>' if self.depth == 0 && self.at_node => {
+                let rest = line[*i + 1..]
+                    .trim_start_matches(|c: char| c.is_ascii_digit() || c == '+' || c == '-');
+                let rest = rest.trim_start_matches([' ', '\t']);
+                if rest.is_empty() || rest.starts_with('#') {
+                    self.block = Some((*node_col, None));
+                    self.at_node = false;
+                    return Step::EndOfLine;
+                }
+                self.at_node = false;
+                self.at_key = false;
+                self.plain_from = Some(*node_col);
+            }
+            b'&' | b'!' | b'*' if self.at_node => {
+                if byte == b'*' {
+                    self.shape.aliases += 1;
+                }
+                // The anchor, tag or alias name runs to the next blank (or flow indicator).
+                while *i + 1 < bytes.len()
+                    && !matches!(
+                        bytes[*i + 1],
+                        b' ' | b'\t' | b',' | b'[' | b']' | b'{' | b'}'
+                    )
+                {
+                    *i += 1;
+                }
+                self.at_node = byte != b'*';
+            }
+            _ => {
+                if self.at_node && self.depth == 0 {
+                    // A plain scalar (a key, or a value) starts here.
+                    if self.at_key {
+                        *node_col = *i;
+                    }
+                    self.plain_from = Some(*node_col);
+                }
+                self.at_node = false;
+                self.at_key = false;
+            }
+        }
+        Step::Next
+    }
 }
 
 /// Parse a cassette's YAML, refusing (with the reason) a text nested too deep for the parser to
