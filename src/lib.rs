@@ -5,13 +5,16 @@
 //!
 //! - [`ingest`]: one [`ingest::Adapter`] per source format, in one ordered registry; each reads
 //!   a file into canonical rows ([`model`]) and quarantine records.
-//! - [`store`]: the rows as Parquet parts with a manifest, written atomically.
+//! - [`store`]: the rows as Parquet parts (events and runs, a file each per part) with a
+//!   manifest of generations, written atomically.
 //! - [`passes`]: the checks, pure functions of one conversation and the configuration
 //!   ([`config`]), using the evidence gate's machinery ([`evidence`]).
 //! - [`corpus`]: findings, dispositions, ledgers, agreement, as Parquet.
 //! - [`pipeline`]: the batch in stages (inputs, readers, writer, checking tap, audit of parts);
 //!   [`ingest()`](fn@ingest) and [`audit()`](fn@audit) are its entry points.
-//! - `report` (feature `reports`): what people read, from a corpus.
+//! - `report` (feature `reports`): what people read, from a corpus; one row model per report,
+//!   laid out by each renderer.
+//! - `error`: the library's [`Error`]; the front doors each map it in one match.
 //! - [`cli`]: the command line, the only module that knows clap.
 
 // Every module is private to the crate; what other programs may use is re-exported below.
