@@ -15,6 +15,8 @@ pub mod generations;
 pub mod parquet_file;
 pub mod partitions;
 pub mod read;
+pub mod rebuild;
+pub mod row_groups;
 pub mod schema;
 pub mod split;
 pub mod write;
