@@ -314,20 +314,13 @@ impl Assembler {
 /// Refuse what is not an agentfootprint event envelope: a JSON object whose `type` is one of
 /// agentfootprint's.
 fn check_envelope(envelope: &Value) -> crate::error::Result<()> {
-    let Value::Object(obj) = envelope else {
-        return Err(Error::Malformed(
-            "not an event envelope (expected a JSON object)".into(),
-        ));
+    let why = match envelope.get("type") {
+        _ if !envelope.is_object() => "not an event envelope (expected a JSON object)".into(),
+        Some(Value::String(kind)) if kind.starts_with(PREFIX) => return Ok(()),
+        Some(Value::String(kind)) => format!("event type {kind:?} is not an agentfootprint event"),
+        _ => "event envelope has no string `type`".into(),
     };
-    match obj.get("type") {
-        Some(Value::String(kind)) if kind.starts_with(PREFIX) => Ok(()),
-        Some(Value::String(kind)) => Err(Error::Malformed(format!(
-            "event type {kind:?} is not an agentfootprint event"
-        ))),
-        _ => Err(Error::Malformed(
-            "event envelope has no string `type`".into(),
-        )),
-    }
+    Err(Error::Malformed(why))
 }
 
 /// Read event `short` (its type without the prefix) of a run into `event` and the run's
