@@ -375,15 +375,7 @@ fn only_runs(batch: &RecordBatch, ids: &HashSet<String>, inside: bool) -> io::Re
     if ids.is_empty() && !inside {
         return Ok(batch.clone());
     }
-    let column = batch
-        .column_by_name("run_id")
-        .and_then(|c| c.as_string_opt::<i32>())
-        .ok_or_else(|| io::Error::other("rows have no `run_id` column"))?;
-    let mask: BooleanArray = column
-        .iter()
-        .map(|id| Some(id.is_some_and(|id| ids.contains(id)) == inside))
-        .collect();
-    arrow::compute::filter_record_batch(batch, &mask).map_err(crate::store::write::to_io)
+    crate::store::write::rows_of_runs(batch, |id| ids.contains(id) == inside)
 }
 
 /// `runs` with `by` added to every `input_index` (their inputs' place in the store's list).

@@ -25,7 +25,7 @@ use crate::store::write::{
     part_file_name, runs_part_name, store_writer_properties, to_io, RUNS_DIR,
 };
 use crate::store::{Counts, InputEntry, StoreManifest};
-use arrow::array::{Array, AsArray, BooleanArray};
+use arrow::array::{Array, AsArray};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -268,16 +268,15 @@ fn without_runs(batch: &RecordBatch, dropped: &HashSet<String>) -> io::Result<Re
     if dropped.is_empty() {
         return Ok(batch.clone());
     }
-    let run_id = column(batch, "run_id")?.as_string::<i32>();
-    let keep: BooleanArray = run_id
-        .iter()
-        .map(|r| Some(!r.is_some_and(|r| dropped.contains(r))))
-        .collect();
-    arrow::compute::filter_record_batch(batch, &keep).map_err(to_io)
+    crate::store::write::rows_of_runs(batch, |id| !dropped.contains(id))
 }
 
-/// Check that every shard store has the plan's part count.
-fn check_shards(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result<()> {
+/// The shard stores' manifests, each checked to have the plan's part count.
+fn shard_manifests(
+    plan: &IngestPlan,
+    shards: &[(PathBuf, Vec<u32>)],
+) -> io::Result<Vec<StoreManifest>> {
+    let mut manifests = Vec::with_capacity(shards.len());
     for (dir, _) in shards {
         let manifest = StoreManifest::read(dir)?;
         if manifest.parts.len() != plan.parts as usize {
@@ -291,8 +290,9 @@ fn check_shards(plan: &IngestPlan, shards: &[(PathBuf, Vec<u32>)]) -> io::Result
                 ),
             ));
         }
+        manifests.push(manifest);
     }
-    Ok(())
+    Ok(manifests)
 }
 
 /// Does run `run_id` fall in bucket `bucket` of `buckets` (all of them when `None`)?
@@ -311,7 +311,7 @@ pub fn shard_duplicates(
     bucket: Option<(u32, u32)>,
 ) -> io::Result<Vec<Vec<String>>> {
     use arrow::datatypes::{UInt32Type, UInt64Type};
-    check_shards(plan, shards)?;
+    shard_manifests(plan, shards)?;
     let mut copies = Vec::new();
     for (s, (dir, _)) in shards.iter().enumerate() {
         for part in 0..plan.parts {
@@ -380,7 +380,7 @@ impl PartTally {
         self.dropped.extend(other.dropped);
     }
 
-    /// Count the runs `rows` keeps, and note those of `all` it left out.
+    /// `all` without the runs in `dropped`: the runs kept counted, the copies left out noted.
     fn count(&mut self, all: &RecordBatch, dropped: &HashSet<String>) -> io::Result<RecordBatch> {
         use arrow::datatypes::{UInt32Type, UInt64Type};
         let run_id = column(all, "run_id")?.as_string::<i32>();
@@ -512,9 +512,9 @@ pub fn merge_part(
 /// shards is kept from the earlier input, and the later copy quarantined as a duplicate, as
 /// the command line's ingest does. `started_seconds_ago`: how long the ingest ran before the
 /// merge. The parts are those [`merge_part`] wrote into `merged`, moved into the store (it
-/// must be on the store's filesystem), or when `None` merged here. Either way this process
-/// holds no run rows, only the tallies of the parts (and, merging here, the survey of one
-/// bucket of run ids at a time).
+/// must be on the store's filesystem), or when `None` merged here. Given merged parts, this
+/// process reads their tallies and no run at all; merging here, it also holds every run's key
+/// (id and origin) for the survey of duplicates, as the command line's ingest does.
 pub fn merge_shards(
     plan: &IngestPlan,
     shards: &[(PathBuf, Vec<u32>)],
@@ -524,7 +524,7 @@ pub fn merge_shards(
     merged: Option<&Path>,
 ) -> io::Result<IngestSummary> {
     let started = Instant::now();
-    check_shards(plan, shards)?;
+    let manifests = shard_manifests(plan, shards)?;
     let staging = AtomicDir::create(out, &crate::store::store_layout())?;
     std::fs::create_dir_all(staging.path().join("events"))?;
     std::fs::create_dir_all(staging.path().join(RUNS_DIR))?;
@@ -551,18 +551,12 @@ pub fn merge_shards(
             }
         }
         None => {
-            // The duplicates are surveyed in buckets, so no more run ids than a bucket's are
-            // held at once beyond the duplicates themselves.
-            let buckets = plan.parts.max(1);
-            let mut dropped: Vec<HashSet<String>> = vec![HashSet::new(); shards.len()];
-            for b in 0..buckets {
-                for (s, ids) in shard_duplicates(plan, shards, Some((b, buckets)))?
-                    .into_iter()
-                    .enumerate()
-                {
-                    dropped[s].extend(ids);
-                }
-            }
+            // One survey of every run's key: a survey per bucket would read every shard's
+            // runs files once per bucket, which only pays where the buckets run elsewhere.
+            let dropped: Vec<HashSet<String>> = shard_duplicates(plan, shards, None)?
+                .into_iter()
+                .map(|ids| ids.into_iter().collect())
+                .collect();
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(opts.threads.max(1))
                 .build()
@@ -619,10 +613,6 @@ pub fn merge_shards(
     quarantine.flush()?;
     drop(quarantine);
 
-    let manifests = shards
-        .iter()
-        .map(|(dir, _)| StoreManifest::read(dir))
-        .collect::<io::Result<Vec<_>>>()?;
     let manifest = merged_manifest(
         plan,
         shards,

@@ -490,42 +490,34 @@ impl Store {
     /// of what the store holds.
     pub fn run_keys(&self) -> io::Result<Vec<RunKey>> {
         let mut keys = Vec::new();
-        for (generation, file) in self
-            .generations
-            .iter()
-            .map(|g| {
-                g.all_runs()
-                    .map(|files| files.into_iter().map(move |f| (g, f)))
-            })
-            .collect::<io::Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-        {
-            let (path, metadata) = (&file.path, file.metadata);
-            let others: Vec<&str> = metadata
-                .parquet_schema()
-                .columns()
-                .iter()
-                .map(|c| c.name())
-                .filter(|n| !matches!(*n, "run_id" | "conversation_id" | "part" | "events"))
-                .collect();
+        for generation in &self.generations {
             let superseded = &generation.files.superseded;
-            for batch in read_row_groups(path, metadata, |_| true, &others)? {
-                let runs = col::<StringArray>(&batch, "run_id")?;
-                let conversations = col::<StringArray>(&batch, "conversation_id")?;
-                let parts = col::<UInt32Array>(&batch, "part")?;
-                let events = col::<UInt32Array>(&batch, "events")?;
-                for i in 0..batch.num_rows() {
-                    let conversation = conversations.value(i);
-                    if superseded.contains(conversation) {
-                        continue;
+            for file in generation.all_runs()? {
+                let others: Vec<&str> = file
+                    .metadata
+                    .parquet_schema()
+                    .columns()
+                    .iter()
+                    .map(|c| c.name())
+                    .filter(|n| !matches!(*n, "run_id" | "conversation_id" | "part" | "events"))
+                    .collect();
+                for batch in read_row_groups(&file.path, file.metadata, |_| true, &others)? {
+                    let runs = col::<StringArray>(&batch, "run_id")?;
+                    let conversations = col::<StringArray>(&batch, "conversation_id")?;
+                    let parts = col::<UInt32Array>(&batch, "part")?;
+                    let events = col::<UInt32Array>(&batch, "events")?;
+                    for i in 0..batch.num_rows() {
+                        let conversation = conversations.value(i);
+                        if superseded.contains(conversation) {
+                            continue;
+                        }
+                        keys.push(RunKey {
+                            run_id: runs.value(i).to_string(),
+                            conversation_id: conversation.to_string(),
+                            part: parts.value(i) + generation.files.first_part,
+                            events: events.value(i),
+                        });
                     }
-                    keys.push(RunKey {
-                        run_id: runs.value(i).to_string(),
-                        conversation_id: conversation.to_string(),
-                        part: parts.value(i) + generation.files.first_part,
-                        events: events.value(i),
-                    });
                 }
             }
         }
@@ -868,12 +860,11 @@ mod tests {
         assert!(Store::open(dir.path()).is_ok());
     }
 
-    #[test]
-    fn a_store_missing_or_truncating_a_part_is_refused_by_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut writer = StoreWriter::create(dir.path(), 3, spec()).unwrap();
+    /// A store of 3 parts in `dir`: conversations `c0` to `c11`, of `runs` runs each.
+    fn twelve_conversations(dir: &Path, runs: u32) {
+        let mut writer = StoreWriter::create(dir, 3, spec()).unwrap();
         for i in 0..12 {
-            let c = conversation(&format!("c{i}"), 1, 10);
+            let c = conversation(&format!("c{i}"), runs, 10);
             let origin = Origin {
                 input_index: 0,
                 record_index: i,
@@ -881,7 +872,13 @@ mod tests {
             writer.write(&c, origin).unwrap();
         }
         writer.finish().unwrap();
-        write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
+        write_manifest(dir, crate::store::schema::STORE_SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_store_missing_or_truncating_a_part_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        twelve_conversations(dir.path(), 1);
         assert_eq!(Store::open(dir.path()).unwrap().parts, 3);
         let refused = |dir: &Path| Store::open(dir).err().expect("refused").to_string();
         // Lose the middle part: before, the parts after it were skipped without a word.
@@ -937,17 +934,7 @@ mod tests {
     #[test]
     fn a_store_with_one_runs_file_is_read_and_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = StoreWriter::create(dir.path(), 3, spec()).unwrap();
-        for i in 0..12 {
-            let c = conversation(&format!("c{i}"), 2, 10);
-            let origin = Origin {
-                input_index: 0,
-                record_index: i,
-            };
-            writer.write(&c, origin).unwrap();
-        }
-        writer.finish().unwrap();
-        write_manifest(dir.path(), crate::store::schema::STORE_SCHEMA_VERSION);
+        twelve_conversations(dir.path(), 2);
         let store = Store::open(dir.path()).unwrap();
         let by_part: Vec<String> = (0..3)
             .map(|p| format!("{:?}", store.read_part(p).unwrap()))

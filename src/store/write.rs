@@ -618,6 +618,18 @@ impl Part {
     }
 }
 
+/// The rows of `batch` (a store's runs or events) whose run `keep` says to keep: a row
+/// without a run id is kept when `keep("")` is.
+pub fn rows_of_runs(batch: &RecordBatch, keep: impl Fn(&str) -> bool) -> io::Result<RecordBatch> {
+    use arrow::array::{AsArray, BooleanArray};
+    let ids = batch
+        .column_by_name("run_id")
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(|| io::Error::other("rows have no `run_id` column"))?;
+    let mask: BooleanArray = ids.iter().map(|id| Some(keep(id.unwrap_or("")))).collect();
+    arrow::compute::filter_record_batch(batch, &mask).map_err(to_io)
+}
+
 /// The part a conversation belongs to.
 pub fn part_of(conversation_id: &str, parts: u32) -> u32 {
     if parts <= 1 {
