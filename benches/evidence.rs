@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
-use traceaudit::internals::evidence::{
+use traceaudit::evidence::{
     answer_values, build_index, build_watching_index, normalize_token, read_answer, tokenize,
     CompiledEvidence, EvidenceIndex,
 };

@@ -325,6 +325,22 @@ fn quiet_reader_panics() {
     });
 }
 
+/// Parse `args` as the binary does and run the command; clap's usage errors (and `--help`,
+/// `--version`) are printed by clap, with its exit status.
+pub fn run_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Cli::try_parse_from(args) {
+        Ok(cli) => run(cli),
+        Err(e) => {
+            let _ = e.print();
+            ExitCode::from(e.exit_code().clamp(0, 255) as u8)
+        }
+    }
+}
+
 pub fn run(cli: Cli) -> ExitCode {
     #[cfg(feature = "reports")]
     if !matches!(

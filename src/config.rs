@@ -166,6 +166,17 @@ fn read_bounded(path: &Path) -> std::io::Result<String> {
 }
 
 impl Config {
+    /// A configuration from the text of a `traceaudit.toml`; an unknown table or key is an
+    /// error ([`Error::Config`](crate::Error::Config)), so a misspelt setting is not ignored.
+    ///
+    /// ```
+    /// use traceaudit::{Config, RepeatedWhen};
+    ///
+    /// let config = Config::from_toml("[tools.render_screen]\nrepeated_when = \"arguments\"\n");
+    /// let tool = &config.unwrap().tools["render_screen"];
+    /// assert_eq!(tool.repeated_when, Some(RepeatedWhen::Arguments));
+    /// assert!(Config::from_toml("[tool.render_screen]\n").is_err());
+    /// ```
     pub fn from_toml(text: &str) -> Result<Config> {
         toml::from_str(text).map_err(|e| Error::Config(e.to_string()))
     }

@@ -1,28 +1,61 @@
 //! traceaudit: audits recorded AI-agent runs offline, in batch.
 //!
 //! Data flows one way, and so do the modules: each uses only those below it (checked by
-//! `tests/architecture.rs`).
+//! `tests/architecture.rs`). All of them are private; the names other programs use are
+//! re-exported here.
 //!
-//! - [`ingest`]: one [`ingest::Adapter`] per source format, in one ordered registry; each reads
-//!   a file into canonical rows ([`model`]) and quarantine records.
-//! - [`store`]: the rows as Parquet parts (events and runs, a file each per part) with a
-//!   manifest of generations, written atomically.
-//! - [`passes`]: the checks, pure functions of one conversation and the configuration
-//!   ([`config`]), using the evidence gate's machinery ([`evidence`]).
-//! - [`corpus`]: findings, dispositions, ledgers, agreement, as Parquet.
-//! - [`pipeline`]: the batch in stages (inputs, readers, writer, checking tap, audit of parts);
-//!   [`ingest()`](fn@ingest) and [`audit()`](fn@audit) are its entry points.
+//! - `source`: where bytes come from (local files, object storage, compression).
+//! - `ingest`: one adapter per source format, in one ordered registry; each reads a file into
+//!   canonical rows ([`model`]) and quarantine records ([`read`]).
+//! - `store`: the rows as Parquet parts (events and runs, a file each per part) with a
+//!   manifest of generations, written atomically ([`Store`]).
+//! - `passes`: the checks ([`checks`]), pure functions of one conversation and the
+//!   configuration ([`Config`]), using the evidence gate ([`evidence`]).
+//! - `corpus`: findings, dispositions, ledgers, agreement, as Parquet ([`tables`]).
+//! - `pipeline`: the batch in stages (inputs, readers, writer, checking tap, audit of parts);
+//!   [`ingest()`](fn@ingest) and [`audit()`](fn@audit) are its entry points, and
+//!   [`distributed`] its pieces for engines that share the work out.
 //! - `report` (feature `reports`): what people read, from a corpus; one row model per report,
 //!   laid out by each renderer.
 //! - `error`: the library's [`Error`]; the front doors each map it in one match.
-//! - [`cli`]: the command line, the only module that knows clap.
+//! - `cli`: the command line, the only module that knows clap ([`run_command_line`]).
+//!
+//! What other programs use is re-exported: the jobs at the root ([`ingest()`](fn@ingest),
+//! [`audit()`](fn@audit), [`append`], [`compact`]) with their options and summaries, and one
+//! facade module a topic: [`read`], [`model`], [`checks`], [`evidence`], [`fingerprint`],
+//! [`tables`], [`distributed`], [`front_door`], [`output`] and [`allocator`].
+//!
+//! A night's audit, as `traceaudit ingest` then `traceaudit audit STORE` run it:
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use traceaudit::{audit, ingest, AuditOptions, IngestOptions};
+//!
+//! let work = tempfile::tempdir()?;
+//! let (store, corpus) = (work.path().join("store"), work.path().join("corpus"));
+//! // The recordings into a store of Parquet parts...
+//! let night = ingest(
+//!     &["testdata/agentfootprint/ndjson".into()],
+//!     &store,
+//!     &IngestOptions::default(),
+//! )?;
+//! assert_eq!(night.manifest.counts.files, 9);
+//! // ...and every check over the store, into a corpus of Parquet tables.
+//! let audited = audit(&[store], &corpus, &AuditOptions::default())?;
+//! assert_eq!(audited.manifest.runs, night.manifest.counts.runs);
+//! assert!(audited.manifest.findings > 0);
+//! assert!(corpus.join("dispositions.parquet").is_file());
+//! # Ok(())
+//! # }
+//! ```
 
-// Every module is private to the crate; what other programs may use is re-exported below.
-pub mod cli;
+// Every module is private to the crate; what other programs may use is re-exported below,
+// at the root (the jobs) or in a facade module of one topic.
+pub(crate) mod cli;
 pub(crate) mod config;
 pub(crate) mod corpus;
 pub(crate) mod error;
-pub(crate) mod evidence;
+pub mod evidence;
 pub(crate) mod ingest;
 pub(crate) mod js;
 pub mod model;
@@ -35,44 +68,216 @@ pub(crate) mod source;
 pub(crate) mod store;
 pub(crate) mod terminal;
 
-// The library's front door: the jobs the CLI runs, for the benches, the tests and other
-// programs that embed the engine (the Python module among them). `model` is public whole: its
-// rows are what reading a file gives back.
+// The jobs the command line runs, their options and their summaries.
 pub use config::{Config, RepeatedWhen};
-pub use corpus::{Disposition, Finding, CHECK_COLUMN};
+pub use corpus::{Agreement, Disposition, Finding};
 pub use error::{Error, Result};
-pub use ingest::{read_head, read_path, Collect, Format, Limits, Quarantined, Severity};
-pub use passes::{registry as checks, Pass, PassContext, RunOutcome};
+pub use ingest::{Format, Limits};
 pub use pipeline::append::{
     append, append_store, compact, fresh_inputs, AppendSummary, CompactSummary,
 };
 pub use pipeline::audit::{audit, AuditOptions, AuditSummary};
-// How a front door (the command line, the Python module) resolves what it was given.
 pub use pipeline::ingest::{ingest, IngestOptions, IngestSummary};
-pub use pipeline::inputs::expand_inputs;
-pub use pipeline::options::{audit_options, threads as resolve_threads};
-pub use store::Store;
-pub use terminal::line as terminal_line;
-// The ingest in shards and the audit a part at a time, for engines that distribute the work
-// (the Python module and its Ray driver).
-pub use pipeline::audit::{CheckCounts, CorpusManifest};
-pub use pipeline::parts::{audit_batches, audit_part, finish_corpus, CorpusTable, PartAudit};
-pub use pipeline::shards::{
-    ingest_shard, join_keys, merge_part, merge_shards, plan_ingest, shard_duplicates, IngestPlan,
-    PlannedInput,
-};
-// What those callers need to name besides: a store's manifest.
+pub use pipeline::inputs::{expand_inputs, InputFile};
 pub use store::generations::{GenerationEntry, Pick as GenerationPick};
-pub use store::StoreManifest;
-// Reading a corpus in either layout (one file per table, or the part files its manifest lists)
-// without Polars, and the driver's `findings.jsonl` for a corpus written a part at a time.
-pub use corpus::layout::{
-    read_table as read_corpus_table, table_files, Layout as CorpusLayout, TableFile, TableFiles,
-};
-pub use corpus::write::findings_jsonl;
+pub use store::{Store, StoreManifest};
+
+/// Run the command line on `args` (the program's name first, as [`std::env::args_os`] gives
+/// them) and return its exit status: 0 done (or a gate passed), 1 a gate failed, 2 an error.
+/// A usage error is printed as the binary prints it.
+///
+/// ```
+/// use std::process::ExitCode;
+/// let code = traceaudit::run_command_line(["traceaudit", "audit", "--no-such-flag"]);
+/// assert_eq!(code, ExitCode::from(2));
+/// ```
+pub fn run_command_line<I, T>(args: I) -> std::process::ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    cli::run_args(args)
+}
+
+/// Reading one recorded file into canonical rows ([`model`]) and quarantine records, as the
+/// ingest reads each input: collected in memory ([`read_path`](read::read_path)), or handed
+/// to a [`Sink`](read::Sink) of the caller's conversation by conversation.
+///
+/// ```
+/// use traceaudit::model::Conversation;
+/// use traceaudit::read::{read_file, read_path, Input, Quarantined, Sink};
+/// use traceaudit::Format;
+/// use std::path::Path;
+///
+/// let path = Path::new("testdata/agentfootprint/ndjson/a_repeated_identical_call.ndjson");
+/// // In memory: the format found from the file's first bytes.
+/// let read = read_path(path, None).unwrap();
+/// assert!(read.quarantined.is_empty());
+/// let runs: usize = read.conversations.iter().map(|(c, _)| c.runs.len()).sum();
+///
+/// // Or streamed: a sink that keeps only what it needs.
+/// #[derive(Default)]
+/// struct CountRuns(usize);
+/// impl Sink for CountRuns {
+///     fn conversation(&mut self, conversation: Conversation, _record: u64) {
+///         self.0 += conversation.runs.len();
+///     }
+///     fn quarantine(&mut self, _item: Quarantined) {}
+///     fn records_read(&mut self, _n: u64) {}
+/// }
+/// let mut sink = CountRuns::default();
+/// read_file(Format::AgentfootprintNdjson, &Input::new(path, "a.ndjson"), &mut sink).unwrap();
+/// assert_eq!(sink.0, runs);
+/// ```
+pub mod read {
+    pub use crate::ingest::{
+        read_file, read_head, read_path, Collect, Input, Quarantined, Severity, Sink,
+    };
+    // The scanner's streamed and whole-buffer paths side by side, for the fuzz targets only.
+    #[cfg(fuzzing)]
+    pub use crate::ingest::fuzz_scan_as_streamed;
+}
+
+/// The checks, in the order they run and report: each a pure function of one conversation
+/// and the configuration.
+///
+/// ```
+/// use traceaudit::checks::{Pass, PassContext, RepeatedCall};
+/// use traceaudit::Disposition;
+///
+/// let path = "testdata/agentfootprint/ndjson/a_repeated_identical_call.ndjson";
+/// let read = traceaudit::read::read_path(path.as_ref(), None).unwrap();
+/// let (conversation, _) = &read.conversations[0];
+/// // One outcome per run of the conversation.
+/// let outcomes = RepeatedCall.check(conversation, &PassContext::default());
+/// assert_eq!(outcomes.len(), conversation.runs.len());
+/// assert!(outcomes.iter().any(|o| o.disposition == Disposition::CheckedFail));
+///
+/// let names: Vec<&str> = traceaudit::checks::all().iter().map(|c| c.name()).collect();
+/// assert_eq!(names, ["repeated-call", "prior-turn-evidence", "schema-attempt"]);
+/// ```
+pub mod checks {
+    pub use crate::passes::prior_turn_evidence::PriorTurnEvidence;
+    pub use crate::passes::repeated_call::RepeatedCall;
+    pub use crate::passes::schema_attempt::SchemaAttempt;
+    pub use crate::passes::{registry as all, Pass, PassContext, RunOutcome};
+}
+
+/// A corpus's tables read back without Polars, in either layout (one file per table, or the
+/// part files its manifest lists), and what its `manifest.json` holds.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use traceaudit::tables::{read_table, CHECK_COLUMN};
+/// use traceaudit::{audit, AuditOptions};
+///
+/// let work = tempfile::tempdir()?;
+/// let corpus = work.path().join("corpus");
+/// let inputs = ["testdata/agentfootprint/ndjson/a_repeated_identical_call.ndjson".into()];
+/// let audited = audit(&inputs, &corpus, &AuditOptions::default())?;
+/// // One row per run and check.
+/// let (schema, batches) = read_table(&corpus, "dispositions")?;
+/// assert!(schema.field_with_name(CHECK_COLUMN).is_ok());
+/// let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+/// assert_eq!(rows as u64, audited.manifest.runs * 3);
+/// # Ok(())
+/// # }
+/// ```
+pub mod tables {
+    pub use crate::corpus::layout::{read_table, table_files, Layout, TableFile, TableFiles};
+    pub use crate::corpus::write::findings_jsonl;
+    pub use crate::corpus::CHECK_COLUMN;
+    pub use crate::pipeline::audit::{CheckCounts, CorpusManifest};
+}
+
+/// The ingest in shards and the audit a part at a time, for engines that distribute the work
+/// (the Python module's Ray driver): plan the inputs into parts, ingest each shard, survey the
+/// runs read twice, merge the parts into one store; then audit each part and finish the
+/// corpus from the parts' results. Each step is a function of files, so each may run in a
+/// task of its own on another machine that sees the same folders.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use traceaudit::distributed::*;
+/// use traceaudit::{AuditOptions, IngestOptions};
+///
+/// let work = tempfile::tempdir()?;
+/// let at = |name: &str| work.path().join(name);
+/// let opts = IngestOptions::default();
+/// let plan = plan_ingest(&["testdata/agentfootprint/ndjson".into()], 0)?;
+/// // Two shards, each ingesting half of the files (the plan's input numbers).
+/// let numbers: Vec<u32> = (0..plan.inputs.len() as u32).collect();
+/// let (first, second) = numbers.split_at(numbers.len() / 2);
+/// let shards = vec![(at("shard-0"), first.to_vec()), (at("shard-1"), second.to_vec())];
+/// for (dir, files) in &shards {
+///     ingest_shard(&plan, files, dir, &opts)?;
+/// }
+/// // The runs read twice, then the shards joined into one store.
+/// let dropped = shard_duplicates(&plan, &shards, None)?;
+/// let dirs: Vec<_> = shards.iter().map(|(dir, _)| dir.clone()).collect();
+/// for part in 0..plan.parts {
+///     merge_part(&dirs, &dropped, part, &at("merged"))?;
+/// }
+/// let store = merge_shards(&plan, &shards, &at("store"), &opts, 0.0, Some(&at("merged")))?;
+///
+/// // The audit a part at a time, then the corpus finished from the parts' results.
+/// let audit = AuditOptions::default();
+/// let mut parts = Vec::new();
+/// for part in 0..plan.parts {
+///     parts.push(audit_part(&at("store"), part, &at("corpus"), &audit)?);
+/// }
+/// let manifest_text = std::fs::read_to_string(at("store").join("manifest.json"))?;
+/// let corpus = finish_corpus(&at("corpus"), "store", &manifest_text, &parts, &audit, 0.0)?;
+/// assert_eq!(corpus.runs, store.manifest.counts.runs);
+/// # Ok(())
+/// # }
+/// ```
+pub mod distributed {
+    pub use crate::pipeline::parts::{
+        audit_batches, audit_part, finish_corpus, CorpusTable, PartAudit,
+    };
+    pub use crate::pipeline::shards::{
+        ingest_shard, join_keys, merge_part, merge_shards, plan_ingest, shard_duplicates,
+        IngestPlan, PlannedInput,
+    };
+}
+
+/// What the front doors (the command line, the Python module) share: options resolved once
+/// from what a user gave, and text bounded for a terminal.
+///
+/// ```
+/// use traceaudit::front_door::{audit_options, terminal_line, threads};
+///
+/// // A configuration file that cannot be read is an error that names it.
+/// let missing = std::path::Path::new("no/such/traceaudit.toml");
+/// let refused = audit_options(Some(missing), None, None).unwrap_err();
+/// assert!(refused.to_string().contains("no/such/traceaudit.toml"));
+/// let (opts, _notes) = audit_options(None, Some(vec!["repeated-call".into()]), Some(1)).unwrap();
+/// assert_eq!(opts.threads, 1);
+/// assert!(threads(None).0 >= 1);
+/// // Recorded text is untrusted: control characters are not passed to the terminal.
+/// assert!(!terminal_line("a\x1b[2Jb", 80).contains('\x1b'));
+/// ```
+pub mod front_door {
+    pub use crate::pipeline::options::{audit_options, threads};
+    pub use crate::terminal::line as terminal_line;
+}
 
 /// The framework's own fingerprints, to the byte: JavaScript's `JSON.stringify` and number and
 /// string forms, its hashes, and the repeated-call key built from them.
+///
+/// ```
+/// use traceaudit::fingerprint::{call_key, fingerprint, stable_string};
+/// use traceaudit::RepeatedWhen;
+///
+/// // 32-bit FNV-1a over UTF-16 code units, as 8 zero-padded hex digits (spec section 3).
+/// assert_eq!(fingerprint("x2"), "0f630cef");
+/// // Arguments as the framework writes them: keys sorted, numbers as JavaScript prints them.
+/// let args: serde_json::Value = serde_json::from_str(r#"{"b":1.0,"a":[1e21]}"#).unwrap();
+/// assert_eq!(stable_string(&args), r#"{"a":[1e+21],"b":1}"#);
+/// let key = call_key("lookup", Some(r#"{"b":1.0,"a":[1e21]}"#), "ok", RepeatedWhen::Arguments);
+/// assert_eq!(key.key, format!("lookup:{}:*", fingerprint(r#"{"a":[1e+21],"b":1}"#)));
+/// ```
 pub mod fingerprint {
     pub use crate::js::*;
     pub use crate::passes::repeated_call::{call_key, CallKey};
@@ -114,29 +319,4 @@ pub mod allocator {
             assert_eq!(get(), -1);
         }
     }
-}
-
-/// Internals the micro-benchmarks, the fuzz targets and the integration tests reach into. Not
-/// part of the library's interface: names here change without notice.
-#[doc(hidden)]
-pub mod internals {
-    /// The evidence gate's tokenizer, value extractor and index.
-    pub mod evidence {
-        #[cfg(fuzzing)]
-        pub use crate::evidence::index::assert_direct_walk_as_reference;
-        pub use crate::evidence::index::is_framework_frame;
-        pub use crate::evidence::{
-            answer_values, answer_values_from_digest, build_index, build_watching_index,
-            digest_result, digest_text, disposition, normalize_token, read_answer, tokenize,
-            CompiledEvidence, EvidenceConfig, EvidenceIndex,
-        };
-    }
-    pub use crate::ingest::agentfootprint::LATENESS_BYTES;
-    #[cfg(fuzzing)]
-    pub use crate::ingest::fuzz_scan_as_streamed;
-    pub use crate::ingest::trajectory::parse_iso_ms;
-    pub use crate::ingest::{read_file, Input, Sink};
-    pub use crate::passes::prior_turn_evidence::PriorTurnEvidence;
-    pub use crate::passes::repeated_call::RepeatedCall;
-    pub use crate::passes::schema_attempt::SchemaAttempt;
 }

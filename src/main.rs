@@ -1,4 +1,3 @@
-use clap::Parser;
 use std::process::ExitCode;
 
 #[global_allocator]
@@ -7,5 +6,5 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     traceaudit::allocator::keep_freed_pages();
     traceaudit::output::remove_staging_on_signal();
-    traceaudit::cli::run(traceaudit::cli::Cli::parse())
+    traceaudit::run_command_line(std::env::args_os())
 }

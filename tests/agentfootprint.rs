@@ -316,7 +316,7 @@ fn a_session_stored_in_fragments_is_joined() {
     let padded_path = dir.path().join("padded/f_prior_turn_evidence.ndjson");
     std::fs::write(&padded_path, padded).unwrap();
     // The adapter hands sess-f-conv on in three fragments.
-    let read = traceaudit::read_path(&padded_path, None).unwrap();
+    let read = traceaudit::read::read_path(&padded_path, None).unwrap();
     let fragments = read
         .conversations
         .iter()

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use serde_json::Value;
 use traceaudit::model::{EventKind, Role};
-use traceaudit::{read_head, read_path, Format, Severity};
+use traceaudit::read::{read_head, read_path, Severity};
+use traceaudit::Format;
 
 const FILES: [&str; 3] = [
     "AGNO_trace.json",

@@ -122,7 +122,7 @@ fn dispositions(corpus: &Path) -> BTreeMap<(String, String), String> {
         };
         let (run, check, disposition) = (
             text("run_id"),
-            text(traceaudit::CHECK_COLUMN),
+            text(traceaudit::tables::CHECK_COLUMN),
             text("disposition"),
         );
         for i in 0..batch.num_rows() {

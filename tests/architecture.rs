@@ -108,6 +108,36 @@ fn every_module_is_in_a_layer() {
     );
 }
 
+/// The facade is what `src/lib.rs` re-exports, documented: no module of it is hidden from the
+/// docs, and no module of the crate is public but those that are facade modules by design.
+#[test]
+fn the_facade_hides_nothing() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .unwrap();
+    assert!(!lib.contains("doc(hidden)"), "a hidden item in src/lib.rs");
+    let public: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|l| l.trim_end_matches([';', '{', ' ']))
+        .collect();
+    assert_eq!(
+        public,
+        [
+            "evidence",
+            "model",
+            "read",
+            "checks",
+            "tables",
+            "distributed",
+            "front_door",
+            "fingerprint",
+            "output",
+            "allocator"
+        ],
+        "a module made public: re-export what other programs need instead"
+    );
+}
+
 #[test]
 fn data_flows_one_way() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

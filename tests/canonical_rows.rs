@@ -6,7 +6,8 @@ mod common;
 use common::*;
 use traceaudit::model::vocab::source_family;
 use traceaudit::model::Run;
-use traceaudit::{read_path, Format};
+use traceaudit::read::read_path;
+use traceaudit::Format;
 
 fn cut(s: &Option<String>) -> String {
     match s {

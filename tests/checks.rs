@@ -28,7 +28,7 @@ fn is_case(path: &Path) -> bool {
 /// Every case, as `(check, case name, path)`, in name order.
 fn cases() -> Vec<(String, String, PathBuf)> {
     let root = fixtures("");
-    let registered: Vec<&str> = traceaudit::checks().iter().map(|p| p.name()).collect();
+    let registered: Vec<&str> = traceaudit::checks::all().iter().map(|p| p.name()).collect();
     let mut out = Vec::new();
     for dir in std::fs::read_dir(&root).unwrap() {
         let dir = dir.unwrap().path();
@@ -146,7 +146,7 @@ fn every_check_fixture() {
     let cases = cases();
     let mut expected = expected();
     assert!(!cases.is_empty(), "no case under tests/fixtures/checks");
-    for check in traceaudit::checks() {
+    for check in traceaudit::checks::all() {
         assert!(
             cases.iter().any(|(c, _, _)| c == check.name()),
             "{} has no fixture under tests/fixtures/checks",

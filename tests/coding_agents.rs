@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use traceaudit::{read_head, read_path, Collect, Format, Severity};
+use traceaudit::read::{read_head, read_path, Collect, Severity};
+use traceaudit::Format;
 
 /// The file's non-blank lines: the JSON objects among them, and how many are not JSON objects
 /// (the lines a reader drops).

@@ -11,15 +11,13 @@
 
 mod common;
 
-use clap::Parser;
 use common::{copy_dir, path_str, testdata, traceaudit as binary};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use traceaudit::cli::Cli;
-use traceaudit::{
-    audit, audit_part, findings_jsonl, finish_corpus, ingest, AuditOptions, Config, IngestOptions,
-};
+use traceaudit::distributed::{audit_part, finish_corpus};
+use traceaudit::tables::findings_jsonl;
+use traceaudit::{audit, ingest, AuditOptions, Config, IngestOptions};
 
 fn options() -> AuditOptions {
     let (config, text) = Config::load(&testdata("traceaudit.toml")).unwrap();
@@ -38,7 +36,7 @@ fn run(args: &[&str]) -> (u8, String) {
     let mut full = vec!["traceaudit"];
     full.extend_from_slice(args);
     full.extend_from_slice(&["--out", path_str(&out)]);
-    let code = traceaudit::cli::run(Cli::try_parse_from(full).unwrap());
+    let code = traceaudit::run_command_line(full);
     let status = [0u8, 1, 2]
         .into_iter()
         .find(|&c| ExitCode::from(c) == code)
@@ -407,7 +405,7 @@ fn the_manifest_lists_only_what_the_parts_wrote() {
         counted[1].files[0].files[0].path,
         "findings/part-00001.parquet"
     );
-    let finish = |parts: &[traceaudit::PartAudit]| {
+    let finish = |parts: &[traceaudit::distributed::PartAudit]| {
         finish_corpus(&out, path_str(&store), &manifest, parts, &options(), 1.0).unwrap_err()
     };
     // Counts without the files (as an audit in memory gives them).

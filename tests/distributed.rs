@@ -7,10 +7,11 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
-use traceaudit::{
-    audit, audit_batches, audit_part, finish_corpus, ingest, ingest_shard, join_keys, merge_part,
-    merge_shards, plan_ingest, shard_duplicates, AuditOptions, Config, IngestOptions,
+use traceaudit::distributed::{
+    audit_batches, audit_part, finish_corpus, ingest_shard, join_keys, merge_part, merge_shards,
+    plan_ingest, shard_duplicates,
 };
+use traceaudit::{audit, ingest, AuditOptions, Config, IngestOptions};
 
 fn testdata(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -4,11 +4,11 @@
 mod common;
 
 use common::*;
-use traceaudit::internals::PriorTurnEvidence;
-use traceaudit::internals::RepeatedCall;
+use traceaudit::checks::PriorTurnEvidence;
+use traceaudit::checks::RepeatedCall;
+use traceaudit::checks::{Pass, PassContext};
 use traceaudit::model::{Conversation, EventKind, Role};
-use traceaudit::read_path;
-use traceaudit::{Pass, PassContext};
+use traceaudit::read::read_path;
 
 fn only_conversation(path: &std::path::Path) -> Conversation {
     let sink = read_path(path, None).unwrap();

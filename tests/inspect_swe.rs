@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use std::io::{Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 
-use traceaudit::internals::RepeatedCall;
+use traceaudit::checks::RepeatedCall;
+use traceaudit::checks::{Pass, PassContext};
 use traceaudit::model::{Conversation, LandingFlags};
-use traceaudit::{read_head, read_path, Collect, Format, Severity};
-use traceaudit::{Pass, PassContext};
+use traceaudit::read::{read_head, read_path, Collect, Severity};
+use traceaudit::Format;
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

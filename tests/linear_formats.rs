@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use traceaudit::{read_path, Collect, Format};
+use traceaudit::read::{read_path, Collect};
+use traceaudit::Format;
 
 /// The system allocator, counting the bytes it holds now and the most it held since the last
 /// [`reset_peak`].

@@ -7,7 +7,8 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::Path;
-use traceaudit::{read_head, read_path, Format, Severity};
+use traceaudit::read::{read_head, read_path, Severity};
+use traceaudit::Format;
 
 /// Action types that call no tool.
 const NOT_TOOLS: &[&str] = &[

@@ -8,20 +8,21 @@ use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use traceaudit::internals::PriorTurnEvidence;
-use traceaudit::internals::RepeatedCall;
-use traceaudit::internals::SchemaAttempt;
+use traceaudit::checks::PriorTurnEvidence;
+use traceaudit::checks::RepeatedCall;
+use traceaudit::checks::SchemaAttempt;
+use traceaudit::checks::{Pass, PassContext};
 use traceaudit::model::{Conversation, Event, EventKind, LandingFlags, Run};
+use traceaudit::read::{read_path, Severity};
 use traceaudit::Config;
 use traceaudit::Disposition;
+use traceaudit::Format;
 use traceaudit::Store;
 use traceaudit::{audit, AuditOptions};
 use traceaudit::{ingest, IngestOptions};
-use traceaudit::{read_path, Format, Severity};
-use traceaudit::{Pass, PassContext};
 
 /// Read one file; conversations merged by id, runs in store order.
-fn read(path: &Path) -> (Vec<Conversation>, traceaudit::Collect) {
+fn read(path: &Path) -> (Vec<Conversation>, traceaudit::read::Collect) {
     let collect = read_path(path, None).unwrap();
     let mut merged: Vec<Conversation> = Vec::new();
     for (c, _) in &collect.conversations {
@@ -405,7 +406,7 @@ fn openinference_processor_error_spans_are_not_run_failures() {
 
 #[test]
 fn detection_and_format_names() {
-    let head = |rel: &str| traceaudit::read_head(&testdata(rel)).unwrap();
+    let head = |rel: &str| traceaudit::read::read_head(&testdata(rel)).unwrap();
     assert_eq!(
         Format::detect(&head(
             "otel/pydantic-ai-v5-content/s1_repeated_identical_call.jsonl"

@@ -14,8 +14,9 @@ use opentelemetry_proto::tonic::trace::v1::{span, ResourceSpans, ScopeSpans, Spa
 use prost::Message as _;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use traceaudit::internals::{read_file, Input};
-use traceaudit::{ingest, read_path, Collect, Format, IngestOptions, Limits, Severity};
+use traceaudit::read::{read_file, Input};
+use traceaudit::read::{read_path, Collect, Severity};
+use traceaudit::{ingest, Format, IngestOptions, Limits};
 
 // ---------------------------------------------------------------------------------------------
 // OTLP JSON to protobuf, as the JSON reader reads the JSON (test code only)
@@ -314,7 +315,7 @@ fn otlp_json_fixtures() -> Vec<PathBuf> {
     files_under(&crate_dir().join("tests/fixtures"), &mut all);
     all.into_iter()
         .filter(|p| {
-            let head = traceaudit::read_head(p).unwrap();
+            let head = traceaudit::read::read_head(p).unwrap();
             matches!(
                 Format::detect_file(p, &head),
                 Some(f) if f == Format::Otel || f == Format::OpenInference
@@ -407,7 +408,7 @@ fn every_otlp_json_fixture_reads_the_same_as_protobuf_in_both_shapes() {
             let path = dir.path().join(with_suffix(&c.rel, suffix));
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, bytes).unwrap();
-            let head = traceaudit::read_head(&path).unwrap();
+            let head = traceaudit::read::read_head(&path).unwrap();
             assert_eq!(
                 Format::detect_file(&path, &head),
                 Some(Format::OtlpProto),
@@ -699,7 +700,7 @@ fn detection_needs_the_name_and_a_decoding_head() {
     let detect = |name: &str, bytes: &[u8]| {
         let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
-        let head = traceaudit::read_head(&path).unwrap();
+        let head = traceaudit::read::read_head(&path).unwrap();
         Format::detect_file(&path, &head)
     };
     let json = std::fs::read(testdata("otel/strands-1.14/get_user_location.json")).unwrap();

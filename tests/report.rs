@@ -4,12 +4,10 @@
 
 mod common;
 
-use clap::Parser;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use traceaudit::cli::Cli;
 
 /// Run a command in-process (the working directory is the crate directory, so recorded source
 /// paths are relative and stable) with `--out` to a temporary file; its exit status and output.
@@ -25,11 +23,8 @@ fn run(args: &[&str]) -> (u8, String) {
     if writes {
         full.extend_from_slice(&["--out", path_str(&out)]);
     }
-    let code = match Cli::try_parse_from(full) {
-        Ok(cli) => traceaudit::cli::run(cli),
-        // clap's own usage errors exit 2 from the binary.
-        Err(_) => return (2, String::new()),
-    };
+    // clap's own usage errors exit 2, as from the binary.
+    let code = traceaudit::run_command_line(full);
     let status = [0u8, 1, 2]
         .into_iter()
         .find(|&c| ExitCode::from(c) == code)

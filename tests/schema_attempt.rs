@@ -6,11 +6,11 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use traceaudit::internals::SchemaAttempt;
-use traceaudit::read_path;
+use traceaudit::checks::SchemaAttempt;
+use traceaudit::checks::{Pass, PassContext, RunOutcome};
+use traceaudit::read::read_path;
 use traceaudit::Config;
 use traceaudit::{audit, AuditOptions};
-use traceaudit::{Pass, PassContext, RunOutcome};
 
 fn sample_config() -> Config {
     Config::load(&testdata("traceaudit.toml")).unwrap().0
@@ -247,7 +247,7 @@ fn checks_read_back_from_a_store_miss_no_envelope_they_read() {
                     e.payload = recorded;
                 }
             }
-            for pass in traceaudit::checks() {
+            for pass in traceaudit::checks::all() {
                 let a = pass.check(&read, &ctx);
                 let b = pass.check(&whole, &ctx);
                 assert_eq!(a, b, "{} on {}", pass.name(), read.id);

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use traceaudit::model::{EventKind, LandingFlags, Role};
-use traceaudit::{read_head, read_path, Collect, Format, Severity};
+use traceaudit::read::{read_head, read_path, Collect, Severity};
+use traceaudit::Format;
 
 fn testdata(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -419,7 +420,7 @@ struct CountingSink {
     records: u64,
 }
 
-impl traceaudit::internals::Sink for CountingSink {
+impl traceaudit::read::Sink for CountingSink {
     fn conversation(&mut self, conversation: traceaudit::model::Conversation, _record: u64) {
         self.conversations += 1;
         self.landings += conversation
@@ -428,7 +429,7 @@ impl traceaudit::internals::Sink for CountingSink {
             .map(|r| r.landings().count() as u64)
             .sum::<u64>();
     }
-    fn quarantine(&mut self, _item: traceaudit::Quarantined) {
+    fn quarantine(&mut self, _item: traceaudit::read::Quarantined) {
         self.quarantined += 1;
     }
     fn records_read(&mut self, n: u64) {
@@ -500,9 +501,9 @@ fn large_tau2_document_is_streamed() {
     let mut sink = CountingSink::default();
     let display = path.display().to_string();
     let start = Instant::now();
-    traceaudit::internals::read_file(
+    traceaudit::read::read_file(
         traceaudit::Format::Tau2,
-        &traceaudit::internals::Input::new(&path, &display),
+        &traceaudit::read::Input::new(&path, &display),
         &mut sink,
     )
     .unwrap();

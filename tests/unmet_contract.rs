@@ -5,9 +5,9 @@
 mod common;
 
 use common::*;
-use traceaudit::internals::PriorTurnEvidence;
-use traceaudit::read_path;
-use traceaudit::{Pass, PassContext};
+use traceaudit::checks::PriorTurnEvidence;
+use traceaudit::checks::{Pass, PassContext};
+use traceaudit::read::read_path;
 
 fn dispositions(rel: &str) -> Vec<(String, String, String)> {
     let sink = read_path(&testdata(rel), None).unwrap();

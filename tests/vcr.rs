@@ -6,10 +6,10 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use traceaudit::internals::SchemaAttempt;
+use traceaudit::checks::SchemaAttempt;
+use traceaudit::checks::{Pass, PassContext};
+use traceaudit::read::{read_path, Severity};
 use traceaudit::Config;
-use traceaudit::{read_path, Severity};
-use traceaudit::{Pass, PassContext};
 
 fn yaml_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use traceaudit::model::{Conversation, EventKind};
-use traceaudit::read_path;
+use traceaudit::read::read_path;
 
 fn read(rel: &str) -> (Conversation, Vec<String>) {
     let sink = read_path(&testdata(rel), None).unwrap();

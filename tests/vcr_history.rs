@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use traceaudit::model::{Conversation, EventKind};
-use traceaudit::read_path;
+use traceaudit::read::read_path;
 
 fn only_conversation(rel: &str) -> Conversation {
     let sink = read_path(&testdata(rel), None).unwrap();

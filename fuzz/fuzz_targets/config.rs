@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 fn schema_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("traceaudit-fuzz-config-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("traceaudit-fuzz-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("schema folder");
         let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/schemas");
         if let Ok(entries) = std::fs::read_dir(schema) {
@@ -31,9 +32,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = config.evidence.compile();
     let plain = config.schemas.iter().all(|s| {
-        s.schema
-            .as_deref()
-            .is_none_or(|f| !f.is_empty() && !f.contains(['/', '\\', '\0']) && f != ".." && f != ".")
+        s.schema.as_deref().is_none_or(|f| {
+            !f.is_empty() && !f.contains(['/', '\\', '\0']) && f != ".." && f != "."
+        })
     });
     if plain {
         if config.resolve_files(schema_dir()).is_ok() {

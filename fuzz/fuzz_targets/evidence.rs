@@ -10,8 +10,8 @@
 //! JSON result indexes what the reference walk over the parsed value indexes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use traceaudit::internals::evidence::assert_direct_walk_as_reference;
-use traceaudit::internals::evidence::{
+use traceaudit::evidence::assert_direct_walk_as_reference;
+use traceaudit::evidence::{
     answer_values, answer_values_from_digest, build_index, build_watching_index, digest_result,
     digest_text, is_framework_frame, normalize_token, read_answer, tokenize, EvidenceConfig,
     EvidenceIndex,
@@ -35,7 +35,7 @@ fn same_answers(
     full: &EvidenceIndex,
     values: &[String],
     answer: &str,
-    cfg: &traceaudit::internals::evidence::CompiledEvidence,
+    cfg: &traceaudit::evidence::CompiledEvidence,
 ) {
     assert!(
         !full.truncated(),

@@ -4,5 +4,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    traceaudit::internals::fuzz_scan_as_streamed(data);
+    traceaudit::read::fuzz_scan_as_streamed(data);
 });

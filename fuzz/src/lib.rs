@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use traceaudit::internals::{read_file, Input};
-use traceaudit::{Collect, Format, Severity};
+use traceaudit::read::{read_file, Input};
+use traceaudit::read::{Collect, Severity};
+use traceaudit::Format;
 
 /// Where inputs are written: /dev/shm when there is one, so that writing each input costs no
 /// disk; the system temp directory otherwise.
@@ -111,7 +112,8 @@ pub fn read_and_check(format: Format, name: &str, data: &[u8]) {
 pub fn base_store() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let inputs = [Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/agentfootprint/ndjson")];
+        let inputs =
+            [Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/agentfootprint/ndjson")];
         let out = scratch().join(format!("{}-base-store", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         let opts = traceaudit::IngestOptions {

@@ -85,7 +85,7 @@ enum Shape {
 fn fail(e: &std::io::Error) -> ExitCode {
     eprintln!(
         "traceaudit-gen: {}",
-        traceaudit::terminal_line(&e.to_string(), 2000)
+        traceaudit::front_door::terminal_line(&e.to_string(), 2000)
     );
     ExitCode::from(2)
 }

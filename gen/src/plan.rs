@@ -1293,7 +1293,7 @@ fn device_result(rng: &mut Rng, tool: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use traceaudit::internals::evidence::{answer_values, CompiledEvidence};
+    use traceaudit::evidence::{answer_values, CompiledEvidence};
 
     #[test]
     fn fact_spellings_normalise_to_one_form() {

@@ -82,7 +82,7 @@ pub fn read_dispositions(corpus: &Path) -> io::Result<HashMap<(String, String), 
         };
         let (runs, checks, dispositions) = (
             column("run_id")?,
-            column(traceaudit::CHECK_COLUMN)?,
+            column(traceaudit::tables::CHECK_COLUMN)?,
             column("disposition")?,
         );
         for i in 0..batch.num_rows() {

@@ -35,7 +35,7 @@ fn to_json<T: serde::Serialize>(value: &T) -> PyResult<String> {
 
 /// The threads asked for, resolved as the command line resolves them (a cap is not told).
 fn threads(requested: Option<usize>) -> usize {
-    traceaudit::resolve_threads(requested).0
+    traceaudit::front_door::threads(requested).0
 }
 
 /// Audit options from the Python arguments: a configuration file (whose text the manifest
@@ -45,7 +45,7 @@ fn audit_options(
     checks: Option<Vec<String>>,
     threads_wanted: Option<usize>,
 ) -> PyResult<traceaudit::AuditOptions> {
-    traceaudit::audit_options(config.as_deref(), checks, threads_wanted)
+    traceaudit::front_door::audit_options(config.as_deref(), checks, threads_wanted)
         .map(|(opts, _notes)| opts)
         .map_err(to_py)
 }
@@ -198,7 +198,7 @@ fn audit_tables(
     let events = batches_of(events.0, "events")?;
     let runs = batches_of(runs.0, "runs")?;
     let (tables, counted) = py
-        .detach(|| traceaudit::audit_batches(&events, &runs, &opts))
+        .detach(|| traceaudit::distributed::audit_batches(&events, &runs, &opts))
         .map_err(to_py)?;
     let mut out = Vec::with_capacity(tables.len());
     for table in tables {
@@ -223,7 +223,7 @@ fn audit_part(
 ) -> PyResult<String> {
     let opts = audit_options(config, checks, threads)?;
     let counted = py
-        .detach(|| traceaudit::audit_part(&store, part, &out, &opts))
+        .detach(|| traceaudit::distributed::audit_part(&store, part, &out, &opts))
         .map_err(to_py)?;
     to_json(&counted)
 }
@@ -246,12 +246,19 @@ fn finish_corpus(
     let opts = audit_options(config, checks, threads)?;
     let parts = parts
         .iter()
-        .map(|p| serde_json::from_str::<traceaudit::PartAudit>(p))
+        .map(|p| serde_json::from_str::<traceaudit::distributed::PartAudit>(p))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| PyValueError::new_err(format!("a part's counts cannot be read: {e}")))?;
     let manifest = py
         .detach(|| {
-            traceaudit::finish_corpus(&out, &store_name, &store_manifest, &parts, &opts, seconds)
+            traceaudit::distributed::finish_corpus(
+                &out,
+                &store_name,
+                &store_manifest,
+                &parts,
+                &opts,
+                seconds,
+            )
         })
         .map_err(to_py)?;
     to_json(&manifest)
@@ -266,7 +273,7 @@ fn findings_jsonl<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let batches = batches_of(findings.0, "findings")?;
     let lines = py
-        .detach(|| traceaudit::findings_jsonl(&batches))
+        .detach(|| traceaudit::tables::findings_jsonl(&batches))
         .map_err(to_py)?;
     Ok(PyBytes::new(py, &lines))
 }
@@ -275,7 +282,7 @@ fn findings_jsonl<'py>(
 /// layout; a corpus whose manifest lists its files is checked whole first).
 #[pyfunction]
 fn table_files(py: Python<'_>, corpus: PathBuf, table: String) -> PyResult<Vec<PathBuf>> {
-    py.detach(|| traceaudit::table_files(&corpus, &table))
+    py.detach(|| traceaudit::tables::table_files(&corpus, &table))
         .map_err(to_py)
 }
 
@@ -283,7 +290,7 @@ fn table_files(py: Python<'_>, corpus: PathBuf, table: String) -> PyResult<Vec<P
 #[pyfunction]
 fn read_table(py: Python<'_>, corpus: PathBuf, table: String) -> PyResult<PyArrowType<Table>> {
     let (schema, batches) = py
-        .detach(|| traceaudit::read_corpus_table(&corpus, &table))
+        .detach(|| traceaudit::tables::read_table(&corpus, &table))
         .map_err(to_py)?;
     let table =
         Table::try_new(batches, schema).map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -303,7 +310,7 @@ fn format_named(format: Option<String>) -> PyResult<Option<traceaudit::Format>> 
     }
 }
 
-fn plan_from(plan: &str) -> PyResult<traceaudit::IngestPlan> {
+fn plan_from(plan: &str) -> PyResult<traceaudit::distributed::IngestPlan> {
     serde_json::from_str(plan)
         .map_err(|e| PyValueError::new_err(format!("not an ingest plan: {e}")))
 }
@@ -314,7 +321,7 @@ fn plan_from(plan: &str) -> PyResult<traceaudit::IngestPlan> {
 #[pyo3(signature = (inputs, part_bytes=None))]
 fn plan_ingest(py: Python<'_>, inputs: Vec<PathBuf>, part_bytes: Option<u64>) -> PyResult<String> {
     let plan = py
-        .detach(|| traceaudit::plan_ingest(&inputs, part_bytes.unwrap_or(0)))
+        .detach(|| traceaudit::distributed::plan_ingest(&inputs, part_bytes.unwrap_or(0)))
         .map_err(to_py)?;
     to_json(&plan)
 }
@@ -324,7 +331,7 @@ fn plan_ingest(py: Python<'_>, inputs: Vec<PathBuf>, part_bytes: Option<u64>) ->
 #[pyo3(signature = (path, format=None))]
 fn join_keys(py: Python<'_>, path: PathBuf, format: Option<String>) -> PyResult<Vec<String>> {
     let format = format_named(format)?;
-    py.detach(|| traceaudit::join_keys(&path, format))
+    py.detach(|| traceaudit::distributed::join_keys(&path, format))
         .map_err(to_py)
 }
 
@@ -346,7 +353,7 @@ fn ingest_shard(
         ..traceaudit::IngestOptions::default()
     };
     let summary = py
-        .detach(|| traceaudit::ingest_shard(&plan, &files, &out, &opts))
+        .detach(|| traceaudit::distributed::ingest_shard(&plan, &files, &out, &opts))
         .map_err(to_py)?;
     to_json(&summary.manifest)
 }
@@ -364,7 +371,7 @@ fn shard_duplicates(
 ) -> PyResult<Vec<Vec<String>>> {
     let plan = plan_from(&plan)?;
     let bucket = bucket.zip(buckets);
-    py.detach(|| traceaudit::shard_duplicates(&plan, &shards, bucket))
+    py.detach(|| traceaudit::distributed::shard_duplicates(&plan, &shards, bucket))
         .map_err(to_py)
 }
 
@@ -377,7 +384,7 @@ fn merge_part(
     part: u32,
     out: PathBuf,
 ) -> PyResult<()> {
-    py.detach(|| traceaudit::merge_part(&shards, &dropped, part, &out))
+    py.detach(|| traceaudit::distributed::merge_part(&shards, &dropped, part, &out))
         .map_err(to_py)
 }
 
@@ -401,7 +408,7 @@ fn merge_shards(
     };
     let summary = py
         .detach(|| {
-            traceaudit::merge_shards(
+            traceaudit::distributed::merge_shards(
                 &plan,
                 &shards,
                 &out,

@@ -224,7 +224,7 @@ pub fn jsonl_lines<T: Serialize>(rows: &[T]) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The `findings.jsonl` lines of findings table batches (of [`findings_schema`]): the lines the
+/// The `findings.jsonl` lines of findings table batches (of `findings_schema`): the lines the
 /// audit writes for those findings, byte for byte. Each row goes through arrow-json's writer
 /// (every float in its shortest form that reads back to the same double, a non-finite one as
 /// `null`, as serde_json writes it) and is read back as a [`Finding`], so the keys, their order

@@ -103,7 +103,7 @@ impl EvidenceIndex {
     /// holds only if the text would be read to its end: the digest spends two units of budget
     /// for every form offered (the most the text could spend, one per spelling) and is refused
     /// unless the budget stays above zero after that; the text's walk, spending no more, then
-    /// reads the whole message the same way (see [`Gathered::fits_within`]) and runs out of
+    /// reads the whole message the same way (see `Gathered::fits_within`) and runs out of
     /// nothing. The budget left is then never more than the text would leave, so a later
     /// message can only be refused (and walked from its text) where the text alone would not
     /// have been.

@@ -1,13 +1,13 @@
-//! The evidence gate's machinery, re-implemented from agentfootprint's behaviour (spec section
-//! 4): the token normaliser and tokeniser ([`normalize`]), the rule that picks the values out
-//! of an answer ([`values`]), the turn-stamped index of what tool results served ([`index`]),
-//! and the reading of an answer against that index with the prior-turn-evidence disposition
-//! ([`reading`]).
+//! The evidence gate, re-implemented from agentfootprint's behaviour (spec section 4): the
+//! token normaliser and tokeniser ([`normalize_token`], [`tokenize`]), the rule that picks the
+//! values out of an answer ([`answer_values`]), the turn-stamped index of what tool results
+//! served ([`build_index`]), and the reading of an answer against that index
+//! ([`read_answer`]) with the prior-turn-evidence disposition ([`disposition`]).
 //!
 //! Typical use, once per judged answer:
 //!
 //! ```
-//! use traceaudit::internals::evidence::{build_index, disposition, read_answer, EvidenceConfig};
+//! use traceaudit::evidence::{build_index, disposition, read_answer, EvidenceConfig};
 //! use traceaudit::model::{HistoryMessage, Role};
 //!
 //! let cfg = EvidenceConfig::default().compile().unwrap();
@@ -30,18 +30,23 @@
 //!   after declared exemptions are: see [`Reading::candidates`].
 //! - Declared exempt values act in the extractor only (spec 4.2), not in the index's exempt set.
 
-pub mod index;
-pub mod normalize;
-pub mod reading;
-pub mod values;
+pub(crate) mod index;
+pub(crate) mod normalize;
+pub(crate) mod reading;
+pub(crate) mod values;
 mod walk;
 
 #[cfg(test)]
 mod tests;
 
-pub use index::{build_index, build_watching_index, digest_result, digest_text, EvidenceIndex};
+#[cfg(fuzzing)]
+pub use index::assert_direct_walk_as_reference;
+pub use index::{
+    build_index, build_watching_index, digest_result, digest_text, is_framework_frame,
+    EvidenceDigest, EvidenceIndex,
+};
 pub use normalize::{lookup_forms, normalize_token, tokenize};
-pub use reading::{disposition, read_answer, read_values, reported_value, Reading};
+pub use reading::{disposition, read_answer, read_values, reported_value, GroundedValue, Reading};
 pub use values::{answer_values, answer_values_from_digest, Candidate};
 
 use crate::error::{Error, Result};

@@ -125,10 +125,10 @@ pub trait Sink {
     /// Count records read (stored or dropped).
     fn records_read(&mut self, n: u64);
     /// The sha256 of the input file (lower-case hex), from an adapter that read the file whole
-    /// in one pass ([`HashingFile::finish`]); a sink that records inputs hashes any other file
+    /// in one pass (`HashingFile::finish`); a sink that records inputs hashes any other file
     /// itself.
     fn file_digest(&mut self, _sha256: String) {}
-    /// A piece of conversations that may continue in another file ([`Adapter::stitcher`]). A
+    /// A piece of conversations that may continue in another file (`Adapter::stitcher`). A
     /// sink that sees every file of an ingest (the driver) joins fragments across files; the
     /// default builds this file's conversations at once, as if no other input existed.
     fn fragment(&mut self, fragment: Fragment) {

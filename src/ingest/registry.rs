@@ -102,7 +102,7 @@ pub struct Fragment {
     pub data: Box<dyn Any + Send>,
 }
 
-/// A source format: a handle on its registered [`Adapter`]. Equal when the names are.
+/// A source format: a handle on its registered `Adapter`. Equal when the names are.
 #[derive(Clone, Copy)]
 pub struct Format(pub(crate) &'static dyn Adapter);
 
@@ -149,7 +149,7 @@ impl Format {
 
     /// Guess the format of the file at `path` from its first bytes, `head` ([`read_head`]'s):
     /// as [`Format::detect`], and when no format recognises the head and the file is longer than
-    /// it, from a second look past it ([`Adapter::detect_past_head`]).
+    /// it, from a second look past it (`Adapter::detect_past_head`).
     ///
     /// [`read_head`]: crate::ingest::read_head
     pub fn detect_file(path: &Path, head: &[u8]) -> Option<Format> {

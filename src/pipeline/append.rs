@@ -42,6 +42,35 @@ pub struct AppendSummary {
 /// object, same size and ETag) are skipped; runs it holds already are skipped as duplicates;
 /// a conversation it holds that gains runs is written whole into the new generation, which
 /// supersedes its earlier rows.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use traceaudit::{append, compact, IngestOptions};
+///
+/// let work = tempfile::tempdir()?;
+/// let store = work.path().join("store");
+/// let opts = IngestOptions::default();
+/// let dir = "testdata/agentfootprint/ndjson/";
+/// let monday = append(&[format!("{dir}a_repeated_identical_call.ndjson").into()], &store, &opts)?;
+/// assert!(monday.created);
+/// // Tuesday's delivery holds Monday's file again: it is skipped, the new one appended.
+/// let tuesday = append(
+///     &[
+///         format!("{dir}a_repeated_identical_call.ndjson").into(),
+///         format!("{dir}b_polling_progress.ndjson").into(),
+///     ],
+///     &store,
+///     &opts,
+/// )?;
+/// assert_eq!(tuesday.skipped_as_ingested, 1);
+/// assert_eq!(tuesday.manifest.generations.as_ref().map(Vec::len), Some(2));
+/// // The generations rewritten as one; an audit of the store gives the same results.
+/// let compacted = compact(&store, &opts)?;
+/// assert_eq!(compacted.generations_before, 2);
+/// assert_eq!(compacted.manifest.counts.runs, tuesday.manifest.counts.runs);
+/// # Ok(())
+/// # }
+/// ```
 pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<AppendSummary> {
     if super::remote::is_url(out) {
         return Err(io::Error::new(

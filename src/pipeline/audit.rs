@@ -316,6 +316,32 @@ pub struct AuditSummary {
 /// Audit `inputs` (one store, or raw inputs) into the corpus directory `out`. A store may be
 /// in object storage (a prefix holding its manifest): the files the audit reads are fetched
 /// first (with `opts.generation`, that generation's only).
+///
+/// Raw inputs are read once, the checks running as each conversation is read; the corpus is
+/// byte-identical whatever `opts.threads` is.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use traceaudit::{audit, AuditOptions, Config};
+///
+/// let work = tempfile::tempdir()?;
+/// let inputs = ["testdata/agentfootprint/ndjson/b_polling_progress.ndjson".into()];
+/// let one = AuditOptions { threads: 1, ..AuditOptions::default() };
+/// let two = AuditOptions { threads: 2, ..AuditOptions::default() };
+/// let plain = audit(&inputs, &work.path().join("one"), &one)?;
+/// audit(&inputs, &work.path().join("two"), &two)?;
+/// let findings = |dir: &str| std::fs::read(work.path().join(dir).join("findings.jsonl"));
+/// assert_eq!(findings("one")?, findings("two")?);
+///
+/// // A configuration, as a `--config` file gives it: `job_status` reports progress,
+/// // so polling it with the same arguments counts as a repeat.
+/// let config = Config::from_toml("[tools.job_status]\nrepeated_when = \"arguments\"\n")?;
+/// let opts = AuditOptions { config, ..AuditOptions::default() };
+/// let configured = audit(&inputs, &work.path().join("configured"), &opts)?;
+/// assert!(configured.manifest.findings > plain.manifest.findings);
+/// # Ok(())
+/// # }
+/// ```
 pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<AuditSummary> {
     if super::remote::is_url(out) {
         return super::remote::write_to_bucket(out, |local| {

@@ -54,7 +54,7 @@ pub struct IngestOptions {
     /// for an engine that distributes the parts of a store.
     pub part_bytes: u64,
     /// The most rows (runs plus events) a part holds before it is split; 0 for the default
-    /// ([`crate::store::split::PART_ROWS`]).
+    /// (`crate::store::split::PART_ROWS`).
     pub part_rows: u64,
 }
 
@@ -65,7 +65,28 @@ pub struct IngestSummary {
     pub manifest: StoreManifest,
 }
 
-/// Run an ingest of `inputs` into the store directory `out`.
+/// Run an ingest of `inputs` (files and folders, local or object-storage URLs, plain or
+/// compressed) into the store directory `out`, written whole or not at all; a folder that
+/// traceaudit did not write is never replaced.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use traceaudit::{ingest, IngestOptions, Store};
+///
+/// let work = tempfile::tempdir()?;
+/// let out = work.path().join("store");
+/// let summary = ingest(&["testdata/tau2".into()], &out, &IngestOptions::default())?;
+/// let counts = &summary.manifest.counts;
+/// // Counts reconcile: every record read is stored or quarantined with its reason.
+/// assert_eq!(counts.records_read, counts.records_stored + counts.records_quarantined);
+/// // The store reads back a part at a time.
+/// let store = Store::open(&out)?;
+/// let conversations: usize =
+///     (0..store.parts).map(|p| store.read_part(p).map(|c| c.len())).sum::<Result<_, _>>()?;
+/// assert_eq!(conversations as u64, counts.conversations);
+/// # Ok(())
+/// # }
+/// ```
 pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<IngestSummary> {
     if super::remote::is_url(out) {
         return super::remote::write_to_bucket(out, |local| {

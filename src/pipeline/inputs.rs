@@ -180,7 +180,7 @@ fn drop_companions(files: &mut Vec<InputFile>) {
     });
 }
 
-/// Every regular file under the given paths, sorted, de-duplicated (what [`find_inputs`] finds,
+/// Every regular file under the given paths, sorted, de-duplicated (what `find_inputs` finds,
 /// without the streams and the notes).
 pub fn expand_inputs(inputs: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
     Ok(find_inputs(inputs)?

@@ -145,7 +145,7 @@ pub fn audit_part(
 }
 
 /// The checks over the conversations of a store's tables held in memory, in the store's schema
-/// (see [`conversations_from_batches`]: text columns may be utf8, large_utf8 or utf8_view; the
+/// (see `conversations_from_batches`: text columns may be utf8, large_utf8 or utf8_view; the
 /// tables must hold whole conversations). Gives the corpus tables, findings, dispositions,
 /// agreement, ledger and the checks' own tables, with the rows the command line's audit writes
 /// for those conversations, in its order, and what was counted.

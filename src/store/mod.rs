@@ -125,19 +125,19 @@ pub struct StoreManifest {
     pub counts: Counts,
     pub seconds: f64,
     /// The digests of tool results the store holds, by name and version; `None` in a manifest
-    /// written before stores named them (it holds [`DIGESTS_BEFORE_MANIFEST`]).
+    /// written before stores named them (it holds `DIGESTS_BEFORE_MANIFEST`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digests: Option<Vec<DigestEntry>>,
     /// The source types of `other` rows whose envelope the store keeps in `payload`; `None`
     /// in a manifest written before stores named them (it holds
-    /// [`ENVELOPE_TYPES_BEFORE_MANIFEST`]).
+    /// `ENVELOPE_TYPES_BEFORE_MANIFEST`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope_types: Option<Vec<String>>,
     /// The store's id, kept by every append and compaction; `None` in a manifest written
     /// before stores had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_id: Option<String>,
-    /// The generations the store holds, in order ([`generations`]); `None` in a manifest
+    /// The generations the store holds, in order (`generations`); `None` in a manifest
     /// written before stores had them (one generation, at the root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generations: Option<Vec<generations::GenerationEntry>>,

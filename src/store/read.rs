@@ -110,6 +110,23 @@ fn looks_whole(path: &Path) -> crate::error::Result<()> {
 
 /// An opened store. Runs and events are read a part at a time, so what is held in memory does
 /// not grow with the store.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use traceaudit::{ingest, IngestOptions, Store};
+///
+/// let work = tempfile::tempdir()?;
+/// let out = work.path().join("store");
+/// ingest(&["testdata/agentfootprint/ndjson".into()], &out, &IngestOptions::default())?;
+/// let store = Store::open(&out)?;
+/// // The runs table (one row per run, without events), then a part's conversations whole.
+/// let runs = store.runs()?;
+/// assert_eq!(runs.len() as u64, store.manifest.counts.runs);
+/// let first = store.read_part(0)?;
+/// assert!(first.iter().all(|c| !c.runs.is_empty()));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Store {
     pub dir: PathBuf,
     /// The parts of every generation read, numbered from 0 in generation order.
@@ -553,8 +570,8 @@ impl Store {
     /// a store's bytes) and of the other messages (`message_text`): landings and messages have
     /// no text, and carry the digests asked for ([`Store::with_digests`]) instead. Context
     /// rows, verdicts and the rest keep theirs. Runs come without the user message they answer
-    /// ([`Run::user_message`]), which no check reads, and, when the store holds the evidence
-    /// digest asked for, without their answer ([`Run::answer`]), which carries it instead.
+    /// ([`Run::user_message`](crate::model::Run::user_message)), which no check reads, and, when the store holds the evidence
+    /// digest asked for, without their answer ([`Run::answer`](crate::model::Run::answer)), which carries it instead.
     /// Likewise events come without their arguments when the store holds the arguments
     /// fingerprint digest asked for.
     pub fn read_part_without_results(&self, part: u32) -> io::Result<Vec<(Origin, Conversation)>> {

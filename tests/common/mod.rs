@@ -46,11 +46,14 @@ pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
-/// `f_prior_turn_evidence.ndjson` with over `LATENESS_BYTES` of lines of a never-ending run
+/// `f_prior_turn_evidence.ndjson` with over the adapter's lateness window of lines of a never-ending run
 /// after each of the first two of `sess-f-conv`'s three runs: the agentfootprint adapter then
 /// hands that session on in three fragments.
 pub fn fragmented_session_ndjson() -> String {
-    use traceaudit::internals::LATENESS_BYTES;
+    // The agentfootprint adapter's lateness window (8 MiB of file after a run's last line);
+    // `a_session_stored_in_fragments_is_joined` checks that this padding does fragment the
+    // session, so a wider window fails there rather than passing here unnoticed.
+    const LATENESS_BYTES: u64 = 8 << 20;
     let text = std::fs::read_to_string(testdata(
         "agentfootprint/ndjson/f_prior_turn_evidence.ndjson",
     ))
