@@ -95,12 +95,12 @@ pub struct IngestArgs {
     /// Input files or directories (read recursively); `-` for standard input.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
-    /// The store directory to write.
+    /// The store directory to write, or a prefix in object storage (`s3://bucket/store/`).
     #[arg(long, short)]
     pub out: PathBuf,
-    /// Add the inputs to the store as a new generation (the store is created when absent):
-    /// inputs it holds already are skipped, and a conversation it holds that gains runs is
-    /// stored again whole, superseding its earlier rows.
+    /// Add the inputs to the store as a new generation (the store is created when absent, or
+    /// its prefix empty): inputs it holds already are skipped, and a conversation it holds
+    /// that gains runs is stored again whole, superseding its earlier rows.
     #[arg(long)]
     pub append: bool,
     #[command(flatten)]
@@ -293,8 +293,16 @@ fn error_line(e: crate::Error, out: Option<&std::path::Path>) -> String {
                 StorageFull | ReadOnlyFilesystem | ResourceBusy | QuotaExceeded | FileTooLarge
                 | PermissionDenied,
                 Some(out),
-            ) if !text.contains(&*out.to_string_lossy()) => {
-                format!("writing {}: {text}", out.display())
+            ) => {
+                // An output URL is shown without the credentials or query it may carry.
+                let shown = match crate::pipeline::remote::is_url(out) {
+                    true => crate::source::object::redacted(&out.to_string_lossy()),
+                    false => out.display().to_string(),
+                };
+                match text.contains(&shown) {
+                    true => text,
+                    false => format!("writing {shown}: {text}"),
+                }
             }
             _ => text,
         },
@@ -473,7 +481,8 @@ pub fn append_summary_text(summary: &crate::pipeline::append::AppendSummary) -> 
     );
     let skipped = if summary.skipped_as_ingested > 0 {
         format!(
-            "already ingested {} input(s) skipped (the store holds them: same SHA-256)\n",
+            "already ingested {} input(s) skipped (the store holds them: same SHA-256, or for \
+             an object the same URL, size and ETag)\n",
             summary.skipped_as_ingested
         )
     } else {

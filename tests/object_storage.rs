@@ -106,12 +106,15 @@ impl Moto {
         assert!(reply.starts_with("HTTP/1.1 200"), "PUT {path}: {reply}");
     }
 
-    /// A plain GET: the status line and the body.
+    /// A GET: the status line and the body. Moto answers an anonymous GET of an object with
+    /// 403 and does not check signatures, so the request carries an unchecked one.
     fn get(&self, path: &str) -> (String, Vec<u8>) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(
             s,
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: AWS4-HMAC-SHA256 \
+             Credential=AKIATESTREADER/20260101/us-east-1/s3/aws4_request, \
+             SignedHeaders=host, Signature=0\r\nConnection: close\r\n\r\n",
             self.port
         )
         .unwrap();
@@ -137,6 +140,27 @@ impl Moto {
         text.split("<Key>")
             .skip(1)
             .map(|k| k.split("</Key>").next().unwrap().to_string())
+            .collect()
+    }
+
+    /// The objects under `prefix` of `bucket`, each with its version: its ETag and when it was
+    /// last written (to the second: an object put again with the same bytes keeps its ETag).
+    fn versions(&self, bucket: &str, prefix: &str) -> Vec<(String, String)> {
+        let (status, body) = self.get(&format!("/{bucket}?list-type=2&prefix={prefix}"));
+        assert!(status.contains("200"), "{status}");
+        let text = String::from_utf8_lossy(&body).to_string();
+        let field = |block: &str, name: &str| {
+            let open = format!("<{name}>");
+            let from = block.find(&open).unwrap() + open.len();
+            let to = block[from..].find(&format!("</{name}>")).unwrap();
+            block[from..from + to].to_string()
+        };
+        text.split("<Contents>")
+            .skip(1)
+            .map(|block| {
+                let version = format!("{} {}", field(block, "ETag"), field(block, "LastModified"));
+                (field(block, "Key"), version)
+            })
             .collect()
     }
 
@@ -571,4 +595,222 @@ fn a_store_in_a_bucket_is_audited_as_its_local_copy() {
         run.stderr
     );
     assert!(!dir.path().join("broken").exists());
+}
+
+/// Two nights appended to a store in a bucket (`ingest --append --out s3://...`): the first to
+/// an empty prefix writes a whole store, the second uploads its generation's files and then
+/// the manifest, skipping the inputs the store holds (a local file by its SHA-256, an object by
+/// its URL, size and ETag) and leaving every object of the first night as it was. The store's
+/// audit is the audit of a local store grown by the same two appends; a night with nothing new
+/// writes nothing.
+#[test]
+fn a_store_in_a_bucket_grows_night_by_night_as_its_local_copy() {
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    server.put("/nightly", b"");
+    server.put("/stores", b"");
+    let object = "s3://nightly/logs/af.ndjson";
+    server.put(
+        "/nightly/logs/af.ndjson",
+        &std::fs::read(testdata(
+            "agentfootprint/ndjson/f_prior_turn_evidence.ndjson",
+        ))
+        .unwrap(),
+    );
+    let file = |name: &str| testdata(&format!("agentfootprint/ndjson/{name}.ndjson"));
+    let (a, b, g) = (
+        file("a_repeated_identical_call"),
+        file("b_polling_progress"),
+        file("g_output_schema"),
+    );
+    let nights: [Vec<&str>; 2] = [
+        vec![path_str(&a), object],
+        vec![path_str(&a), object, path_str(&b), path_str(&g)],
+    ];
+    let url = "s3://stores/nightly/";
+    let local = dir.path().join("local-store");
+    let append = |inputs: &[&str], out: &str| {
+        let mut args = vec!["ingest"];
+        args.extend(inputs);
+        args.extend(["--out", out, "--append", "--quiet"]);
+        let run = server.traceaudit(&args);
+        assert_eq!(run.status, 0, "{out}: {}", run.stderr);
+        run
+    };
+    let manifest = || -> serde_json::Value {
+        let (status, body) = server.get("/stores/nightly/manifest.json");
+        assert!(status.contains("200"), "{status}");
+        serde_json::from_slice(&body).unwrap()
+    };
+
+    let first = append(&nights[0], url);
+    assert!(
+        first.stdout.contains("the store was created"),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        first.stdout.contains(&format!("-> {url}")),
+        "{}",
+        first.stdout
+    );
+    append(&nights[0], path_str(&local));
+    let night_one = server.versions("stores", "nightly/");
+    assert!(night_one.iter().any(|(k, _)| k == "nightly/manifest.json"));
+    assert!(night_one.len() > 3, "{night_one:?}");
+
+    // A second passes, so that an object written again would show a new version.
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = append(&nights[1], url);
+    assert!(
+        second
+            .stdout
+            .contains("already ingested 2 input(s) skipped"),
+        "{}",
+        second.stdout
+    );
+    append(&nights[1], path_str(&local));
+    let remote = manifest();
+    let generations = remote["generations"].as_array().unwrap();
+    assert_eq!(generations.len(), 2, "{remote}");
+    assert_eq!(generations[1]["skipped_as_ingested"], 2);
+    assert_eq!(generations[1]["inputs"], 2);
+    assert_eq!(remote["inputs"].as_array().unwrap().len(), 4);
+    assert_eq!(remote["inputs"][1]["path"], object);
+    assert!(remote["inputs"][1]["etag"]
+        .as_str()
+        .is_some_and(|e| !e.is_empty()));
+    let plain: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(local.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(remote["counts"], plain["counts"]);
+
+    // The first night's objects are as they were; the new ones are the generation's, and the
+    // manifest was replaced. No lock object is left.
+    let night_two = server.versions("stores", "nightly/");
+    for (key, version) in &night_one {
+        let now = night_two.iter().find(|(k, _)| k == key).map(|(_, e)| e);
+        match key.as_str() {
+            "nightly/manifest.json" => assert_ne!(now, Some(version), "{key}"),
+            _ => assert_eq!(now, Some(version), "{key}"),
+        }
+    }
+    let added: Vec<&String> = night_two
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| !night_one.iter().any(|(n, _)| n == *k))
+        .collect();
+    assert!(!added.is_empty());
+    for key in &added {
+        assert!(key.starts_with("nightly/generations/00001/"), "{key}");
+    }
+    let mut local_files = Vec::new();
+    files_under(&local.join("generations"), &mut local_files);
+    assert_eq!(added.len(), local_files.len(), "{added:?} {local_files:?}");
+    assert!(!server
+        .keys("stores", "")
+        .iter()
+        .any(|k| k.contains("traceaudit-lock")));
+
+    // The audit of the store in the bucket is the audit of the local one, whole or its last
+    // generation.
+    let config = testdata("traceaudit.toml");
+    for pick in [None, Some("last")] {
+        let (from_bucket, from_disk) = (dir.path().join("bucket"), dir.path().join("disk"));
+        for (store, corpus) in [(url, &from_bucket), (path_str(&local), &from_disk)] {
+            let mut args = vec!["audit", store, "--config", path_str(&config), "--quiet"];
+            args.extend(["--out", path_str(corpus)]);
+            if let Some(pick) = pick {
+                args.extend(["--generation", pick]);
+            }
+            let run = server.traceaudit(&args);
+            assert_eq!(run.status, 0, "{store} {pick:?}: {}", run.stderr);
+        }
+        let findings = std::fs::read_to_string(from_bucket.join("findings.jsonl")).unwrap();
+        assert!(findings.lines().count() > 0, "{pick:?}");
+        for name in ["dispositions.parquet", "findings.parquet", "findings.jsonl"] {
+            assert_eq!(
+                std::fs::read(from_bucket.join(name)).unwrap(),
+                std::fs::read(from_disk.join(name)).unwrap(),
+                "{name} ({pick:?})"
+            );
+        }
+        std::fs::remove_dir_all(&from_bucket).unwrap();
+        std::fs::remove_dir_all(&from_disk).unwrap();
+    }
+
+    // A night with nothing new writes nothing, the manifest included.
+    let third = append(&nights[1], url);
+    assert!(third.stdout.contains("nothing to add"), "{}", third.stdout);
+    assert_eq!(server.versions("stores", "nightly/"), night_two);
+}
+
+/// An append to a bucket writes nothing where it would replace objects it did not write: a
+/// prefix holding objects but no store, or a `manifest.json` that is not a store's; a second
+/// writer (the lock object present) is refused; `compact` of a store in a bucket is refused,
+/// since it retires files. Each refusal is one line naming the prefix and no secret.
+#[test]
+fn an_append_to_a_bucket_is_refused_where_it_would_replace_objects() {
+    let Some(server) = moto() else { return };
+    server.put("/stores", b"");
+    server.put("/stores/notes/readme.txt", b"not a store");
+    server.put("/stores/odd/manifest.json", b"{\"hello\": 1}");
+    let input = testdata("agentfootprint/ndjson/a_repeated_identical_call.ndjson");
+    let append = |out: &str| {
+        server.traceaudit(&[
+            "ingest",
+            path_str(&input),
+            "--out",
+            out,
+            "--append",
+            "--quiet",
+        ])
+    };
+    for (prefix, holds) in [("notes", "readme.txt"), ("odd", "manifest.json")] {
+        let before = server.versions("stores", "");
+        let run = append(&format!("s3://{KEY_ID}:{PASSWORD}@stores/{prefix}/"));
+        assert_eq!(run.status, 2, "{prefix}: {}", run.stdout);
+        assert_no_secret(prefix, &format!("{}{}", run.stdout, run.stderr));
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!(
+                "s3://stores/{prefix}/ holds 1 object(s) ({holds}, ...) and no store's \
+                 manifest.json"
+            )),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(server.versions("stores", ""), before, "{prefix}");
+    }
+
+    // A store there, and another run's lock object beside it: refused, nothing changes.
+    assert_eq!(append("s3://stores/nightly/").status, 0);
+    server.put("/stores/nightly.traceaudit-lock", b"{}");
+    let before = server.versions("stores", "");
+    let busy = append("s3://stores/nightly/");
+    assert_eq!(busy.status, 2, "{}", busy.stdout);
+    assert!(
+        busy.stderr
+            .contains("another traceaudit run is writing s3://stores/nightly/"),
+        "{}",
+        busy.stderr
+    );
+    assert_eq!(server.versions("stores", ""), before);
+
+    let compact = server.traceaudit(&[
+        "compact",
+        &format!("s3://{KEY_ID}:{PASSWORD}@stores/nightly/"),
+        "--quiet",
+    ]);
+    assert_eq!(compact.status, 2, "{}", compact.stdout);
+    assert_no_secret("compact", &compact.stderr);
+    assert_eq!(compact.stderr.lines().count(), 1, "{}", compact.stderr);
+    assert!(
+        compact
+            .stderr
+            .contains("s3://stores/nightly/ is in object storage, and a compaction retires"),
+        "{}",
+        compact.stderr
+    );
+    assert_eq!(server.versions("stores", ""), before);
 }

@@ -43,6 +43,11 @@ pub struct AppendSummary {
 /// a conversation it holds that gains runs is written whole into the new generation, which
 /// supersedes its earlier rows.
 ///
+/// `out` can be a prefix in object storage (`s3://stores/nightly/`): the store there is
+/// fetched into a temporary folder, appended to, and only the new generation's files are
+/// uploaded, its `manifest.json` last (the commit), under the prefix's lock object; an empty
+/// prefix gets a new store, and a prefix holding objects but no store is refused.
+///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use traceaudit::{append, compact, IngestOptions};
@@ -73,14 +78,9 @@ pub struct AppendSummary {
 /// ```
 pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<AppendSummary> {
     if super::remote::is_url(out) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "--append writes a store on a local disk, and {} is in object storage: append \
-                 to a local store, then copy it (`ingest --out` to a bucket writes a whole store)",
-                crate::source::object::redacted(&out.display().to_string())
-            ),
-        ));
+        let mut summary = super::remote::grow_in_bucket(out, |local| append(inputs, local, opts))?;
+        summary.store = PathBuf::from(crate::source::object::redacted(&out.to_string_lossy()));
+        return Ok(summary);
     }
     let empty_dir = out.is_dir()
         && std::fs::read_dir(out)
@@ -772,6 +772,13 @@ pub struct CompactSummary {
 /// retire the files it replaces (deleted by the next append or compaction). Readers see the
 /// store before or after; an audit of it gives the same results.
 pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
+    if super::remote::is_url(dir) {
+        return Err(io::Error::from(crate::error::Error::Refused(format!(
+            "{} is in object storage, and a compaction retires (deletes) a store's files, which \
+             objects in a bucket never are: compact a local copy and write it to a new prefix",
+            crate::source::object::redacted(&dir.to_string_lossy())
+        ))));
+    }
     let started = Instant::now();
     let _lock = atomic::lock_output(dir)?;
     let store = open_for_writing(dir)?;

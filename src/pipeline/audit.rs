@@ -346,7 +346,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
     if super::remote::is_url(out) {
         return super::remote::write_to_bucket(out, |local| {
             let mut summary = audit(inputs, local, opts)?;
-            summary.corpus = out.to_path_buf();
+            summary.corpus = crate::source::object::redacted(&out.to_string_lossy()).into();
             Ok(summary)
         });
     }

@@ -91,7 +91,7 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
     if super::remote::is_url(out) {
         return super::remote::write_to_bucket(out, |local| {
             let mut summary = ingest(inputs, local, opts)?;
-            summary.store = out.to_path_buf();
+            summary.store = crate::source::object::redacted(&out.to_string_lossy()).into();
             Ok(summary)
         });
     }

@@ -71,6 +71,95 @@ pub fn write_to_bucket<T>(out: &Path, job: impl FnOnce(&Path) -> io::Result<T>) 
     Ok(value)
 }
 
+/// Run `job` (an append) on a local copy of the store at the output URL `out`, then upload what
+/// it added, `manifest.json` last: the manifest is the commit point, so a reader of the bucket
+/// sees the store before or after. All under the prefix's lock object; an empty prefix gets the
+/// whole store `job` writes into a folder that does not exist yet. Objects the bucket holds are
+/// never replaced or deleted, but for the manifest. Refused before `job` runs when the prefix
+/// holds objects and no store's manifest, or another run holds the lock.
+pub fn grow_in_bucket<T>(out: &Path, job: impl FnOnce(&Path) -> io::Result<T>) -> io::Result<T> {
+    let prefix = Prefix::open(out.to_str().unwrap_or(""))?;
+    let lock = prefix.lock()?;
+    let result = grow_locked(&prefix, out, job);
+    let released = lock.release();
+    let value = result?;
+    released?;
+    Ok(value)
+}
+
+fn grow_locked<T>(
+    prefix: &Prefix,
+    out: &Path,
+    job: impl FnOnce(&Path) -> io::Result<T>,
+) -> io::Result<T> {
+    let listed: std::collections::HashMap<String, object::Remote> =
+        prefix.objects()?.into_iter().collect();
+    if listed.is_empty() {
+        let temp = TempFolder::new("out")?;
+        let local = temp.path().join("store");
+        let value = job(&local).map_err(|e| named_as(e, &local, prefix.shown()))?;
+        prefix.upload(&local, "manifest.json")?;
+        return Ok(value);
+    }
+    let Some((local, _copy)) = fetched_store(out, None)? else {
+        let mut keys: Vec<&String> = listed.keys().collect();
+        keys.sort();
+        return Err(io::Error::from(Error::Refused(format!(
+            "{} holds {} object(s) ({}, ...) and no store's manifest.json: an append adds to a              store traceaudit wrote there, or writes a new one to an empty prefix",
+            prefix.shown(),
+            keys.len(),
+            keys[0]
+        ))));
+    };
+    let fetched: std::collections::HashSet<String> =
+        object::relative_files(&local)?.into_iter().collect();
+    let manifest_before = std::fs::read(local.join("manifest.json"))?;
+    let value = job(&local).map_err(|e| named_as(e, &local, prefix.shown()))?;
+    let mut added = Vec::new();
+    for rel in object::relative_files(&local)? {
+        if fetched.contains(&rel) {
+            let size = std::fs::metadata(local.join(&rel))?.len();
+            if rel != "manifest.json" && listed.get(&rel).is_some_and(|r| r.size != size) {
+                return Err(io::Error::other(format!(
+                    "the append changed {rel} of {}, and objects in a bucket are not replaced;                      nothing was written",
+                    prefix.shown()
+                )));
+            }
+        } else if listed.contains_key(&rel) {
+            return Err(io::Error::from(Error::Refused(format!(
+                "{} holds {rel}, which its manifest does not name (left by an append stopped                  before its commit?), and objects in a bucket are not replaced: delete the                  objects of that generation, then append again; nothing was written",
+                prefix.shown()
+            ))));
+        } else {
+            added.push(rel);
+        }
+    }
+    let manifest_after = std::fs::read(local.join("manifest.json"))?;
+    if added.is_empty() && manifest_after == manifest_before {
+        return Ok(value);
+    }
+    added.push("manifest.json".to_string());
+    prefix.upload_files(&local, added, "manifest.json")?;
+    Ok(value)
+}
+
+/// `e` with the local copy's path `local` shown as the URL it is a copy of.
+fn named_as(e: io::Error, local: &Path, shown: &str) -> io::Error {
+    let from = local.display().to_string();
+    let e = Error::from(e);
+    let text = e.to_string();
+    if !text.contains(&from) {
+        return e.into();
+    }
+    let text = text.replace(&from, shown.trim_end_matches('/'));
+    match e {
+        Error::Config(_) => Error::Config(text).into(),
+        Error::Malformed(_) => Error::Malformed(text).into(),
+        Error::Refused(_) => Error::Refused(text).into(),
+        Error::Io(io) => io::Error::new(io.kind(), text),
+    }
+}
+
 /// The URL `path` as a prefix (ending in `/`): a corpus, store or folder of nights is read as
 /// the objects under it, named with or without the slash.
 fn as_prefix(path: &Path) -> String {

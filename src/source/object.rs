@@ -370,8 +370,17 @@ impl Prefix {
     /// with `last` (the manifest) after all others: a reader that finds the manifest finds
     /// every file it lists.
     pub fn upload(&self, dir: &FsPath, last: &str) -> io::Result<u64> {
-        let mut files = Vec::new();
-        walk_files(dir, dir, &mut files)?;
+        self.upload_files(dir, relative_files(dir)?, last)
+    }
+
+    /// Upload the files `files` (paths relative to the local folder `dir`) to the prefix, each
+    /// at its relative path, with `last` after all others.
+    pub fn upload_files(
+        &self,
+        dir: &FsPath,
+        mut files: Vec<String>,
+        last: &str,
+    ) -> io::Result<u64> {
         files.sort();
         files.sort_by_key(|rel| rel == last);
         let rt = runtime()?;
@@ -420,6 +429,13 @@ impl PrefixLock {
             .block_on(self.bucket.store.delete(&self.location))
             .map_err(|e| store_error("delete", &shown, &e))
     }
+}
+
+/// Every file under the local folder `dir`, as a path relative to it with `/` between names.
+pub fn relative_files(dir: &FsPath) -> io::Result<Vec<String>> {
+    let mut files = Vec::new();
+    walk_files(dir, dir, &mut files)?;
+    Ok(files)
 }
 
 fn walk_files(root: &FsPath, dir: &FsPath, out: &mut Vec<String>) -> io::Result<()> {
