@@ -112,8 +112,8 @@ fn every_module_is_in_a_layer() {
 /// docs, and no module of the crate is public but those that are facade modules by design.
 #[test]
 fn the_facade_hides_nothing() {
-    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
-        .unwrap();
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
     assert!(!lib.contains("doc(hidden)"), "a hidden item in src/lib.rs");
     let public: Vec<&str> = lib
         .lines()
