@@ -14,7 +14,7 @@ import time
 import pytest
 
 import traceaudit
-from conftest import TESTDATA, assert_same_table
+from conftest import CONFIG, TABLES, TESTDATA, assert_same_table, cli, read_table
 
 boto3 = pytest.importorskip("boto3")
 ray = pytest.importorskip("ray")
@@ -147,3 +147,52 @@ def test_the_ray_ingest_of_a_prefix_equals_the_local_ingest(bucket, cluster, tmp
     for name in w[1]:
         assert_same_table(g[1][name], w[1][name], name)
     assert json.dumps(got).find("testing") == -1
+
+
+def test_the_ray_ingest_writes_its_store_to_a_bucket(bucket, cluster, tmp_path):
+    """`traceaudit.ray.ingest` to a prefix: the store it merges is uploaded there (manifest
+    last, no lock object left), and its audit is the audit of the store the same ingest writes
+    to a local folder. A prefix holding objects is refused and keeps them; an append to a
+    store in a bucket is refused with the way to do it."""
+    inputs = [TESTDATA / "agentfootprint", TESTDATA / "tau-bench"]
+    url = f"s3://{BUCKET}/ray-store/"
+    want = tray.ingest(inputs, tmp_path / "ray-local", part_bytes=40_000)
+    got = tray.ingest(inputs, url, part_bytes=40_000, scratch=tmp_path / "scratch")
+    assert got["counts"] == want["counts"]
+    assert got["parts"] == want["parts"] and len(got["parts"]) > 1
+    assert got["inputs"] == want["inputs"]
+    assert json.dumps(got).find("testing") == -1
+    # Nothing of the shards is left in the scratch folder.
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+    listed = bucket.list_objects_v2(Bucket=BUCKET, Prefix="ray-store")["Contents"]
+    keys = sorted(o["Key"] for o in listed)
+    local_files = sorted(
+        "ray-store/" + p.relative_to(tmp_path / "ray-local").as_posix()
+        for p in (tmp_path / "ray-local").rglob("*")
+        if p.is_file()
+    )
+    assert keys == local_files
+    assert "ray-store/manifest.json" in keys
+    assert not any("traceaudit-lock" in k for k in keys)
+    # The manifest went up last (the listing's times are to the second).
+    written = {o["Key"]: o["LastModified"] for o in listed}
+    assert all(t <= written["ray-store/manifest.json"] for t in written.values())
+
+    for name, store in (("bucket", url), ("local", tmp_path / "ray-local")):
+        cli("audit", store, "--config", CONFIG, "--out", tmp_path / f"corpus-{name}", "--quiet")
+    for table in TABLES:
+        got_t = read_table(tmp_path / "corpus-bucket", table)
+        want_t = read_table(tmp_path / "corpus-local", table)
+        assert got_t.num_rows == want_t.num_rows, table
+        assert_same_table(got_t, want_t, table)
+    assert read_table(tmp_path / "corpus-bucket", "findings").num_rows > 0
+
+    with pytest.raises(OSError, match="already holds"):
+        tray.ingest(inputs, url)
+    again = bucket.list_objects_v2(Bucket=BUCKET, Prefix="ray-store")["Contents"]
+    assert {o["Key"]: o["ETag"] for o in again} == {o["Key"]: o["ETag"] for o in listed}
+    with pytest.raises(ValueError, match=r"append=True") as refused:
+        tray.ingest(inputs, f"s3://testing:testing@{BUCKET}/other/", append=True)
+    assert f"s3://{BUCKET}/other/:" in str(refused.value)
+    assert "testing" not in str(refused.value)

@@ -560,6 +560,7 @@ def ingest(
     shard_bytes: int = 0,
     address: Optional[str] = None,
     append: bool = False,
+    scratch: Optional[Union[str, "os.PathLike[str]"]] = None,
 ) -> Dict[str, Any]:
     """Ingest ``inputs`` (files and folders) into the store ``store`` on a Ray cluster.
 
@@ -579,6 +580,14 @@ def ingest(
     Inputs and the store are local paths (on a cluster: a filesystem every node mounts) or
     ``file://`` URIs. ``part_bytes`` as for :func:`traceaudit.ingest`.
 
+    The store can also be a prefix in object storage (``s3://stores/nightly/``, ending in
+    ``/``), written as ``traceaudit ingest --out`` writes one: the shards and the merged store
+    are written under ``scratch`` (a local folder; by default the system's temporary folder,
+    which serves a one-machine cluster: on a larger one give a folder every node mounts), and
+    the store is uploaded with its manifest last, under the prefix's lock object, to an empty
+    prefix only. ``append`` is not taken with a store in a bucket (``traceaudit.ingest(...,
+    append=True)`` appends to one).
+
     With ``append=True``, as ``traceaudit ingest --append``: the inputs the store holds already
     are left out, the others are ingested on the cluster as above into a store of their own
     beside ``store``, and the driver adds that store to ``store`` as a new generation (a part
@@ -587,6 +596,19 @@ def ingest(
     manifest returned then has an ``appended`` entry, as :func:`traceaudit.ingest` gives.
     """
     started = time.monotonic()
+    if _is_object_url(store):
+        if append:
+            raise ValueError(
+                f"{_shown(store)}: the Ray ingest appends to a local (or mounted) store; append "
+                "to a store in a bucket with traceaudit.ingest(..., append=True)"
+            )
+        _connect(address)
+        paths = [_input_path(p) for p in traceaudit._paths(inputs)]
+        where = _local_path(scratch) if scratch is not None else tempfile.gettempdir()
+        shards = os.path.join(where, f".traceaudit-shards-{os.getpid()}-{time.time_ns()}")
+        return _ingest_on_cluster(
+            paths, os.fspath(store), shards, format, cpus_per_task, part_bytes, shard_bytes, started
+        )
     _connect(address)
     paths = [_input_path(p) for p in traceaudit._paths(inputs)]
     out = _local_path(store)
@@ -597,14 +619,23 @@ def ingest(
                 return _appended(json.load(f), None, skipped, created=False)
         night = _beside(out, "night")
         try:
-            _ingest_on_cluster(fresh, night, format, cpus_per_task, part_bytes, shard_bytes, started)
+            _ingest_on_cluster(
+                fresh,
+                night,
+                _beside(night, "shards"),
+                format,
+                cpus_per_task,
+                part_bytes,
+                shard_bytes,
+                started,
+            )
             return json.loads(traceaudit._native.append_store(night, out, skipped))
         finally:
             import shutil
 
             shutil.rmtree(night, ignore_errors=True)
     manifest = _ingest_on_cluster(
-        paths, out, format, cpus_per_task, part_bytes, shard_bytes, started
+        paths, out, _beside(out, "shards"), format, cpus_per_task, part_bytes, shard_bytes, started
     )
     if append:
         return _appended(manifest, manifest["generations"][-1], 0, created=True)
@@ -629,16 +660,31 @@ def _beside(out: str, what: str) -> str:
     return os.path.join(parent, f".{base}.{what}-{os.getpid()}-{time.time_ns()}")
 
 
+def _is_object_url(where: Union[str, "os.PathLike[str]"]) -> bool:
+    return os.fspath(where).lower().startswith(_OBJECT_SCHEMES)
+
+
+def _shown(where: Union[str, "os.PathLike[str]"]) -> str:
+    """A URL as it may be printed: without a ``user:password@`` part or a query."""
+    text = os.fspath(where).split("?", 1)[0].split("#", 1)[0]
+    scheme, sep, rest = text.partition("://")
+    host, slash, path = rest.partition("/")
+    return f"{scheme}{sep}{host.rpartition('@')[2]}{slash}{path}" if sep else text
+
+
 def _ingest_on_cluster(
     paths: List[str],
     out: str,
+    scratch: str,
     format: Optional[str],
     cpus_per_task: int,
     part_bytes: Optional[int],
     shard_bytes: int,
     started: float,
 ) -> Dict[str, Any]:
-    """The distributed ingest of ``paths`` into a new store at ``out``; its manifest."""
+    """The distributed ingest of ``paths`` into a new store at ``out`` (a local path or an
+    object-storage prefix), its shards written under the new folder ``scratch``; its
+    manifest."""
     import ray
 
     plan_text = traceaudit._native.plan_ingest(paths, part_bytes)
@@ -654,7 +700,6 @@ def _ingest_on_cluster(
     keys = {int(r["index"]): list(r["keys"]) for r in keyed}
     sizes = [int(f["size"]) for f in plan["inputs"]]
     groups = _packed(_groups(count, keys), sizes, int(shard_bytes))
-    scratch = _beside(out, "shards")
     os.makedirs(scratch)
     try:
         items = [{"shard": s, "files": g} for s, g in enumerate(groups)]
@@ -745,12 +790,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a.add_argument("--address", help='Ray cluster address ("auto" for a running cluster)')
     i = sub.add_parser("ingest", help="read recorded runs into a store")
     i.add_argument("inputs", nargs="+", help="input files or directories (paths or URIs)")
-    i.add_argument("--out", "-o", required=True, help="the store directory to write")
+    i.add_argument(
+        "--out", "-o", required=True, help="the store directory (or bucket prefix) to write"
+    )
     i.add_argument("--format", help="read every input as this format")
     i.add_argument(
         "--append",
         action="store_true",
         help="add the inputs to the store as a new generation (created when absent)",
+    )
+    i.add_argument(
+        "--scratch",
+        help="with a store in a bucket: the local folder the shards are written under "
+        "(every node must mount it; default: the system's temporary folder)",
     )
     i.add_argument("--address", help='Ray cluster address ("auto" for a running cluster)')
     args = parser.parse_args(argv)
@@ -772,12 +824,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 format=args.format,
                 address=args.address,
                 append=args.append,
+                scratch=args.scratch,
             )
             c = manifest["counts"]
             print(
                 f"{c['conversations']} conversations, {c['runs']} runs; records "
                 f"{c['records_read']} read = {c['records_stored']} stored + "
-                f"{c['records_quarantined']} quarantined -> {args.out}"
+                f"{c['records_quarantined']} quarantined -> {_shown(args.out)}"
             )
     except (ValueError, OSError) as e:
         print(f"traceaudit {args.command}: {e}", file=sys.stderr)

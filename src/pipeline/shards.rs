@@ -507,6 +507,18 @@ pub fn merge_part(
     Ok(())
 }
 
+/// Move the file `from` to `to`: renamed, or copied and removed when the two are on different
+/// filesystems (merged parts on a shared scratch folder, a store staged under `TMPDIR`).
+fn moved(from: &Path, to: &Path) -> io::Result<()> {
+    match std::fs::rename(from, to) {
+        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+            std::fs::copy(from, to)?;
+            std::fs::remove_file(from)
+        }
+        other => other,
+    }
+}
+
 /// Join the shard stores `shards`, each with the plan's input numbers of the files it read,
 /// into the store `out` (written atomically, as an ingest writes a store). A run read by two
 /// shards is kept from the earlier input, and the later copy quarantined as a duplicate, as
@@ -515,6 +527,10 @@ pub fn merge_part(
 /// must be on the store's filesystem), or when `None` merged here. Given merged parts, this
 /// process reads their tallies and no run at all; merging here, it also holds every run's key
 /// (id and origin) for the survey of duplicates, as the command line's ingest does.
+///
+/// `out` can be a prefix in object storage (`s3://stores/nightly/`), written as `ingest` writes
+/// one: the store is merged into a folder under `TMPDIR` and uploaded with its manifest last,
+/// under the prefix's lock object, to an empty prefix only.
 pub fn merge_shards(
     plan: &IngestPlan,
     shards: &[(PathBuf, Vec<u32>)],
@@ -523,6 +539,13 @@ pub fn merge_shards(
     started_seconds_ago: f64,
     merged: Option<&Path>,
 ) -> io::Result<IngestSummary> {
+    if super::remote::is_url(out) {
+        return super::remote::write_to_bucket(out, |local| {
+            let mut summary = merge_shards(plan, shards, local, opts, started_seconds_ago, merged)?;
+            summary.store = crate::source::object::redacted(&out.to_string_lossy()).into();
+            Ok(summary)
+        });
+    }
     let started = Instant::now();
     let manifests = shard_manifests(plan, shards)?;
     let staging = AtomicDir::create(out, &crate::store::store_layout())?;
@@ -545,7 +568,7 @@ pub fn merge_shards(
                     ),
                     (runs, staging.path().join(runs_part_name(part))),
                 ] {
-                    std::fs::rename(&from, &to)
+                    moved(&from, &to)
                         .map_err(|e| atomic::with_path(e, "cannot move the merged part", &from))?;
                 }
             }
