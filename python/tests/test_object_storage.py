@@ -196,3 +196,31 @@ def test_the_ray_ingest_writes_its_store_to_a_bucket(bucket, cluster, tmp_path):
         tray.ingest(inputs, f"s3://testing:testing@{BUCKET}/other/", append=True)
     assert f"s3://{BUCKET}/other/:" in str(refused.value)
     assert "testing" not in str(refused.value)
+
+
+def test_the_module_appends_to_a_store_in_a_bucket_as_to_a_local_one(bucket, tmp_path):
+    """`traceaudit.ingest(..., append=True)` to a prefix: two nights, the second holding the
+    first's files again, give the manifest two appends to a local folder give, and the second
+    night leaves the first night's objects as they were."""
+    ndjson = TESTDATA / "agentfootprint" / "ndjson"
+    nights = [
+        [ndjson / "a_repeated_identical_call.ndjson"],
+        [ndjson / "a_repeated_identical_call.ndjson", ndjson / "b_polling_progress.ndjson"],
+    ]
+    url = f"s3://{BUCKET}/module-store/"
+    versions = []
+    for n, night in enumerate(nights):
+        got = traceaudit.ingest(night, url, append=True)
+        want = traceaudit.ingest(night, tmp_path / "local", append=True)
+        assert got["appended"]["created"] == want["appended"]["created"] == (n == 0)
+        assert got["appended"]["skipped_as_ingested"] == want["appended"]["skipped_as_ingested"]
+        for key in ("inputs", "counts", "parts"):
+            assert got[key] == want[key], (n, key)
+        listed = bucket.list_objects_v2(Bucket=BUCKET, Prefix="module-store/")["Contents"]
+        versions.append({o["Key"]: o["ETag"] for o in listed})
+    assert want["appended"]["skipped_as_ingested"] == 1
+    for key, etag in versions[0].items():
+        if key != "module-store/manifest.json":
+            assert versions[1][key] == etag, key
+    added = set(versions[1]) - set(versions[0])
+    assert added and all(k.startswith("module-store/generations/00001/") for k in added)

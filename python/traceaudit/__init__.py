@@ -70,7 +70,9 @@ def ingest(
     With ``append=True``, as ``traceaudit ingest INPUTS --out OUT --append``: the inputs are
     added to the store as a new generation (the store is created when absent); the manifest
     returned then has an ``appended`` entry with the ``generation`` added (``None`` when every
-    input was in the store already), ``skipped_as_ingested`` and ``created``.
+    input was in the store already), ``skipped_as_ingested`` and ``created``. ``out`` can be a
+    prefix in object storage (``s3://stores/nightly/``): only the new generation's files are
+    uploaded, then the manifest, under the prefix's lock object.
 
     As ``traceaudit ingest INPUTS --out OUT``. ``format`` reads every input as that format
     (a name as ``--format`` takes it) instead of detecting it; ``threads`` defaults to the cores
