@@ -105,7 +105,8 @@ fn grow_locked<T>(
         let mut keys: Vec<&String> = listed.keys().collect();
         keys.sort();
         return Err(io::Error::from(Error::Refused(format!(
-            "{} holds {} object(s) ({}, ...) and no store's manifest.json: an append adds to a              store traceaudit wrote there, or writes a new one to an empty prefix",
+            "{} holds {} object(s) ({}, ...) and no store's manifest.json: an append adds to a \
+             store traceaudit wrote there, or writes a new one to an empty prefix",
             prefix.shown(),
             keys.len(),
             keys[0]
@@ -121,13 +122,16 @@ fn grow_locked<T>(
             let size = std::fs::metadata(local.join(&rel))?.len();
             if rel != "manifest.json" && listed.get(&rel).is_some_and(|r| r.size != size) {
                 return Err(io::Error::other(format!(
-                    "the append changed {rel} of {}, and objects in a bucket are not replaced;                      nothing was written",
+                    "the append changed {rel} of {}, and objects in a bucket are not replaced; \
+                     nothing was written",
                     prefix.shown()
                 )));
             }
         } else if listed.contains_key(&rel) {
             return Err(io::Error::from(Error::Refused(format!(
-                "{} holds {rel}, which its manifest does not name (left by an append stopped                  before its commit?), and objects in a bucket are not replaced: delete the                  objects of that generation, then append again; nothing was written",
+                "{} holds {rel}, which its manifest does not name (left by an append stopped \
+                 before its commit?), and objects in a bucket are not replaced: delete the \
+                 objects of that generation, then append again; nothing was written",
                 prefix.shown()
             ))));
         } else {

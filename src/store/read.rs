@@ -227,7 +227,8 @@ fn refuse_runs_of_other_parts(
         Some(_) => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
-                "{} holds runs of other parts than part {local}, whose runs file it is: the                  store is not whole; ingest its inputs again",
+                "{} holds runs of other parts than part {local}, whose runs file it is: the \
+                 store is not whole; ingest its inputs again",
                 path.display()
             ),
         )),
