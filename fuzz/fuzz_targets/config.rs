@@ -7,20 +7,10 @@ use libfuzzer_sys::fuzz_target;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// The repository's folder of schema files, read in place (the loader only reads).
 fn schema_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("traceaudit-fuzz-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("schema folder");
-        let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/schemas");
-        if let Ok(entries) = std::fs::read_dir(schema) {
-            for e in entries.flatten() {
-                let _ = std::fs::copy(e.path(), dir.join(e.file_name()));
-            }
-        }
-        dir
-    })
+    DIR.get_or_init(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/schemas"))
 }
 
 fuzz_target!(|data: &[u8]| {
