@@ -152,8 +152,7 @@ def test_the_ray_ingest_of_a_prefix_equals_the_local_ingest(bucket, cluster, tmp
 def test_the_ray_ingest_writes_its_store_to_a_bucket(bucket, cluster, tmp_path):
     """`traceaudit.ray.ingest` to a prefix: the store it merges is uploaded there (manifest
     last, no lock object left), and its audit is the audit of the store the same ingest writes
-    to a local folder. A prefix holding objects is refused and keeps them; an append to a
-    store in a bucket is refused with the way to do it."""
+    to a local folder. A prefix holding objects is refused and keeps them."""
     inputs = [TESTDATA / "agentfootprint", TESTDATA / "tau-bench"]
     url = f"s3://{BUCKET}/ray-store/"
     want = tray.ingest(inputs, tmp_path / "ray-local", part_bytes=40_000)
@@ -192,10 +191,52 @@ def test_the_ray_ingest_writes_its_store_to_a_bucket(bucket, cluster, tmp_path):
         tray.ingest(inputs, url)
     again = bucket.list_objects_v2(Bucket=BUCKET, Prefix="ray-store")["Contents"]
     assert {o["Key"]: o["ETag"] for o in again} == {o["Key"]: o["ETag"] for o in listed}
-    with pytest.raises(ValueError, match=r"append=True") as refused:
-        tray.ingest(inputs, f"s3://testing:testing@{BUCKET}/other/", append=True)
-    assert f"s3://{BUCKET}/other/:" in str(refused.value)
-    assert "testing" not in str(refused.value)
+
+
+def test_the_ray_ingest_appends_to_a_store_in_a_bucket_as_to_a_local_one(
+    bucket, cluster, tmp_path
+):
+    """`traceaudit.ray.ingest(..., append=True)` to a prefix: a first night creates the store,
+    a second (one file held, one new) adds a generation whose files alone are uploaded, and a
+    third holding only held files writes nothing; each manifest is the one two Ray appends to
+    a local folder give, and the bucket store audits as the local one does."""
+    ndjson = TESTDATA / "agentfootprint" / "ndjson"
+    nights = [
+        [ndjson / "a_repeated_identical_call.ndjson", ndjson / "f_prior_turn_evidence.ndjson"],
+        [ndjson / "a_repeated_identical_call.ndjson", ndjson / "b_polling_progress.ndjson"],
+        [ndjson / "b_polling_progress.ndjson"],
+    ]
+    url = f"s3://{BUCKET}/ray-append/"
+    versions = []
+    for n, night in enumerate(nights):
+        got = tray.ingest(night, url, append=True, scratch=tmp_path / "scratch")
+        want = tray.ingest(night, tmp_path / "local", append=True)
+        assert got["appended"]["created"] == want["appended"]["created"] == (n == 0), n
+        assert got["appended"]["skipped_as_ingested"] == want["appended"]["skipped_as_ingested"]
+        assert (got["appended"]["generation"] is None) == (n == 2)
+        for key in ("counts", "parts"):
+            assert got[key] == want[key], (n, key)
+        assert [i["sha256"] for i in got["inputs"]] == [i["sha256"] for i in want["inputs"]]
+        listed = bucket.list_objects_v2(Bucket=BUCKET, Prefix="ray-append/")["Contents"]
+        versions.append({o["Key"]: o["ETag"] for o in listed})
+    assert [len(v) for v in versions][1] > len(versions[0])
+    for key, etag in versions[0].items():
+        if key != "ray-append/manifest.json":
+            assert versions[1][key] == etag, key
+    added = set(versions[1]) - set(versions[0])
+    assert added and all(k.startswith("ray-append/generations/00001/") for k in added)
+    assert versions[2] == versions[1]
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+    for name, store in (("bucket", url), ("local", tmp_path / "local")):
+        cli("audit", store, "--config", CONFIG, "--out", tmp_path / f"corpus-{name}", "--quiet")
+    for table in TABLES:
+        assert_same_table(
+            read_table(tmp_path / "corpus-bucket", table),
+            read_table(tmp_path / "corpus-local", table),
+            table,
+        )
+    assert read_table(tmp_path / "corpus-bucket", "findings").num_rows > 0
 
 
 def test_the_module_appends_to_a_store_in_a_bucket_as_to_a_local_one(bucket, tmp_path):

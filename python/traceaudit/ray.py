@@ -585,8 +585,9 @@ def ingest(
     are written under ``scratch`` (a local folder; by default the system's temporary folder,
     which serves a one-machine cluster: on a larger one give a folder every node mounts), and
     the store is uploaded with its manifest last, under the prefix's lock object, to an empty
-    prefix only. ``append`` is not taken with a store in a bucket (``traceaudit.ingest(...,
-    append=True)`` appends to one).
+    prefix only. With ``append=True`` the night is ingested on the cluster into ``scratch`` and
+    added to the store in the bucket as ``traceaudit ingest --append`` adds one: the new
+    generation's files uploaded, then the manifest.
 
     With ``append=True``, as ``traceaudit ingest --append``: the inputs the store holds already
     are left out, the others are ingested on the cluster as above into a store of their own
@@ -597,18 +598,34 @@ def ingest(
     """
     started = time.monotonic()
     if _is_object_url(store):
-        if append:
-            raise ValueError(
-                f"{_shown(store)}: the Ray ingest appends to a local (or mounted) store; append "
-                "to a store in a bucket with traceaudit.ingest(..., append=True)"
-            )
         _connect(address)
         paths = [_input_path(p) for p in traceaudit._paths(inputs)]
         where = _local_path(scratch) if scratch is not None else tempfile.gettempdir()
-        shards = os.path.join(where, f".traceaudit-shards-{os.getpid()}-{time.time_ns()}")
-        return _ingest_on_cluster(
-            paths, os.fspath(store), shards, format, cpus_per_task, part_bytes, shard_bytes, started
-        )
+
+        def scratch_for(what: str) -> str:
+            return os.path.join(where, f".traceaudit-{what}-{os.getpid()}-{time.time_ns()}")
+
+        url = os.fspath(store)
+        if not append:
+            return _ingest_on_cluster(
+                paths, url, scratch_for("shards"), format, cpus_per_task, part_bytes,
+                shard_bytes, started,
+            )
+        fresh, skipped = traceaudit._native.fresh_inputs(paths, url)
+        if not fresh:
+            # Every input is held: the append writes nothing and gives the store's manifest.
+            return traceaudit.ingest(paths, url, format=format, part_bytes=part_bytes, append=True)
+        night = scratch_for("night")
+        try:
+            _ingest_on_cluster(
+                fresh, night, scratch_for("shards"), format, cpus_per_task, part_bytes,
+                shard_bytes, started,
+            )
+            return json.loads(traceaudit._native.append_store(night, url, skipped))
+        finally:
+            import shutil
+
+            shutil.rmtree(night, ignore_errors=True)
     _connect(address)
     paths = [_input_path(p) for p in traceaudit._paths(inputs)]
     out = _local_path(store)

@@ -264,6 +264,14 @@ pub fn append_store(
     skipped: u64,
     opts: &IngestOptions,
 ) -> io::Result<AppendSummary> {
+    if super::remote::is_url(out) {
+        let mut summary = super::remote::grow_in_bucket(out, |local| match local.exists() {
+            true => append_store(night, local, skipped, opts),
+            false => night_as_new_store(night, local, skipped),
+        })?;
+        summary.store = PathBuf::from(crate::source::object::redacted(&out.to_string_lossy()));
+        return Ok(summary);
+    }
     let started = Instant::now();
     let _lock = atomic::lock_output(out)?;
     atomic::refuse_overlap(out, &[night.to_path_buf()])?;
@@ -345,9 +353,38 @@ pub fn append_store(
     })
 }
 
+/// A night's store copied whole to `out` (a folder not there yet), as the store an append to
+/// an empty prefix creates: its inputs its first generation.
+fn night_as_new_store(night: &Path, out: &Path, skipped: u64) -> io::Result<AppendSummary> {
+    let store = Store::open(night)?;
+    for rel in crate::source::object::relative_files(night)? {
+        let to = out.join(&rel);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| atomic::with_path(e, "cannot create", parent))?;
+        }
+        std::fs::copy(night.join(&rel), &to)
+            .map_err(|e| atomic::with_path(e, "cannot write", &to))?;
+    }
+    let generation = generations::entries(&store.manifest).pop();
+    Ok(AppendSummary {
+        store: out.to_path_buf(),
+        manifest: store.manifest,
+        generation,
+        skipped_as_ingested: skipped,
+        created: true,
+    })
+}
+
 /// The inputs of `inputs` (files and folders, as `ingest` takes them) that the store at `store`
 /// does not hold yet, and how many it holds; every input when there is no store there.
 pub fn fresh_inputs(inputs: &[PathBuf], store: &Path) -> io::Result<(Vec<InputFile>, u64)> {
+    if super::remote::is_url(store) {
+        if let Some((local, _copy)) = super::remote::fetched_manifest(store)? {
+            return fresh_inputs(inputs, &local);
+        }
+        return Ok((find_inputs(inputs)?.files, 0));
+    }
     let found = find_inputs(inputs)?;
     if !store.join("manifest.json").is_file() {
         return Ok((found.files, 0));

@@ -164,6 +164,25 @@ fn named_as(e: io::Error, local: &Path, shown: &str) -> io::Error {
     }
 }
 
+/// The manifest of the store at the URL `input`, fetched alone into a temporary folder (which
+/// lives as long as the returned one); `None` when the prefix holds no `manifest.json`.
+pub fn fetched_manifest(input: &Path) -> io::Result<Option<(PathBuf, TempFolder)>> {
+    let prefix = Prefix::open(&as_prefix(input))?;
+    let Some((_, manifest)) = prefix
+        .objects()?
+        .into_iter()
+        .find(|(rel, _)| rel == "manifest.json")
+    else {
+        return Ok(None);
+    };
+    let temp = TempFolder::new("manifest")?;
+    let local = temp.path().join("store");
+    std::fs::create_dir_all(&local)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", local.display())))?;
+    object::fetch(&manifest, &local.join("manifest.json"))?;
+    Ok(Some((local, temp)))
+}
+
 /// The URL `path` as a prefix (ending in `/`): a corpus, store or folder of nights is read as
 /// the objects under it, named with or without the slash.
 fn as_prefix(path: &Path) -> String {
