@@ -3,7 +3,7 @@
 //! attempts, stages, keywords and bounded field paths, never answers or validator messages.
 
 use super::facts::{retries_known, Facts};
-use super::row::AttemptRow;
+use super::row::{AttemptRow, Outcome};
 use crate::corpus::{Draft, FindingColumns, Subject, Witness};
 use serde_json::{json, Value};
 
@@ -74,7 +74,7 @@ impl Checker<'_, '_> {
             message,
             columns: FindingColumns {
                 schema_attempt: row.map(|r| r.attempt),
-                schema_outcome: row.map(|r| r.outcome.clone()),
+                schema_outcome: row.map(|r| r.outcome.to_string()),
                 schema_stage: row.and_then(|r| r.stage.clone()),
                 schema_path: row.and_then(|r| r.path.as_deref().map(bounded)),
                 schema_hash: row.and_then(|r| r.corrective_message_hash.clone()),
@@ -104,7 +104,7 @@ pub(super) fn witness(
 
 /// An unmet contract is a finding of its own.
 pub(super) fn unmet_findings(c: &mut Checker<'_, '_>, ledger: &[AttemptRow]) {
-    for row in ledger.iter().filter(|r| r.outcome == "exhausted") {
+    for row in ledger.iter().filter(|r| r.outcome == Outcome::Exhausted) {
         let why = match (&row.broken_by, &row.stop_reason) {
             (Some(_), _) => "a middleware rewrite broke an answer that had passed".to_string(),
             (None, Some(stop)) => format!("the provider stopped with `{stop}`"),

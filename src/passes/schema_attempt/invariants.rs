@@ -8,7 +8,7 @@ use super::facts::{retries_known, Facts, RetryVerdict, UnmetVerdict};
 use super::findings::{witness, Checker, BROKEN_INVARIANT};
 use super::judge::RowCheck;
 use super::ledger::answer_of;
-use super::row::AttemptRow;
+use super::row::{AttemptRow, Outcome};
 use crate::corpus::{Subject, Witness};
 use crate::js;
 use crate::model::Role;
@@ -199,7 +199,7 @@ pub(super) fn check_invariants(c: &mut Checker<'_, '_>, ledger: &[AttemptRow]) -
 /// The row rules after `known-outcome` judge only rows whose outcome is known: a row outside
 /// the vocabulary is reported once, by that rule.
 fn outcome_known(row: &AttemptRow) -> bool {
-    matches!(row.outcome.as_str(), "passed" | "retried" | "exhausted")
+    row.outcome.is_known()
 }
 
 fn opt_eq(a: &Option<String>, b: &Option<String>) -> bool {
@@ -247,7 +247,7 @@ fn hash_only_on_retried(c: &mut Filer<'_, '_, '_>, row: &AttemptRow, _: &mut Row
     if !outcome_known(row) {
         return;
     }
-    let retried = row.outcome == "retried";
+    let retried = row.outcome == Outcome::Retried;
     let has_hash = row.corrective_message_hash.is_some();
     let misplaced = if retried {
         c.facts().contract.correction_hashes && !has_hash
@@ -318,7 +318,7 @@ fn broken_by_only_on_exhausted(c: &mut Filer<'_, '_, '_>, row: &AttemptRow, _: &
     if !outcome_known(row) {
         return;
     }
-    if row.broken_by.is_some() && row.outcome != "exhausted" {
+    if row.broken_by.is_some() && row.outcome != Outcome::Exhausted {
         c.row(
             row,
             format!(
@@ -336,7 +336,7 @@ fn refusal_not_retried(c: &mut Filer<'_, '_, '_>, row: &AttemptRow, _: &mut RowC
     if !outcome_known(row) {
         return;
     }
-    if row.stop_reason.as_deref() == Some("refusal") && row.outcome != "exhausted" {
+    if row.stop_reason.as_deref() == Some("refusal") && row.outcome != Outcome::Exhausted {
         c.row(
             row,
             format!(
@@ -350,7 +350,7 @@ fn refusal_not_retried(c: &mut Filer<'_, '_, '_>, row: &AttemptRow, _: &mut RowC
 
 /// The first exhausted row is the last row.
 fn nothing_after_exhausted(c: &mut Filer<'_, '_, '_>, ledger: &[AttemptRow], _: &mut [RowCheck]) {
-    if let Some(row) = ledger.iter().find(|r| r.outcome == "exhausted") {
+    if let Some(row) = ledger.iter().find(|r| r.outcome == Outcome::Exhausted) {
         let after = ledger.iter().filter(|r| r.attempt > row.attempt).count();
         if after > 0 {
             c.row(
@@ -367,7 +367,7 @@ fn nothing_after_exhausted(c: &mut Filer<'_, '_, '_>, ledger: &[AttemptRow], _: 
 
 /// The last row is not retried.
 fn retry_answered(c: &mut Filer<'_, '_, '_>, ledger: &[AttemptRow], _: &mut [RowCheck]) {
-    if let Some(last) = ledger.last().filter(|r| r.outcome == "retried") {
+    if let Some(last) = ledger.last().filter(|r| r.outcome == Outcome::Retried) {
         c.row(
             last,
             format!(
@@ -387,7 +387,7 @@ fn retry_budget(c: &mut Filer<'_, '_, '_>, ledger: &[AttemptRow], _: &mut [RowCh
         return;
     };
     for row in ledger {
-        if row.outcome == "retried" && row.attempt > budget {
+        if row.outcome == Outcome::Retried && row.attempt > budget {
             c.row(
                 row,
                 format!(
@@ -398,7 +398,7 @@ fn retry_budget(c: &mut Filer<'_, '_, '_>, ledger: &[AttemptRow], _: &mut [RowCh
                 vec![witness(Some(row), "retries", json!(budget), from)],
             );
         }
-        let early = row.outcome == "exhausted"
+        let early = row.outcome == Outcome::Exhausted
             && row.attempt <= budget
             && row.broken_by.is_none()
             && row.stop_reason.as_deref() != Some("refusal")
@@ -434,7 +434,7 @@ fn retry_budget(c: &mut Filer<'_, '_, '_>, ledger: &[AttemptRow], _: &mut [RowCh
 
 /// A retried row joins exactly one retry verdict of its attempt, equal in every field.
 fn retry_verdict_join(c: &mut Filer<'_, '_, '_>, row: &AttemptRow, check: &mut RowCheck) {
-    if row.outcome != "retried" {
+    if row.outcome != Outcome::Retried {
         return;
     }
     let f = c.facts();
@@ -523,7 +523,7 @@ fn retry_differences(r: &RetryVerdict, row: &AttemptRow, budget: Option<u32>) ->
 /// The correction-hash join applies to a retried row where the framework defines the hash and
 /// a history was recorded to find the correction in.
 fn hash_join_applies(f: &Facts<'_>, row: &AttemptRow) -> bool {
-    row.outcome == "retried" && !f.history.is_empty() && f.contract.correction_hashes
+    row.outcome == Outcome::Retried && !f.history.is_empty() && f.contract.correction_hashes
 }
 
 /// The history message (a user or tool message) the row's corrective-message hash names.
@@ -620,7 +620,7 @@ fn every_correction_claimed(c: &mut Filer<'_, '_, '_>, ledger: &[AttemptRow], _:
     }
     for corr in &f.corrections {
         let claimed = ledger.iter().any(|r| {
-            r.outcome == "retried"
+            r.outcome == Outcome::Retried
                 && r.corrective_message_hash.as_deref() == Some(corr.hash.as_str())
         });
         if !claimed {
@@ -651,7 +651,7 @@ fn every_retry_verdict_claimed(
     for r in &c.facts().retries {
         let claimed = ledger
             .iter()
-            .any(|row| row.outcome == "retried" && Some(row.attempt) == r.attempt);
+            .any(|row| row.outcome == Outcome::Retried && Some(row.attempt) == r.attempt);
         if !claimed {
             c.about(
                 Subject::new(
@@ -674,7 +674,7 @@ fn every_retry_verdict_claimed(
 /// joins exactly one unmet verdict naming its attempt, equal in every field.
 fn unmet_verdict_join(c: &mut Filer<'_, '_, '_>, row: &AttemptRow, check: &mut RowCheck) {
     let f = c.facts();
-    if row.outcome != "exhausted" || !f.contract.terminal_verdicts || row.inferred {
+    if row.outcome != Outcome::Exhausted || !f.contract.terminal_verdicts || row.inferred {
         return;
     }
     check.joins.push("unmet-verdict");
@@ -752,7 +752,7 @@ fn every_unmet_verdict_claimed(
     for u in &c.facts().unmet {
         let claimed = ledger
             .iter()
-            .any(|row| row.outcome == "exhausted" && Some(row.attempt) == u.attempts);
+            .any(|row| row.outcome == Outcome::Exhausted && Some(row.attempt) == u.attempts);
         if !claimed {
             c.about(
                 Subject::new(

@@ -5,7 +5,7 @@
 use super::facts::Contract;
 use super::findings::{bounded, witness, Checker, VERDICT_DRIFT};
 use super::ledger::answer_of;
-use super::row::AttemptRow;
+use super::row::{AttemptRow, Outcome};
 use crate::js;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -162,7 +162,7 @@ pub(super) fn rejudge(c: &mut Checker<'_, '_>, ledger: &mut [AttemptRow], checks
 /// at the validator's stage.
 fn settle(row: &mut AttemptRow, verdict: &Judgement) {
     if *verdict != Judgement::Valid {
-        row.outcome = "exhausted".into();
+        row.outcome = Outcome::Exhausted;
         row.stage = verdict.stage().map(str::to_string);
         row.error = verdict.detail();
         if let Judgement::Invalid { path, .. } = verdict {
@@ -177,9 +177,9 @@ fn drift(row: &AttemptRow, verdict: &Judgement) -> Option<String> {
     let excused = row.broken_by.is_some() || row.stop_reason.is_some();
     // A rejection by the application's own check came after the schema passed.
     let custom = row.stage.as_deref() == Some(CUSTOM_STAGE);
-    match (verdict, row.outcome.as_str()) {
-        (Judgement::Valid, "passed") => None,
-        (v, "passed") => Some(format!(
+    match (verdict, &row.outcome) {
+        (Judgement::Valid, Outcome::Passed) => None,
+        (v, Outcome::Passed) => Some(format!(
             "The framework accepted attempt {}; the validator rejects it ({}).",
             row.attempt,
             v.detail().unwrap_or_default()

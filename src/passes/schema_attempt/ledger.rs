@@ -2,7 +2,7 @@
 //! judged answers, the verdicts and the history when the recording carries none.
 
 use super::facts::{correction_error, Candidate, Correction, Facts};
-use super::row::AttemptRow;
+use super::row::{AttemptRow, Outcome};
 use crate::js;
 use crate::model::Role;
 
@@ -36,14 +36,14 @@ pub(super) fn rebuild(f: &Facts<'_>) -> Vec<AttemptRow> {
             ..AttemptRow::default()
         };
         if let Some(r) = retry {
-            row.outcome = "retried".into();
+            row.outcome = Outcome::Retried;
             row.stage = r.stage.clone();
             row.error = r.error.clone();
             row.path = r.path.clone();
             row.corrective_message_hash = r.hash.clone();
             row.stop_reason = native_stop;
         } else if let Some(u) = unmet {
-            row.outcome = "exhausted".into();
+            row.outcome = Outcome::Exhausted;
             row.stage = u.stage.clone();
             row.error = u.error.clone();
             row.path = u.path.clone();
@@ -51,7 +51,7 @@ pub(super) fn rebuild(f: &Facts<'_>) -> Vec<AttemptRow> {
             row.stop_reason = native_stop;
         } else if c.routed_retry {
             // Asked again, but no retry verdict was recorded: take what the correction says.
-            row.outcome = "retried".into();
+            row.outcome = Outcome::Retried;
             if let Some(corr) = correction_after(f, c) {
                 let text = f.history[corr.index].text;
                 row.error = correction_error(text).map(str::to_string);
@@ -62,10 +62,10 @@ pub(super) fn rebuild(f: &Facts<'_>) -> Vec<AttemptRow> {
             // Only the configuration knows of a contract (the framework judged nothing), or
             // nothing followed the last answer and the source records no terminal verdict:
             // the validator says what became of it (see `rejudge`).
-            row.outcome = "passed".into();
+            row.outcome = Outcome::Passed;
             row.inferred = true;
         } else {
-            row.outcome = "passed".into();
+            row.outcome = Outcome::Passed;
         }
         rows.push(row);
     }

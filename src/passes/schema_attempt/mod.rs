@@ -52,7 +52,7 @@ use facts::correction_error;
 use invariants::INVARIANTS;
 #[cfg(test)]
 use judge::{compile_schema, judge, Judgement};
-pub use row::AttemptRow;
+pub use row::{AttemptRow, Outcome};
 pub use table::{attempts_schema, TABLE};
 
 use crate::corpus::{Disposition, Draft};
@@ -194,7 +194,7 @@ fn judge_facts(facts: &facts::Facts<'_>) -> RunOutcome {
 /// counts what was filed.
 fn conclusion(ledger: &[AttemptRow], findings: &[Draft]) -> (Disposition, String) {
     let last = ledger.last().expect("non-empty ledger");
-    if findings.is_empty() && last.outcome == "passed" {
+    if findings.is_empty() && last.outcome == Outcome::Passed {
         return (
             Disposition::CheckedPass,
             format!(

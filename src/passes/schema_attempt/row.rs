@@ -10,13 +10,62 @@ pub(super) fn u32_of(v: Option<&Value>) -> Option<u32> {
         .map(|n| n as u32)
 }
 
+/// What became of an attempt: the framework's three outcomes, or what else a recording wrote
+/// (kept as written, so the ledger table shows it and the `known-outcome` rule names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Passed,
+    Retried,
+    Exhausted,
+    Other(String),
+}
+
+impl Outcome {
+    pub fn parse(text: &str) -> Outcome {
+        match text {
+            "passed" => Outcome::Passed,
+            "retried" => Outcome::Retried,
+            "exhausted" => Outcome::Exhausted,
+            other => Outcome::Other(other.to_string()),
+        }
+    }
+
+    /// The name the framework and the ledger table write.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Retried => "retried",
+            Outcome::Exhausted => "exhausted",
+            Outcome::Other(text) => text,
+        }
+    }
+
+    /// One of the framework's three.
+    pub fn is_known(&self) -> bool {
+        !matches!(self, Outcome::Other(_))
+    }
+}
+
+impl Default for Outcome {
+    /// A row read without an outcome.
+    fn default() -> Self {
+        Outcome::Other(String::new())
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One row of an attempt ledger, recorded or rebuilt.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AttemptRow {
     /// 1-based; 0 when the recorded row had no usable number.
     pub attempt: u32,
     pub iteration: Option<u32>,
-    pub outcome: String,
+    pub outcome: Outcome,
     pub stage: Option<String>,
     pub error: Option<String>,
     pub path: Option<String>,
@@ -35,7 +84,7 @@ impl AttemptRow {
         AttemptRow {
             attempt: u32_of(v.get("attempt")).unwrap_or(0),
             iteration: u32_of(v.get("iteration")),
-            outcome: s("outcome").unwrap_or_default(),
+            outcome: Outcome::parse(&s("outcome").unwrap_or_default()),
             stage: s("stage"),
             error: s("error"),
             path: s("path"),
@@ -47,6 +96,6 @@ impl AttemptRow {
     }
 
     pub(super) fn failed(&self) -> bool {
-        self.outcome != "passed"
+        self.outcome != Outcome::Passed
     }
 }

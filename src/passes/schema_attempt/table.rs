@@ -24,7 +24,7 @@ pub(super) fn table_row(
     m.insert("source".into(), json!(vocab::source_family(&run.format)));
     m.insert("attempt".into(), json!(row.attempt));
     m.insert("iteration".into(), json!(row.iteration));
-    m.insert("outcome".into(), json!(row.outcome));
+    m.insert("outcome".into(), json!(row.outcome.as_str()));
     m.insert("stage".into(), json!(row.stage));
     m.insert("error".into(), json!(row.error));
     m.insert("path".into(), json!(row.path));
