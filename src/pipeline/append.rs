@@ -78,6 +78,7 @@ pub struct AppendSummary {
 /// ```
 pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<AppendSummary> {
     if super::remote::is_url(out) {
+        atomic::refuse_overlap(out, inputs)?;
         let mut summary = super::remote::grow_in_bucket(out, |local| append(inputs, local, opts))?;
         summary.store = PathBuf::from(crate::source::object::redacted(&out.to_string_lossy()));
         return Ok(summary);

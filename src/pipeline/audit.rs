@@ -344,6 +344,7 @@ pub struct AuditSummary {
 /// ```
 pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<AuditSummary> {
     if super::remote::is_url(out) {
+        crate::store::atomic::refuse_overlap(out, inputs)?;
         return super::remote::write_to_bucket(out, |local| {
             let mut summary = audit(inputs, local, opts)?;
             summary.corpus = crate::source::object::redacted(&out.to_string_lossy()).into();

@@ -89,6 +89,7 @@ pub struct IngestSummary {
 /// ```
 pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<IngestSummary> {
     if super::remote::is_url(out) {
+        atomic::refuse_overlap(out, inputs)?;
         return super::remote::write_to_bucket(out, |local| {
             let mut summary = ingest(inputs, local, opts)?;
             summary.store = crate::source::object::redacted(&out.to_string_lossy()).into();

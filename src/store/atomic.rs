@@ -643,9 +643,15 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// an output would be written over what the run reads (or, replaced, delete it), so it is
 /// refused before anything is read. Paths are compared after resolving links.
 pub fn refuse_overlap(out: &Path, inputs: &[PathBuf]) -> io::Result<()> {
+    fn url(p: &Path) -> Option<&str> {
+        p.to_str().filter(|s| crate::source::object::is_url(s))
+    }
+    if let Some(out_url) = url(out) {
+        return refuse_url_overlap(out_url, inputs);
+    }
     let out_abs = resolved(out);
     for input in inputs {
-        if input.as_os_str() == "-" || input.to_str().is_some_and(crate::source::object::is_url) {
+        if input.as_os_str() == "-" || url(input).is_some() {
             continue;
         }
         let input_abs = resolved(input);
@@ -669,6 +675,42 @@ pub fn refuse_overlap(out: &Path, inputs: &[PathBuf]) -> io::Result<()> {
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// [`refuse_overlap`] for an output in object storage: against the inputs in object storage,
+/// compared as prefixes (scheme, bucket and path, without credentials or query). An output
+/// inside an input prefix would be read back as input by the next run over that prefix.
+fn refuse_url_overlap(out: &str, inputs: &[PathBuf]) -> io::Result<()> {
+    let key = |url: &str| {
+        let shown = crate::source::object::redacted(url);
+        match shown.ends_with('/') {
+            true => shown,
+            false => format!("{shown}/"),
+        }
+    };
+    let out_key = key(out);
+    for input in inputs.iter().filter_map(|p| p.to_str()) {
+        if !crate::source::object::is_url(input) {
+            continue;
+        }
+        let input_key = key(input);
+        let how = if out_key == input_key {
+            "is"
+        } else if out_key.starts_with(&input_key) {
+            "lies inside"
+        } else if input_key.starts_with(&out_key) {
+            "contains"
+        } else {
+            continue;
+        };
+        return Err(io::Error::from(Error::Refused(format!(
+            "the output {} {how} the input {}: what this run writes would be read as input by \
+             the next run over that prefix; choose an --out outside every input",
+            out_key.trim_end_matches('/'),
+            input_key.trim_end_matches('/')
+        ))));
     }
     Ok(())
 }
@@ -998,6 +1040,35 @@ mod tests {
         // Beside each other: fine, including a shared name prefix.
         assert!(refuse_overlap(&dir.path().join("recs2"), std::slice::from_ref(&recs)).is_ok());
         assert!(refuse_overlap(&dir.path().join("out"), &[recs, corp]).is_ok());
+    }
+
+    /// An output in a bucket is refused inside (or around) an input prefix of the same bucket,
+    /// however the two are spelt (a trailing slash, credentials, a query), and before anything
+    /// is read or written: no server is needed to refuse it.
+    #[test]
+    fn an_output_prefix_inside_an_input_prefix_is_refused() {
+        let p = |s: &str| PathBuf::from(s);
+        let logs = [p("s3://ops/logs/"), p("/var/log/agents")];
+        for out in [
+            "s3://ops/logs/store/",
+            "s3://ops/logs",
+            "s3://u:secret@ops/logs/x?sig=1",
+        ] {
+            let e = refuse_overlap(&p(out), &logs).unwrap_err().to_string();
+            assert!(e.contains("s3://ops/logs"), "{e}");
+            assert!(!e.contains("secret") && !e.contains("sig="), "{e}");
+        }
+        let e = refuse_overlap(&p("s3://ops/"), &logs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("contains the input s3://ops/logs"), "{e}");
+        for out in [
+            "s3://ops/stores/",
+            "s3://ops/logs-store/",
+            "gs://ops/logs/store/",
+        ] {
+            assert!(refuse_overlap(&p(out), &logs).is_ok(), "{out}");
+        }
     }
 
     #[test]
