@@ -597,49 +597,39 @@ def ingest(
     manifest returned then has an ``appended`` entry, as :func:`traceaudit.ingest` gives.
     """
     started = time.monotonic()
-    if _is_object_url(store):
-        _connect(address)
-        paths = [_input_path(p) for p in traceaudit._paths(inputs)]
+    _connect(address)
+    paths = [_input_path(p) for p in traceaudit._paths(inputs)]
+    remote = _is_object_url(store)
+    out = os.fspath(store) if remote else _local_path(store)
+    if remote:
         where = _local_path(scratch) if scratch is not None else tempfile.gettempdir()
 
         def scratch_for(what: str) -> str:
             return os.path.join(where, f".traceaudit-{what}-{os.getpid()}-{time.time_ns()}")
 
-        url = os.fspath(store)
-        if not append:
-            return _ingest_on_cluster(
-                paths, url, scratch_for("shards"), format, cpus_per_task, part_bytes,
-                shard_bytes, started,
-            )
-        fresh, skipped = traceaudit._native.fresh_inputs(paths, url)
-        if not fresh:
-            # Every input is held: the append writes nothing and gives the store's manifest.
-            return traceaudit.ingest(paths, url, format=format, part_bytes=part_bytes, append=True)
-        night = scratch_for("night")
-        try:
-            _ingest_on_cluster(
-                fresh, night, scratch_for("shards"), format, cpus_per_task, part_bytes,
-                shard_bytes, started,
-            )
-            return json.loads(traceaudit._native.append_store(night, url, skipped))
-        finally:
-            import shutil
+    else:
 
-            shutil.rmtree(night, ignore_errors=True)
-    _connect(address)
-    paths = [_input_path(p) for p in traceaudit._paths(inputs)]
-    out = _local_path(store)
-    if append and os.path.exists(os.path.join(out, "manifest.json")):
+        def scratch_for(what: str) -> str:
+            return _beside(out, what)
+
+    # A store to add to (a bucket's prefix is checked by the append itself): the night is
+    # ingested on its own, then added as a generation.
+    if append and (remote or os.path.exists(os.path.join(out, "manifest.json"))):
         fresh, skipped = traceaudit._native.fresh_inputs(paths, out)
         if not fresh:
+            # Every input is held: nothing is written; the store's manifest is the answer.
+            if remote:
+                return traceaudit.ingest(
+                    paths, out, format=format, part_bytes=part_bytes, append=True
+                )
             with open(os.path.join(out, "manifest.json"), encoding="utf-8") as f:
                 return _appended(json.load(f), None, skipped, created=False)
-        night = _beside(out, "night")
+        night = scratch_for("night")
         try:
             _ingest_on_cluster(
                 fresh,
                 night,
-                _beside(night, "shards"),
+                scratch_for("shards"),
                 format,
                 cpus_per_task,
                 part_bytes,
@@ -652,7 +642,7 @@ def ingest(
 
             shutil.rmtree(night, ignore_errors=True)
     manifest = _ingest_on_cluster(
-        paths, out, _beside(out, "shards"), format, cpus_per_task, part_bytes, shard_bytes, started
+        paths, out, scratch_for("shards"), format, cpus_per_task, part_bytes, shard_bytes, started
     )
     if append:
         return _appended(manifest, manifest["generations"][-1], 0, created=True)

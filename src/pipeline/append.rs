@@ -80,7 +80,7 @@ pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
     if super::remote::is_url(out) {
         atomic::refuse_overlap(out, inputs)?;
         let mut summary = super::remote::grow_in_bucket(out, |local| append(inputs, local, opts))?;
-        summary.store = PathBuf::from(crate::source::object::redacted(&out.to_string_lossy()));
+        summary.store = super::remote::shown(out);
         return Ok(summary);
     }
     let empty_dir = out.is_dir()
@@ -270,7 +270,7 @@ pub fn append_store(
             true => append_store(night, local, skipped, opts),
             false => night_as_new_store(night, local, skipped),
         })?;
-        summary.store = PathBuf::from(crate::source::object::redacted(&out.to_string_lossy()));
+        summary.store = super::remote::shown(out);
         return Ok(summary);
     }
     let started = Instant::now();

@@ -347,7 +347,7 @@ pub fn audit(inputs: &[PathBuf], out: &Path, opts: &AuditOptions) -> io::Result<
         crate::store::atomic::refuse_overlap(out, inputs)?;
         return super::remote::write_to_bucket(out, |local| {
             let mut summary = audit(inputs, local, opts)?;
-            summary.corpus = crate::source::object::redacted(&out.to_string_lossy()).into();
+            summary.corpus = super::remote::shown(out);
             Ok(summary)
         });
     }

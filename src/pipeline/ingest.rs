@@ -92,7 +92,7 @@ pub fn ingest(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
         atomic::refuse_overlap(out, inputs)?;
         return super::remote::write_to_bucket(out, |local| {
             let mut summary = ingest(inputs, local, opts)?;
-            summary.store = crate::source::object::redacted(&out.to_string_lossy()).into();
+            summary.store = super::remote::shown(out);
             Ok(summary)
         });
     }

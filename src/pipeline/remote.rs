@@ -36,6 +36,11 @@ impl Drop for TempFolder {
     }
 }
 
+/// The output URL `out` as a summary names it: without the credentials or query it may carry.
+pub fn shown(out: &Path) -> PathBuf {
+    PathBuf::from(object::redacted(&out.to_string_lossy()))
+}
+
 /// Is `path` an object-storage URL?
 pub fn is_url(path: &Path) -> bool {
     path.to_str().is_some_and(object::is_url)

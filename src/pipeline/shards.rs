@@ -542,7 +542,7 @@ pub fn merge_shards(
     if super::remote::is_url(out) {
         return super::remote::write_to_bucket(out, |local| {
             let mut summary = merge_shards(plan, shards, local, opts, started_seconds_ago, merged)?;
-            summary.store = crate::source::object::redacted(&out.to_string_lossy()).into();
+            summary.store = super::remote::shown(out);
             Ok(summary)
         });
     }

@@ -654,17 +654,7 @@ pub fn refuse_overlap(out: &Path, inputs: &[PathBuf]) -> io::Result<()> {
         if input.as_os_str() == "-" || url(input).is_some() {
             continue;
         }
-        let input_abs = resolved(input);
-        let how = if out_abs == input_abs {
-            Some("is")
-        } else if out_abs.starts_with(&input_abs) {
-            Some("lies inside")
-        } else if input_abs.starts_with(&out_abs) {
-            Some("contains")
-        } else {
-            None
-        };
-        if let Some(how) = how {
+        if let Some(how) = relation(&out_abs, &resolved(input)) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -683,36 +673,40 @@ pub fn refuse_overlap(out: &Path, inputs: &[PathBuf]) -> io::Result<()> {
 /// compared as prefixes (scheme, bucket and path, without credentials or query). An output
 /// inside an input prefix would be read back as input by the next run over that prefix.
 fn refuse_url_overlap(out: &str, inputs: &[PathBuf]) -> io::Result<()> {
-    let key = |url: &str| {
+    // Compared by path components, so a trailing `/` makes no difference.
+    let shown = |url: &str| {
         let shown = crate::source::object::redacted(url);
-        match shown.ends_with('/') {
-            true => shown,
-            false => format!("{shown}/"),
-        }
+        shown.trim_end_matches('/').to_string()
     };
-    let out_key = key(out);
+    let out_shown = shown(out);
     for input in inputs.iter().filter_map(|p| p.to_str()) {
         if !crate::source::object::is_url(input) {
             continue;
         }
-        let input_key = key(input);
-        let how = if out_key == input_key {
-            "is"
-        } else if out_key.starts_with(&input_key) {
-            "lies inside"
-        } else if input_key.starts_with(&out_key) {
-            "contains"
-        } else {
-            continue;
-        };
-        return Err(io::Error::from(Error::Refused(format!(
-            "the output {} {how} the input {}: what this run writes would be read as input by \
-             the next run over that prefix; choose an --out outside every input",
-            out_key.trim_end_matches('/'),
-            input_key.trim_end_matches('/')
-        ))));
+        let input_shown = shown(input);
+        if let Some(how) = relation(Path::new(&out_shown), Path::new(&input_shown)) {
+            return Err(io::Error::from(Error::Refused(format!(
+                "the output {out_shown} {how} the input {input_shown}: what this run writes \
+                 would be read as input by the next run over that prefix; choose an --out \
+                 outside every input"
+            ))));
+        }
     }
     Ok(())
+}
+
+/// How the output `out` overlaps the input `input` (both absolute, or both URLs as paths),
+/// compared by path components: it is the input, lies inside it, or contains it.
+fn relation(out: &Path, input: &Path) -> Option<&'static str> {
+    if out == input {
+        Some("is")
+    } else if out.starts_with(input) {
+        Some("lies inside")
+    } else if input.starts_with(out) {
+        Some("contains")
+    } else {
+        None
+    }
 }
 
 /// `path` made absolute with its links resolved, as far as it exists; the rest (an output not
