@@ -155,6 +155,51 @@ fn every_fixture_compressed_makes_the_store_its_plain_file_makes() {
     }
 }
 
+/// A store's parts are planned from its inputs' decompressed bytes: a gzip'd night (the size in
+/// its trailer) or a zstd'd one (the size in its frame header) is cut into the parts its plain
+/// copy is, with the same rows in each, rather than into a sixth as many that are then rewritten
+/// to be cut by rows.
+#[test]
+fn a_compressed_night_is_cut_into_the_parts_of_its_plain_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_parts = |inputs: &Path, out: &Path| {
+        ingest(
+            &[inputs.to_path_buf()],
+            out,
+            &IngestOptions {
+                threads: 2,
+                part_bytes: 400_000,
+                ..IngestOptions::default()
+            },
+        )
+        .unwrap()
+        .manifest
+    };
+    let plain_in = dir.path().join("plain");
+    copy_tree(&plain_in, "", &|b| b.to_vec());
+    let plain = dir.path().join("store-plain");
+    let plain_manifest = with_parts(&plain_in, &plain);
+    assert!(
+        plain_manifest.parts.len() >= 8,
+        "{:?}",
+        plain_manifest.parts
+    );
+    let plain_tables = store_tables(&plain, &plain_in, ".never");
+    // zstd's one-shot compression writes the content size into the frame header.
+    let zstd_sized = |b: &[u8]| zstd::bulk::compress(b, 3).unwrap();
+    let shapes: [(&str, &str, &Encode); 2] =
+        [("gzip", ".gz", &gzip), ("zstd", ".zst", &zstd_sized)];
+    for (shape, suffix, encode) in shapes {
+        let inputs = dir.path().join(shape);
+        copy_tree(&inputs, suffix, encode);
+        let out = dir.path().join(format!("store-{shape}"));
+        let manifest = with_parts(&inputs, &out);
+        assert_eq!(manifest.parts, plain_manifest.parts, "{shape}");
+        let tables = store_tables(&out, &inputs, suffix);
+        assert_eq!(tables, plain_tables, "{shape}");
+    }
+}
+
 fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes)

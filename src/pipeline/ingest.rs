@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 
-use super::inputs::{find_inputs, spool, FoundInputs};
+use super::inputs::{find_inputs, planned_size, spool, FoundInputs};
 use super::queue::{ByteBound, TapQueue};
 use super::reader::{read_one, Inputs, Message, Reading};
 use super::tap::{Tap, TapFiles, Tapped};
@@ -207,7 +207,11 @@ pub(super) fn ingest_into(
     let total_bytes: u64 = sizes.iter().sum();
     let parts = match shard {
         Some(shard) => shard.parts,
-        None => parts_for(total_bytes, opts.part_bytes),
+        None => {
+            let expected = files.iter().zip(&remote).zip(&sizes);
+            let expected = expected.map(|((f, r), &size)| planned_size(f, r.as_ref(), size));
+            parts_for(expected.sum(), opts.part_bytes)
+        }
     };
     let store = StoreWriter::create(dir, parts, super::store_spec())?;
     let tap_files = match tap {

@@ -49,6 +49,21 @@ impl InputFile {
             None => std::fs::metadata(&self.path).map_or(0, |m| m.len()),
         }
     }
+
+    /// The bytes it is expected to hold once decompressed, which decide the store's parts
+    /// ([`crate::source::compression::expected_size`]).
+    pub fn expected_size(&self) -> u64 {
+        planned_size(&self.path, self.remote.as_ref(), self.size())
+    }
+}
+
+/// The bytes the input at `path` (an object if `remote`), of `size` bytes, is expected to hold
+/// once decompressed.
+pub(crate) fn planned_size(path: &Path, remote: Option<&Remote>, size: u64) -> u64 {
+    match remote {
+        Some(r) => crate::source::compression::expected_size_by_name(&r.file_name(), size),
+        None => crate::source::compression::expected_size(path, size),
+    }
 }
 
 impl InputFile {

@@ -82,7 +82,7 @@ pub fn plan_ingest(inputs: &[PathBuf], part_bytes: u64) -> io::Result<IngestPlan
             size: f.size(),
         });
     }
-    let total: u64 = planned.iter().map(|f| f.size).sum();
+    let total: u64 = found.files.iter().map(|f| f.expected_size()).sum();
     Ok(IngestPlan {
         inputs: planned,
         skipped: found.skipped,
