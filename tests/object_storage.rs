@@ -814,3 +814,91 @@ fn an_append_to_a_bucket_is_refused_where_it_would_replace_objects() {
     );
     assert_eq!(server.versions("stores", ""), before);
 }
+
+/// The Ray driver's last step, `merge_shards`, called as the driver calls it: shards ingested
+/// locally (each shard one input of a night's objects, read from the bucket), merged into a
+/// prefix of the bucket. The bucket then holds the files a merge into a local folder writes,
+/// with the manifest, and the audit of the bucket store equals the audit of the local one; a
+/// second merge to the same prefix is refused and changes nothing.
+#[test]
+fn shards_merged_into_a_bucket_make_the_store_a_local_merge_makes() {
+    use traceaudit::distributed::{ingest_shard, merge_shards, plan_ingest};
+    let Some(server) = moto() else { return };
+    // This process's own object-store clients read their settings from the environment; the
+    // other tests of this file pass theirs to the processes they start.
+    for (key, value) in [
+        ("AWS_ACCESS_KEY_ID", KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", SECRET),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", server.endpoint().as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+    ] {
+        std::env::set_var(key, value);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local");
+    server.put("/nightly", b"");
+    server.put("/stores", b"");
+    for (key, body) in objects(&local) {
+        server.put(&format!("/nightly/{key}"), &body);
+    }
+    let opts = traceaudit::IngestOptions {
+        threads: 2,
+        ..traceaudit::IngestOptions::default()
+    };
+    let plan = plan_ingest(&["s3://nightly/logs/".into()], 0).unwrap();
+    assert_eq!(plan.inputs.len(), 4);
+    let mut shards = Vec::new();
+    for i in 0..plan.inputs.len() as u32 {
+        let out = dir.path().join(format!("shard-{i}"));
+        ingest_shard(&plan, &[i], &out, &opts).unwrap();
+        shards.push((out, vec![i]));
+    }
+    let url = Path::new("s3://stores/merged/");
+    let in_bucket = merge_shards(&plan, &shards, url, &opts, 0.0, None).unwrap();
+    let local_store = dir.path().join("merged");
+    let in_folder = merge_shards(&plan, &shards, &local_store, &opts, 0.0, None).unwrap();
+    assert_eq!(in_bucket.store, Path::new("s3://stores/merged/"));
+    assert_eq!(in_bucket.manifest.counts, in_folder.manifest.counts);
+    assert!(
+        in_bucket.manifest.counts.runs > 5,
+        "{:?}",
+        in_bucket.manifest.counts
+    );
+
+    let mut files = Vec::new();
+    files_under(&local_store, &mut files);
+    let mut expected: Vec<String> = files
+        .iter()
+        .map(|p| format!("merged/{}", p.strip_prefix(&local_store).unwrap().display()))
+        .collect();
+    expected.sort();
+    let keys = server.keys("stores", "merged/");
+    assert_eq!(keys, expected);
+    for key in &keys {
+        let (_, body) = server.get(&format!("/stores/{key}"));
+        assert_no_secret(key, &String::from_utf8_lossy(&body));
+    }
+
+    let from_bucket = dir.path().join("corpus-bucket");
+    let from_folder = dir.path().join("corpus-folder");
+    for (store, out) in [
+        ("s3://stores/merged/", &from_bucket),
+        (path_str(&local_store), &from_folder),
+    ] {
+        let run = server.traceaudit(&["audit", store, "--quiet", "--out", path_str(out)]);
+        assert_eq!(run.status, 0, "{store}: {}", run.stderr);
+    }
+    for table in ["findings.jsonl", "findings.parquet", "dispositions.parquet"] {
+        assert_eq!(
+            std::fs::read(from_bucket.join(table)).unwrap(),
+            std::fs::read(from_folder.join(table)).unwrap(),
+            "{table}"
+        );
+    }
+
+    let again = merge_shards(&plan, &shards, url, &opts, 0.0, None).unwrap_err();
+    assert!(again.to_string().contains("already holds"), "{again}");
+    assert_no_secret("the refusal", &again.to_string());
+    assert_eq!(server.keys("stores", "merged/"), keys);
+}
