@@ -488,6 +488,13 @@ pub fn append_summary_text(summary: &crate::pipeline::append::AppendSummary) -> 
     } else {
         String::new()
     };
+    let skipped = match summary.parts_fetched {
+        Some((fetched, of)) => format!(
+            "{skipped}bucket           {fetched} of the store's {of} events part(s) fetched \
+             (those holding conversations this night continues)\n"
+        ),
+        None => skipped,
+    };
     let Some(g) = &summary.generation else {
         return format!(
             "{skipped}nothing to add: every input is in the store already (generation {} is \

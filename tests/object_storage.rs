@@ -669,6 +669,8 @@ fn a_store_in_a_bucket_grows_night_by_night_as_its_local_copy() {
         "{}",
         second.stdout
     );
+    // Its conversations are all new: no events part of the store was fetched to be read.
+    assert_eq!(parts_fetched(&second.stdout), (0, 1), "{}", second.stdout);
     append(&nights[1], path_str(&local));
     let remote = manifest();
     let generations = remote["generations"].as_array().unwrap();
@@ -742,7 +744,53 @@ fn a_store_in_a_bucket_grows_night_by_night_as_its_local_copy() {
     // A night with nothing new writes nothing, the manifest included.
     let third = append(&nights[1], url);
     assert!(third.stdout.contains("nothing to add"), "{}", third.stdout);
+    assert_eq!(parts_fetched(&third.stdout), (0, 2), "{}", third.stdout);
     assert_eq!(server.versions("stores", "nightly/"), night_two);
+
+    // A night that continues a conversation of the first (a new run of `sess-a-1`): the one
+    // part holding it is fetched, and the store grows as its local copy does.
+    let next = dir.path().join("a-next.ndjson");
+    let text = std::fs::read_to_string(&a).unwrap();
+    std::fs::write(
+        &next,
+        text.replace("run-1795968647240-1", "run-1795968647240-2"),
+    )
+    .unwrap();
+    let fourth = append(&[path_str(&next)], url);
+    assert_eq!(parts_fetched(&fourth.stdout), (1, 2), "{}", fourth.stdout);
+    assert!(fourth.stdout.contains("1 continued"), "{}", fourth.stdout);
+    append(&[path_str(&next)], path_str(&local));
+    let (from_bucket, from_disk) = (dir.path().join("bucket"), dir.path().join("disk"));
+    for (store, corpus) in [(url, &from_bucket), (path_str(&local), &from_disk)] {
+        let args = [
+            "audit",
+            store,
+            "--config",
+            path_str(&config),
+            "--quiet",
+            "--out",
+        ];
+        let run = server.traceaudit(&[&args[..], &[path_str(corpus)]].concat());
+        assert_eq!(run.status, 0, "{store}: {}", run.stderr);
+    }
+    for name in ["dispositions.parquet", "findings.parquet", "findings.jsonl"] {
+        assert_eq!(
+            std::fs::read(from_bucket.join(name)).unwrap(),
+            std::fs::read(from_disk.join(name)).unwrap(),
+            "{name} after the fourth night"
+        );
+    }
+}
+
+/// The events parts an append to a bucket says it fetched, and of how many.
+fn parts_fetched(summary: &str) -> (u64, u64) {
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("bucket "))
+        .unwrap_or_else(|| panic!("no bucket line in {summary}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&words[2..5], ["of", "the", "store's"], "{line}");
+    (words[1].parse().unwrap(), words[5].parse().unwrap())
 }
 
 /// An append to a bucket writes nothing where it would replace objects it did not write: a

@@ -129,6 +129,7 @@ fn appended_json(summary: &traceaudit::AppendSummary) -> PyResult<String> {
         "generation": summary.generation,
         "skipped_as_ingested": summary.skipped_as_ingested,
         "created": summary.created,
+        "parts_fetched": summary.parts_fetched,
     });
     to_json(&manifest)
 }

@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use super::ingest::{ingest, ingest_into, part_rows, parts_for, Extension, IngestOptions};
 use super::inputs::{find_inputs, FoundInputs, InputFile};
+use super::remote::Grown;
 
 /// What an append did.
 #[derive(Debug, Clone)]
@@ -35,6 +36,10 @@ pub struct AppendSummary {
     pub skipped_as_ingested: u64,
     /// The store did not exist: it was created, its inputs its first generation.
     pub created: bool,
+    /// For a store in a bucket: how many of the events parts it held were fetched to be read
+    /// (those holding conversations the append continued), of how many. The rest of the store
+    /// is its manifest and runs files.
+    pub parts_fetched: Option<(u64, u64)>,
 }
 
 /// Add the inputs to the store at `out` as a new generation; a store is created when `out` is
@@ -44,7 +49,8 @@ pub struct AppendSummary {
 /// supersedes its earlier rows.
 ///
 /// `out` can be a prefix in object storage (`s3://stores/nightly/`): the store there is
-/// fetched into a temporary folder, appended to, and only the new generation's files are
+/// fetched into a temporary folder (its manifest and runs files; an events part only when the
+/// inputs continue a conversation it holds), appended to, and only the new generation's files are
 /// uploaded, its `manifest.json` last (the commit), under the prefix's lock object; an empty
 /// prefix gets a new store, and a prefix holding objects but no store is refused.
 ///
@@ -79,10 +85,26 @@ pub struct AppendSummary {
 pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<AppendSummary> {
     if super::remote::is_url(out) {
         atomic::refuse_overlap(out, inputs)?;
-        let mut summary = super::remote::grow_in_bucket(out, |local| append(inputs, local, opts))?;
+        let mut summary = super::remote::grow_in_bucket(out, |local, copy| {
+            let summary = append_to(inputs, local, opts, &copy)?;
+            Ok(AppendSummary {
+                parts_fetched: copy.parts_fetched(),
+                ..summary
+            })
+        })?;
         summary.store = super::remote::shown(out);
         return Ok(summary);
     }
+    append_to(inputs, out, opts, &Grown::Local)
+}
+
+/// [`append`] to the folder `out`, whose store is opened as `copy` says.
+fn append_to(
+    inputs: &[PathBuf],
+    out: &Path,
+    opts: &IngestOptions,
+    copy: &Grown,
+) -> io::Result<AppendSummary> {
     let empty_dir = out.is_dir()
         && std::fs::read_dir(out)
             .map_err(|e| atomic::with_path(e, "cannot read", out))?
@@ -97,12 +119,13 @@ pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
             generation,
             skipped_as_ingested: 0,
             created: true,
+            parts_fetched: None,
         });
     }
     let started = Instant::now();
     let _lock = atomic::lock_output(out)?;
     atomic::refuse_overlap(out, inputs)?;
-    let store = open_for_writing(out)?;
+    let store = open_for_writing(out, copy)?;
     let found = find_inputs(inputs)?;
     let (fresh, skipped) = not_yet_ingested(found, &store.manifest)?;
     if fresh.files.is_empty() {
@@ -112,6 +135,7 @@ pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Resul
             generation: None,
             skipped_as_ingested: skipped,
             created: false,
+            parts_fetched: None,
         });
     }
     add_generation(out, &store, skipped, started, |dir| {
@@ -250,6 +274,7 @@ fn commit_generation(
         generation: Some(entry),
         skipped_as_ingested: new.skipped,
         created: false,
+        parts_fetched: None,
     })
 }
 
@@ -266,17 +291,34 @@ pub fn append_store(
     opts: &IngestOptions,
 ) -> io::Result<AppendSummary> {
     if super::remote::is_url(out) {
-        let mut summary = super::remote::grow_in_bucket(out, |local| match local.exists() {
-            true => append_store(night, local, skipped, opts),
-            false => night_as_new_store(night, local, skipped),
+        let mut summary = super::remote::grow_in_bucket(out, |local, copy| {
+            let summary = match local.exists() {
+                true => append_store_to(night, local, skipped, opts, &copy)?,
+                false => night_as_new_store(night, local, skipped)?,
+            };
+            Ok(AppendSummary {
+                parts_fetched: copy.parts_fetched(),
+                ..summary
+            })
         })?;
         summary.store = super::remote::shown(out);
         return Ok(summary);
     }
+    append_store_to(night, out, skipped, opts, &Grown::Local)
+}
+
+/// [`append_store`] to the folder `out`, whose store is opened as `copy` says.
+fn append_store_to(
+    night: &Path,
+    out: &Path,
+    skipped: u64,
+    opts: &IngestOptions,
+    copy: &Grown,
+) -> io::Result<AppendSummary> {
     let started = Instant::now();
     let _lock = atomic::lock_output(out)?;
     atomic::refuse_overlap(out, &[night.to_path_buf()])?;
-    let store = open_for_writing(out)?;
+    let store = open_for_writing(out, copy)?;
     let night_store = Store::open(night)?;
     if night_store.manifest.digests != store.manifest.digests
         || night_store.manifest.envelope_types != store.manifest.envelope_types
@@ -374,6 +416,7 @@ fn night_as_new_store(night: &Path, out: &Path, skipped: u64) -> io::Result<Appe
         generation,
         skipped_as_ingested: skipped,
         created: true,
+        parts_fetched: None,
     })
 }
 
@@ -465,8 +508,8 @@ fn shifted_inputs(runs: &RecordBatch, by: u32) -> io::Result<RecordBatch> {
 /// envelopes the ones an ingest writes now), with what earlier runs left behind removed:
 /// generation folders the manifest does not name (an append killed before its commit) and the
 /// files a compaction retired.
-fn open_for_writing(out: &Path) -> io::Result<Store> {
-    let store = Store::open(out)?;
+fn open_for_writing(out: &Path, copy: &Grown) -> io::Result<Store> {
+    let store = copy.open(out)?;
     let manifest = &store.manifest;
     let spec = super::store_spec();
     let refuse = |why: String| {
@@ -819,7 +862,7 @@ pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
     }
     let started = Instant::now();
     let _lock = atomic::lock_output(dir)?;
-    let store = open_for_writing(dir)?;
+    let store = open_for_writing(dir, &Grown::Local)?;
     let before = generations::entries(&store.manifest);
     let superseded_dropped: u64 = store.generations().map(|g| g.superseded.len() as u64).sum();
     let (number, rel, out) = next_generation_dir(dir, &store)?;

@@ -82,7 +82,10 @@ pub fn write_to_bucket<T>(out: &Path, job: impl FnOnce(&Path) -> io::Result<T>) 
 /// whole store `job` writes into a folder that does not exist yet. Objects the bucket holds are
 /// never replaced or deleted, but for the manifest. Refused before `job` runs when the prefix
 /// holds objects and no store's manifest, or another run holds the lock.
-pub fn grow_in_bucket<T>(out: &Path, job: impl FnOnce(&Path) -> io::Result<T>) -> io::Result<T> {
+pub fn grow_in_bucket<T>(
+    out: &Path,
+    job: impl FnOnce(&Path, Grown) -> io::Result<T>,
+) -> io::Result<T> {
     let prefix = Prefix::open(out.to_str().unwrap_or(""))?;
     let lock = prefix.lock()?;
     let result = grow_locked(&prefix, out, job);
@@ -95,18 +98,18 @@ pub fn grow_in_bucket<T>(out: &Path, job: impl FnOnce(&Path) -> io::Result<T>) -
 fn grow_locked<T>(
     prefix: &Prefix,
     out: &Path,
-    job: impl FnOnce(&Path) -> io::Result<T>,
+    job: impl FnOnce(&Path, Grown) -> io::Result<T>,
 ) -> io::Result<T> {
     let listed: std::collections::HashMap<String, object::Remote> =
         prefix.objects()?.into_iter().collect();
     if listed.is_empty() {
         let temp = TempFolder::new("out")?;
         let local = temp.path().join("store");
-        let value = job(&local).map_err(|e| named_as(e, &local, prefix.shown()))?;
+        let value = job(&local, Grown::Local).map_err(|e| named_as(e, &local, prefix.shown()))?;
         prefix.upload(&local, "manifest.json")?;
         return Ok(value);
     }
-    let Some((local, _copy)) = fetched_store(out, None)? else {
+    let Some((local, _copy, parts)) = fetched_store_files(out, None, false)? else {
         let mut keys: Vec<&String> = listed.keys().collect();
         keys.sort();
         return Err(io::Error::from(Error::Refused(format!(
@@ -117,10 +120,19 @@ fn grow_locked<T>(
             keys[0]
         ))));
     };
-    let fetched: std::collections::HashSet<String> =
+    let mut fetched: std::collections::HashSet<String> =
         object::relative_files(&local)?.into_iter().collect();
     let manifest_before = std::fs::read(local.join("manifest.json"))?;
-    let value = job(&local).map_err(|e| named_as(e, &local, prefix.shown()))?;
+    let parts = std::sync::Arc::new(parts);
+    let value = job(&local, Grown::Fetching(parts.clone()))
+        .map_err(|e| named_as(e, &local, prefix.shown()))?;
+    fetched.extend(
+        parts
+            .fetched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..),
+    );
     let mut added = Vec::new();
     for rel in object::relative_files(&local)? {
         if fetched.contains(&rel) {
@@ -150,6 +162,37 @@ fn grow_locked<T>(
     added.push("manifest.json".to_string());
     prefix.upload_files(&local, added, "manifest.json")?;
     Ok(value)
+}
+
+/// What [`grow_in_bucket`]'s job is given beside the local folder.
+pub(crate) enum Grown {
+    /// A local folder: the store there holds every file, or (a new store) the folder does not
+    /// exist yet.
+    Local,
+    /// The folder holds the bucket's store without its events parts, which the store opened
+    /// with this source fetches as it reads them.
+    Fetching(std::sync::Arc<BucketParts>),
+}
+
+impl Grown {
+    /// The store in `dir` (the job's folder), opened to fetch what it lacks from the bucket.
+    pub(crate) fn open(&self, dir: &Path) -> io::Result<crate::store::Store> {
+        match self {
+            Grown::Local => crate::store::Store::open(dir),
+            Grown::Fetching(parts) => crate::store::Store::open_fetching(dir, parts.clone()),
+        }
+    }
+
+    /// How many events parts were fetched so far, of how many the bucket's store holds.
+    pub(crate) fn parts_fetched(&self) -> Option<(u64, u64)> {
+        match self {
+            Grown::Local => None,
+            Grown::Fetching(parts) => {
+                let fetched = parts.fetched.lock().unwrap_or_else(|e| e.into_inner());
+                Some((fetched.len() as u64, parts.objects.len() as u64))
+            }
+        }
+    }
 }
 
 /// `e` with the local copy's path `local` shown as the URL it is a copy of.
@@ -235,6 +278,17 @@ pub fn fetched_store(
     input: &Path,
     pick: Option<crate::store::generations::Pick>,
 ) -> io::Result<Option<(PathBuf, TempFolder)>> {
+    Ok(fetched_store_files(input, pick, true)?.map(|(local, temp, _)| (local, temp)))
+}
+
+/// What [`fetched_store`] fetches, but the events parts when `events` is false: those are
+/// checked to be in the bucket, and left for [`BucketParts`] (returned with the copy) to fetch
+/// when they are read.
+fn fetched_store_files(
+    input: &Path,
+    pick: Option<crate::store::generations::Pick>,
+    events: bool,
+) -> io::Result<Option<(PathBuf, TempFolder, BucketParts)>> {
     use crate::store::generations;
     let url = as_prefix(input);
     let prefix = Prefix::open(&url)?;
@@ -254,6 +308,7 @@ pub fn fetched_store(
     let list = generations::entries(&manifest);
     let wanted_number = pick.map(|p| p.number(list.last().map_or(0, |g| g.number)));
     let mut wanted: Vec<String> = Vec::new();
+    let mut later: std::collections::HashSet<String> = std::collections::HashSet::new();
     for entry in &list {
         let at = |name: &str| {
             if entry.dir.is_empty() {
@@ -272,7 +327,11 @@ pub fn fetched_store(
                     .extend((0..entry.parts).map(|p| at(&crate::store::write::runs_part_name(p)))),
                 false => wanted.push(at("runs.parquet")),
             }
-            wanted.extend(generations::part_names(entry));
+            let parts = generations::part_names(entry);
+            if !events {
+                later.extend(parts.iter().cloned());
+            }
+            wanted.extend(parts);
         }
     }
     for rel in &wanted {
@@ -295,13 +354,51 @@ pub fn fetched_store(
                 ),
             ));
         };
-        let to = local.join(rel);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot create {}: {e}", parent.display()))
-            })?;
+        if !later.contains(rel) {
+            fetch_into(remote, &local.join(rel))?;
         }
-        object::fetch(remote, &to)?;
     }
-    Ok(Some((local, temp)))
+    let parts = BucketParts {
+        shown: prefix.shown().to_string(),
+        objects: objects
+            .into_iter()
+            .filter(|(rel, _)| later.contains(rel))
+            .collect(),
+        fetched: std::sync::Mutex::new(Vec::new()),
+    };
+    Ok(Some((local, temp, parts)))
+}
+
+fn fetch_into(remote: &object::Remote, to: &Path) -> io::Result<()> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot create {}: {e}", parent.display()))
+        })?;
+    }
+    object::fetch(remote, to).map(|_| ())
+}
+
+/// The events parts of a store in a bucket that its local copy lacks, fetched when the store
+/// reads them ([`crate::store::Store::open_fetching`]); which ones were is kept.
+pub(crate) struct BucketParts {
+    shown: String,
+    objects: std::collections::HashMap<String, object::Remote>,
+    fetched: std::sync::Mutex<Vec<String>>,
+}
+
+impl crate::store::read::PartSource for BucketParts {
+    fn fetch(&self, rel: &str, to: &Path) -> io::Result<()> {
+        let Some(remote) = self.objects.get(rel) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} holds no {rel} to read", self.shown),
+            ));
+        };
+        fetch_into(remote, to)?;
+        self.fetched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(rel.to_string());
+        Ok(())
+    }
 }

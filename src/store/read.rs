@@ -52,6 +52,7 @@ fn listed_parts(
     dir: &Path,
     manifest: &StoreManifest,
     only: Option<u32>,
+    on_demand: bool,
 ) -> io::Result<Vec<GenerationFiles>> {
     let refuse = |why: String| super::generations::not_whole(dir, why);
     if manifest.parts.is_empty() {
@@ -63,6 +64,10 @@ fn listed_parts(
     for generation in generations.iter().filter(|g| checked(g)) {
         let first = generation.first_part as usize;
         for listed in &manifest.parts[first..first + generation.parts as usize] {
+            // A part its source fetches when first read is checked then.
+            if on_demand && !dir.join(listed).exists() {
+                continue;
+            }
             looks_whole(&dir.join(listed)).map_err(|why| refuse(format!("{listed} {why}")))?;
         }
     }
@@ -127,6 +132,14 @@ fn looks_whole(path: &Path) -> crate::error::Result<()> {
 /// # Ok(())
 /// # }
 /// ```
+/// Where the events parts of a store come from when its folder does not hold them: a store in
+/// a bucket is copied for an append with its manifest and runs files only (all an append reads
+/// of most parts), and a part is fetched when it is first read.
+pub(crate) trait PartSource: Send + Sync {
+    /// Fetch the store's file `rel` (relative to its root, `/`-separated) into `to`.
+    fn fetch(&self, rel: &str, to: &Path) -> io::Result<()>;
+}
+
 pub struct Store {
     pub dir: PathBuf,
     /// The parts of every generation read, numbered from 0 in generation order.
@@ -137,6 +150,8 @@ pub struct Store {
     digest_names: DigestNames,
     /// The generations read, in order.
     generations: Vec<Generation>,
+    /// Where events parts its folder lacks are fetched from, if anywhere.
+    on_demand: Option<std::sync::Arc<dyn PartSource>>,
 }
 
 /// A generation of an opened store.
@@ -257,14 +272,23 @@ impl Store {
     /// The store at `dir`, every generation of it checked to be whole (each listed file there
     /// and looking like Parquet).
     pub fn open(dir: &Path) -> io::Result<Store> {
-        Store::open_checked(dir, None).map(|(store, _)| store)
+        Store::open_checked(dir, None, None).map(|(store, _)| store)
+    }
+
+    /// The store at `dir`, whose events parts not in the folder are fetched from `source` when
+    /// first read (and checked then).
+    pub(crate) fn open_fetching(
+        dir: &Path,
+        source: std::sync::Arc<dyn PartSource>,
+    ) -> io::Result<Store> {
+        Store::open_checked(dir, None, Some(source)).map(|(store, _)| store)
     }
 
     /// Generation `pick` of the store at `dir`, as [`Store::only_generation`] gives it, with
     /// only that generation's files checked (and needed): a copy of a store that holds the
     /// manifest and one generation's files opens. Its number is returned too.
     pub fn open_generation(dir: &Path, pick: super::generations::Pick) -> io::Result<(Store, u32)> {
-        let (store, number) = Store::open_checked(dir, Some(pick))?;
+        let (store, number) = Store::open_checked(dir, Some(pick), None)?;
         let number = number.unwrap_or_default();
         Ok((store.only_generation(number)?, number))
     }
@@ -274,6 +298,7 @@ impl Store {
     fn open_checked(
         dir: &Path,
         pick: Option<super::generations::Pick>,
+        on_demand: Option<std::sync::Arc<dyn PartSource>>,
     ) -> io::Result<(Store, Option<u32>)> {
         if !dir.join("manifest.json").exists() {
             return Err(io::Error::new(
@@ -306,13 +331,14 @@ impl Store {
                 .map_or(0, |g| g.number);
             p.number(last)
         });
-        let generations = listed_parts(dir, &manifest, only)?;
+        let generations = listed_parts(dir, &manifest, only, on_demand.is_some())?;
         let store = Store {
             dir: dir.to_path_buf(),
             parts: manifest.parts.len() as u32,
             manifest,
             digest_names: DigestNames::default(),
             generations: generations.into_iter().map(Generation::new).collect(),
+            on_demand,
         };
         for generation in &store.generations {
             let shared = !generation.files.runs_by_part;
@@ -384,6 +410,28 @@ impl Store {
         Ok(generation.files.part_path(local))
     }
 
+    /// The events file of part `local` of `generation`, fetched first if the store's folder
+    /// lacks it and it has a source ([`Store::open_fetching`]).
+    fn events_file(&self, generation: &Generation, local: u32) -> io::Result<PathBuf> {
+        let path = generation.files.part_path(local);
+        let Some(source) = &self.on_demand else {
+            return Ok(path);
+        };
+        if path.exists() {
+            return Ok(path);
+        }
+        let rel = path.strip_prefix(&self.dir).unwrap_or(&path);
+        let rel: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let rel = rel.join("/");
+        source.fetch(&rel, &path)?;
+        looks_whole(&path)
+            .map_err(|why| super::generations::not_whole(&self.dir, format!("{rel} {why}")))?;
+        Ok(path)
+    }
+
     /// Refuse a `runs.parquet` whose rows point into a part its generation does not hold:
     /// those runs would never be read. Told by the `part` column's statistics, which the
     /// writer keeps. (A runs file per part is checked when it is first read.)
@@ -452,7 +500,7 @@ impl Store {
                 runs.push(kept);
             }
         }
-        let path = generation.files.part_path(local);
+        let path = self.events_file(generation, local)?;
         let metadata = load_checked(&path, &crate::store::schema::events_schema())?;
         let mut events = Vec::new();
         for batch in read_row_groups_of(&path, &metadata, |_| true, &[], only_shared.as_ref())? {
@@ -616,7 +664,7 @@ impl Store {
         results: bool,
     ) -> io::Result<Vec<(Origin, Conversation)>> {
         let (generation, local) = self.locate(part)?;
-        let path = generation.files.part_path(local);
+        let path = self.events_file(generation, local)?;
         let runs_file = generation.runs_of(local)?;
         let superseded = &generation.files.superseded;
         let only_shared: Option<std::sync::Arc<HashSet<String>>> =
