@@ -12,7 +12,10 @@
 //! - `TRACEAUDIT_BENCH_FORMATS` `agentfootprint,tau2` (default both)
 //! - `TRACEAUDIT_BENCH_REPEATS` timings per measurement; the median is reported (default 3)
 //! - `TRACEAUDIT_BENCH_THREADS` thread counts for the engine (default `1,2`)
-//! - `TRACEAUDIT_BENCH_STEPS`   `baseline,ingest,audit-store,audit-raw` (default all)
+//! - `TRACEAUDIT_BENCH_STEPS`   `baseline,ingest,audit-store,audit-raw,audit-gzip,audit-s3`
+//!   (default all): `audit-gzip` audits a gzip'd copy of the inputs (made once, beside them);
+//!   `audit-s3` audits the plain inputs uploaded to moto's S3 server, started on the loopback
+//!   (`pip install "moto[server]"`; without `moto_server` on the PATH the step is left out)
 //! - `TRACEAUDIT_BENCH_SEED`    generator seed (default 1)
 //! - `TRACEAUDIT_BENCH_DIR`     where corpora are cached and outputs written (default
 //!   `<target>/bench-corpora`)
@@ -56,6 +59,8 @@ enum Step {
     Ingest,
     AuditStore,
     AuditRaw,
+    AuditGzip,
+    AuditS3,
 }
 
 impl Step {
@@ -65,6 +70,8 @@ impl Step {
             Step::Ingest => "ingest",
             Step::AuditStore => "audit STORE",
             Step::AuditRaw => "audit RAW",
+            Step::AuditGzip => "audit RAW gzip",
+            Step::AuditS3 => "audit RAW S3",
         }
     }
 
@@ -74,6 +81,8 @@ impl Step {
             "ingest" => Some(Step::Ingest),
             "audit-store" => Some(Step::AuditStore),
             "audit-raw" => Some(Step::AuditRaw),
+            "audit-gzip" => Some(Step::AuditGzip),
+            "audit-s3" => Some(Step::AuditS3),
             _ => None,
         }
     }
@@ -128,7 +137,7 @@ fn settings() -> Settings {
         .collect();
     let mut steps: Vec<Step> = env_list(
         "TRACEAUDIT_BENCH_STEPS",
-        "baseline,ingest,audit-store,audit-raw",
+        "baseline,ingest,audit-store,audit-raw,audit-gzip,audit-s3",
     )
     .iter()
     .map(|s| Step::parse(s).unwrap_or_else(|| panic!("unknown step {s:?}")))
@@ -342,6 +351,112 @@ fn replicated_corpus(settings: &Settings, format: GenFormat, label: &str, bytes:
     dir
 }
 
+/// A gzip'd copy of the corpus's inputs (`gzip -6`), made once beside them.
+fn gzip_inputs(corpus: &Path, files: &[PathBuf]) -> PathBuf {
+    let dir = corpus.join("input-gz");
+    let done = corpus.join("input-gz.done");
+    if done.exists() {
+        return dir;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in files {
+        let name = format!("{}.gz", file.file_name().unwrap().to_string_lossy());
+        let out = std::fs::File::create(dir.join(name)).unwrap();
+        let mut encoder = flate2::write::GzEncoder::new(out, flate2::Compression::new(6));
+        std::io::copy(&mut std::fs::File::open(file).unwrap(), &mut encoder).unwrap();
+        encoder.finish().unwrap();
+    }
+    std::fs::write(done, "").unwrap();
+    dir
+}
+
+/// moto's S3 server on a port of the loopback, stopped when dropped.
+struct S3Server {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl S3Server {
+    /// Started if `moto_server` is on the PATH.
+    fn start() -> Option<S3Server> {
+        let binary = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join("moto_server"))
+                .find(|p| p.is_file())
+        })?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let child = Command::new(binary)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let server = S3Server { child, port };
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed().as_secs() > 60 {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Some(server)
+    }
+
+    /// PUT `body` at `path` (a bucket, or an object); moto takes unsigned requests.
+    fn put(&self, path: &str, body: &[u8]) {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n",
+            self.port,
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        let mut reply = String::new();
+        let _ = s.read_to_string(&mut reply);
+        assert!(reply.starts_with("HTTP/1.1 200"), "PUT {path}: {reply}");
+    }
+
+    /// The corpus's inputs uploaded under `s3://bench/<name>/`, whose URL is returned.
+    fn upload(&self, name: &str, files: &[PathBuf]) -> String {
+        self.put("/bench", b"");
+        for file in files {
+            let key = file.file_name().unwrap().to_string_lossy();
+            self.put(
+                &format!("/bench/{name}/{key}"),
+                &std::fs::read(file).unwrap(),
+            );
+        }
+        format!("s3://bench/{name}/")
+    }
+
+    /// `cmd` given this server's settings (and credentials moto does not check).
+    fn configure(&self, cmd: &mut Command) {
+        cmd.env("AWS_ACCESS_KEY_ID", "bench")
+            .env("AWS_SECRET_ACCESS_KEY", "bench")
+            .env("AWS_REGION", "us-east-1")
+            .env(
+                "AWS_ENDPOINT_URL",
+                format!("http://127.0.0.1:{}", self.port),
+            )
+            .env("AWS_ALLOW_HTTP", "true");
+    }
+}
+
 /// The runs a store holds, from its manifest.
 fn store_runs(store: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(store.join("manifest.json")).ok()?;
@@ -522,6 +637,21 @@ fn main() {
                     let mut file = std::fs::File::open(f).unwrap();
                     while file.read(&mut buf).unwrap() > 0 {}
                 }
+                let gz_input = settings
+                    .steps
+                    .contains(&Step::AuditGzip)
+                    .then(|| gzip_inputs(&corpus, &files));
+                // The server lives as long as this corpus's measurements.
+                let s3 = match settings.steps.contains(&Step::AuditS3) {
+                    true => S3Server::start().map(|server| {
+                        let url = server.upload(&format!("{}-{label}", format.name()), &files);
+                        (server, url)
+                    }),
+                    false => None,
+                };
+                if settings.steps.contains(&Step::AuditS3) && s3.is_none() {
+                    eprintln!("audit RAW S3 left out: moto_server is not on the PATH");
+                }
                 let max_threads = *settings.threads.iter().max().unwrap_or(&1);
                 // Each engine audits a store it wrote itself (the two may differ in layout).
                 let store_of = |e: usize| work.join(format!("{}store-t{max_threads}", tag(e)));
@@ -545,6 +675,9 @@ fn main() {
                 let mut samples: BTreeMap<(Step, usize, usize), Vec<Sample>> = BTreeMap::new();
                 for rep in 0..settings.repeats {
                     for &step in &settings.steps {
+                        if step == Step::AuditS3 && s3.is_none() {
+                            continue;
+                        }
                         let thread_counts: Vec<usize> = if step == Step::Baseline {
                             vec![1]
                         } else {
@@ -590,15 +723,28 @@ fn main() {
                                             .arg(&config)
                                             .args(["--threads", &t.to_string(), "-q"]);
                                     }
-                                    Step::AuditRaw => {
+                                    Step::AuditRaw | Step::AuditGzip | Step::AuditS3 => {
+                                        let (from, corpus_name) = match step {
+                                            Step::AuditGzip => (
+                                                gz_input.clone().unwrap().into_os_string(),
+                                                "corpus-gzip",
+                                            ),
+                                            Step::AuditS3 => {
+                                                (s3.as_ref().unwrap().1.clone().into(), "corpus-s3")
+                                            }
+                                            _ => (input.clone().into_os_string(), "corpus-raw"),
+                                        };
                                         cmd = Command::new(bin);
                                         cmd.arg("audit")
-                                            .arg(&input)
+                                            .arg(from)
                                             .arg("--out")
-                                            .arg(out("corpus-raw"))
+                                            .arg(out(corpus_name))
                                             .arg("--config")
                                             .arg(&config)
                                             .args(["--threads", &t.to_string(), "-q"]);
+                                        if let (Step::AuditS3, Some((server, _))) = (step, &s3) {
+                                            server.configure(&mut cmd);
+                                        }
                                     }
                                 }
                                 confine_to_cpus(&mut cmd, t);
@@ -725,6 +871,18 @@ fn main() {
                         text.push_str(&format!(
                             "| the same, fastest run of each | {:.2}x | (info) | - |\n",
                             raw.min / fastest
+                        ));
+                    }
+                }
+                for (step, what) in [
+                    (Step::AuditGzip, "gzip'd on disk"),
+                    (Step::AuditS3, "plain from the local S3 server"),
+                ] {
+                    if let (Some(raw), Some(other)) = (find(Step::AuditRaw, t), find(step, t)) {
+                        let x = other.median / raw.median;
+                        text.push_str(&format!(
+                            "| audit RAW {what} / plain on disk ({t} threads) | {x:.2}x | <= 1.3x | {} |\n",
+                            verdict(x <= 1.3)
                         ));
                     }
                 }
