@@ -214,6 +214,11 @@ def test_the_ray_ingest_appends_to_a_store_in_a_bucket_as_to_a_local_one(
         assert got["appended"]["created"] == want["appended"]["created"] == (n == 0), n
         assert got["appended"]["skipped_as_ingested"] == want["appended"]["skipped_as_ingested"]
         assert (got["appended"]["generation"] is None) == (n == 2)
+        assert want["appended"]["parts_fetched"] is None
+        if n == 1:
+            # The second night continues no conversation: no events part was fetched.
+            fetched, of = got["appended"]["parts_fetched"]
+            assert fetched == 0 and of == len(got["parts"]) - 1, got["appended"]
         for key in ("counts", "parts"):
             assert got[key] == want[key], (n, key)
         assert [i["sha256"] for i in got["inputs"]] == [i["sha256"] for i in want["inputs"]]

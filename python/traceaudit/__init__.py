@@ -70,9 +70,11 @@ def ingest(
     With ``append=True``, as ``traceaudit ingest INPUTS --out OUT --append``: the inputs are
     added to the store as a new generation (the store is created when absent); the manifest
     returned then has an ``appended`` entry with the ``generation`` added (``None`` when every
-    input was in the store already), ``skipped_as_ingested`` and ``created``. ``out`` can be a
-    prefix in object storage (``s3://stores/nightly/``): only the new generation's files are
-    uploaded, then the manifest, under the prefix's lock object.
+    input was in the store already), ``skipped_as_ingested``, ``created`` and
+    ``parts_fetched``. ``out`` can be a prefix in object storage (``s3://stores/nightly/``):
+    only the new generation's files are uploaded, then the manifest, under the prefix's lock
+    object; ``parts_fetched`` is then ``[fetched, of]``, the store's events parts read because
+    the night continues their conversations (``None`` for a local store).
 
     As ``traceaudit ingest INPUTS --out OUT``. ``format`` reads every input as that format
     (a name as ``--format`` takes it) instead of detecting it; ``threads`` defaults to the cores

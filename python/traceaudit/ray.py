@@ -657,6 +657,8 @@ def _appended(
         "generation": generation,
         "skipped_as_ingested": skipped,
         "created": created,
+        # Only an append to a store in a bucket fetches parts.
+        "parts_fetched": None,
     }
     return manifest
 
