@@ -893,6 +893,11 @@ impl crate::ingest::Adapter for NdjsonAdapter {
     fn read(&self, input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()> {
         read_ndjson(input, sink)
     }
+    fn input_bytes_per_row(&self) -> Option<u64> {
+        // The shared recordings hold 412 bytes a row (548,447 bytes, 23 runs and 1,308
+        // events); an eighth less leaves room for denser logs.
+        Some(360)
+    }
 }
 
 /// agentfootprint Recording documents `{snapshot, events, structure}`.

@@ -208,9 +208,9 @@ pub(super) fn ingest_into(
     let parts = match shard {
         Some(shard) => shard.parts,
         None => {
-            let expected = files.iter().zip(&remote).zip(&sizes);
-            let expected = expected.map(|((f, r), &size)| planned_size(f, r.as_ref(), size));
-            parts_for(expected.sum(), opts.part_bytes)
+            let inputs = files.iter().zip(&remote).zip(&sizes);
+            let inputs = inputs.map(|((f, r), &size)| (f.as_path(), r.as_ref(), size));
+            planned_parts(inputs, opts.part_bytes)
         }
     };
     let store = StoreWriter::create(dir, parts, super::store_spec())?;
@@ -301,6 +301,57 @@ pub(super) fn part_rows(part_rows: u64) -> u64 {
     } else {
         part_rows
     }
+}
+
+/// The parts of a store of `inputs` (each a local file or an object, and its size): one per
+/// `part_bytes` (0: the default) of what they are expected to decompress to, or more when
+/// their formats are expected to give more than [`crate::store::split::PART_ROWS`] rows a part
+/// ([`Format::input_bytes_per_row`], of the format detected from a local file's head; an
+/// object's is not known before it is fetched). The distributed ingest's plan makes the same
+/// count from the same files, whatever format or row limit the readers are given. An ingest
+/// too small to fill a part with rows of the densest format reads no heads.
+pub(crate) fn planned_parts<'a>(
+    inputs: impl Iterator<Item = (&'a Path, Option<&'a crate::source::object::Remote>, u64)>,
+    part_bytes: u64,
+) -> u32 {
+    let part_bytes = if part_bytes == 0 {
+        PART_INPUT_BYTES
+    } else {
+        part_bytes
+    };
+    let part_rows = u128::from(crate::store::split::PART_ROWS);
+    let inputs: Vec<_> = inputs
+        .map(|(path, remote, size)| (path, remote, planned_size(path, remote, size)))
+        .collect();
+    let bytes: u64 = inputs.iter().map(|i| i.2).sum();
+    let by_bytes = bytes.div_ceil(part_bytes).max(1);
+    let densest = Format::ALL
+        .iter()
+        .filter_map(|f| f.input_bytes_per_row())
+        .min();
+    let Some(densest) = densest else {
+        return by_bytes as u32;
+    };
+    if u128::from(bytes / densest.max(1)) <= part_rows * u128::from(by_bytes) {
+        return by_bytes as u32;
+    }
+    let mut rows: u128 = 0;
+    for (path, remote, expected) in inputs {
+        let per_row = match remote {
+            Some(_) => None,
+            None => crate::source::compression::head(path, 64 << 10)
+                .ok()
+                .and_then(|head| Format::detect(&head))
+                .and_then(Format::input_bytes_per_row),
+        };
+        rows += match per_row {
+            Some(per_row) => u128::from(expected / per_row.max(1)),
+            // As many rows as would fill parts of `part_bytes` exactly.
+            None => u128::from(expected) * part_rows / u128::from(part_bytes),
+        };
+    }
+    let by_rows = rows.div_ceil(part_rows.max(1));
+    u32::try_from(by_rows.max(u128::from(by_bytes))).unwrap_or(u32::MAX)
 }
 
 /// The parts of a store of inputs of `total_bytes`, `part_bytes` each (0: the default).
@@ -441,6 +492,61 @@ fn run_tap(
 mod tests {
     use super::*;
     use crate::model::Conversation;
+
+    /// Files of `size` bytes (sparse: nothing past the head is written) beginning with `head`.
+    fn sparse(dir: &Path, name: &str, head: &[u8], size: u64) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, head).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+        path
+    }
+
+    #[test]
+    fn parts_are_planned_for_the_rows_of_dense_formats_as_well_as_for_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+        let ndjson =
+            std::fs::read(testdata.join("agentfootprint/ndjson/a_repeated_identical_call.ndjson"))
+                .unwrap();
+        let tau2 = std::fs::read(
+            testdata.join("tau2/grok/2025-10-05T07-52-52_telecom_grok-3.excerpt.json"),
+        )
+        .unwrap();
+        let plan = |files: &[PathBuf]| {
+            let inputs = files.iter().map(|f| {
+                let size = std::fs::metadata(f).unwrap().len();
+                (f.as_path(), None, size)
+            });
+            planned_parts(inputs, 0)
+        };
+        let mb = 1_000_000;
+        // 300 MB of agentfootprint NDJSON: 3 parts by bytes (128 MiB each), 300 MB / 360 bytes
+        // = 833,333 rows, 5 parts of 200,000 rows.
+        let dense: Vec<PathBuf> = (0..3)
+            .map(|i| sparse(dir.path(), &format!("af-{i}.ndjson"), &ndjson, 100 * mb))
+            .collect();
+        assert_eq!(plan(&dense), 5);
+        // 300 MB of tau2 results: by bytes alone.
+        let tau2_files: Vec<PathBuf> = (0..3)
+            .map(|i| sparse(dir.path(), &format!("tau2-{i}.json"), &tau2, 100 * mb))
+            .collect();
+        assert_eq!(plan(&tau2_files), 3);
+        // Both: 600 MB, 5 parts by bytes; 833,333 rows plus the tau2 files' 300 MB counted as
+        // filling parts of 128 MiB (447,034 rows): 7 parts.
+        let both: Vec<PathBuf> = dense.iter().chain(&tau2_files).cloned().collect();
+        assert_eq!(plan(&both), 7);
+        // Under 72 MB (200,000 rows of 360 bytes) no head is read: the bytes decide.
+        let small = sparse(dir.path(), "small.ndjson", &ndjson, 70 * mb);
+        assert_eq!(plan(std::slice::from_ref(&small)), 1);
+        // Too dense for one part: 80 MB is 222,222 rows.
+        let over = sparse(dir.path(), "over.ndjson", &ndjson, 80 * mb);
+        assert_eq!(plan(std::slice::from_ref(&over)), 2);
+    }
 
     /// Keeps each conversation's id, and panics on one of them.
     struct Panicky;

@@ -49,12 +49,6 @@ impl InputFile {
             None => std::fs::metadata(&self.path).map_or(0, |m| m.len()),
         }
     }
-
-    /// The bytes it is expected to hold once decompressed, which decide the store's parts
-    /// ([`crate::source::compression::expected_size`]).
-    pub fn expected_size(&self) -> u64 {
-        planned_size(&self.path, self.remote.as_ref(), self.size())
-    }
 }
 
 /// The bytes the input at `path` (an object if `remote`), of `size` bytes, is expected to hold

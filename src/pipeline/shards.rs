@@ -14,7 +14,7 @@
 //! line keeps it); the same counts and quarantine records. Rows within a part file, and
 //! quarantine lines, may come in another order.
 
-use super::ingest::{ingest_found, parts_for, IngestOptions, IngestSummary, Shard};
+use super::ingest::{ingest_found, planned_parts, IngestOptions, IngestSummary, Shard};
 use super::inputs::{find_inputs, FoundInputs, InputFile};
 use super::writer::{write_quarantine, write_skipped};
 use crate::ingest::{read_file, Format, Input, Quarantined, Sink};
@@ -82,11 +82,17 @@ pub fn plan_ingest(inputs: &[PathBuf], part_bytes: u64) -> io::Result<IngestPlan
             size: f.size(),
         });
     }
-    let total: u64 = found.files.iter().map(|f| f.expected_size()).sum();
+
     Ok(IngestPlan {
         inputs: planned,
         skipped: found.skipped,
-        parts: parts_for(total, part_bytes),
+        parts: planned_parts(
+            found
+                .files
+                .iter()
+                .map(|f| (f.path.as_path(), f.remote.as_ref(), f.size())),
+            part_bytes,
+        ),
     })
 }
 

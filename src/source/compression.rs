@@ -135,6 +135,30 @@ fn gzip_trailer_size(file: &mut std::fs::File, size: u64) -> Option<u64> {
     Some(u64::from(u32::from_le_bytes(isize)))
 }
 
+/// The first `n` bytes of the local file at `path` (fewer if it holds fewer), decompressed
+/// when it is compressed; what a damaged stream gives before the damage.
+pub fn head(path: &Path, n: usize) -> io::Result<Vec<u8>> {
+    let compression = Compression::of_file(path)?;
+    let file = BufReader::new(std::fs::File::open(path)?);
+    let mut reader: Box<dyn Read> = match compression {
+        None => Box::new(file),
+        Some(c) => c.decoder(file)?,
+    };
+    let mut head = vec![0u8; n];
+    let mut got = 0;
+    while got < n {
+        match reader.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) if compression.is_some() => break,
+            Err(e) => return Err(e),
+        }
+    }
+    head.truncate(got);
+    Ok(head)
+}
+
 /// The bytes an object called `name`, of `size` bytes, is expected to hold once decompressed,
 /// known by its name alone (an object is not read before it is fetched): a compression suffix
 /// counts it at six times its size.
