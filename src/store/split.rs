@@ -1,10 +1,12 @@
 //! Parts cut by rows as well as by input bytes.
 //!
-//! An ingest decides its part count before reading, from the input bytes, and files each
-//! conversation by the hash of its id ([`super::write::part_of`]). Rows per input byte vary a
-//! hundredfold between formats (a tau2 tool result is kilobytes, a tiny message a few dozen
-//! bytes), and the audit holds a part's conversations at about 1.2 KB a row, so once every
-//! conversation is stored a part holding more than [`PART_ROWS`] rows is split: its
+//! An ingest decides its part count before reading, from the input bytes (and the rows the
+//! formats that declare their density are expected to give), and files each conversation by
+//! the hash of its id ([`super::write::part_of`]). Rows per input byte vary a hundredfold
+//! between formats and between recordings of one format (a tau2 tool result is kilobytes, a
+//! tiny message a few dozen bytes), and the audit holds a part's conversations at about 1.2 KB
+//! a row, so once every conversation is stored a part that still holds more than [`PART_ROWS`]
+//! rows is split: its
 //! conversations, in the order of their hash (then id), are cut into runs of consecutive
 //! conversations of at most that many rows each (a conversation larger than that is a piece of
 //! its own). The split depends on the stored rows only, never on the order they came in, so a
