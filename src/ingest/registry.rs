@@ -191,7 +191,8 @@ impl Format {
         Format::detect_in(head, None)
     }
 
-    /// [`Adapter::input_bytes_per_row`] of this format.
+    /// The input bytes a stored row (a run or an event) takes in this format, when it is
+    /// dense enough in rows that a store plans its parts by rows as well as bytes.
     pub fn input_bytes_per_row(self) -> Option<u64> {
         self.0.input_bytes_per_row()
     }
