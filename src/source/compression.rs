@@ -138,8 +138,9 @@ fn gzip_trailer_size(file: &mut std::fs::File, size: u64) -> Option<u64> {
 /// The first `n` bytes of the local file at `path` (fewer if it holds fewer), decompressed
 /// when it is compressed; what a damaged stream gives before the damage.
 pub fn head(path: &Path, n: usize) -> io::Result<Vec<u8>> {
-    let compression = Compression::of_file(path)?;
-    let file = BufReader::new(std::fs::File::open(path)?);
+    // One open: the magic number is peeked from the buffer the reading goes on from.
+    let mut file = BufReader::new(std::fs::File::open(path)?);
+    let compression = Compression::sniff(file.fill_buf()?);
     let mut reader: Box<dyn Read> = match compression {
         None => Box::new(file),
         Some(c) => c.decoder(file)?,
@@ -295,6 +296,30 @@ mod tests {
             expected_size(&path, size),
             expected_size_by_name(name, size),
         )
+    }
+
+    #[test]
+    fn the_head_of_a_file_is_its_first_bytes_decompressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let zstd = zstd::bulk::compress(&text, 3).unwrap();
+        let mut cut = gzip(&text);
+        cut.truncate(cut.len() / 2);
+        for (name, file) in [
+            ("plain", text.clone()),
+            ("gz", gzip(&text)),
+            ("zst", zstd),
+            ("cut.gz", cut),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, &file).unwrap();
+            assert_eq!(head(&path, 1000).unwrap(), &text[..1000], "{name}");
+        }
+        let short = dir.path().join("short.gz");
+        std::fs::write(&short, gzip(b"{}")).unwrap();
+        assert_eq!(head(&short, 1000).unwrap(), b"{}");
+        std::fs::write(&short, b"").unwrap();
+        assert!(head(&short, 1000).unwrap().is_empty());
     }
 
     #[test]
