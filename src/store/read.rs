@@ -113,6 +113,14 @@ fn looks_whole(path: &Path) -> crate::error::Result<()> {
     Ok(())
 }
 
+/// Where the events parts of a store come from when its folder does not hold them: a store in
+/// a bucket is copied for an append with its manifest and runs files only (all an append reads
+/// of most parts), and a part is fetched when it is first read.
+pub(crate) trait PartSource: Send + Sync {
+    /// Fetch the store's file `rel` (relative to its root, `/`-separated) into `to`.
+    fn fetch(&self, rel: &str, to: &Path) -> io::Result<()>;
+}
+
 /// An opened store. Runs and events are read a part at a time, so what is held in memory does
 /// not grow with the store.
 ///
@@ -132,14 +140,6 @@ fn looks_whole(path: &Path) -> crate::error::Result<()> {
 /// # Ok(())
 /// # }
 /// ```
-/// Where the events parts of a store come from when its folder does not hold them: a store in
-/// a bucket is copied for an append with its manifest and runs files only (all an append reads
-/// of most parts), and a part is fetched when it is first read.
-pub(crate) trait PartSource: Send + Sync {
-    /// Fetch the store's file `rel` (relative to its root, `/`-separated) into `to`.
-    fn fetch(&self, rel: &str, to: &Path) -> io::Result<()>;
-}
-
 pub struct Store {
     pub dir: PathBuf,
     /// The parts of every generation read, numbered from 0 in generation order.
