@@ -85,17 +85,28 @@ pub struct AppendSummary {
 pub fn append(inputs: &[PathBuf], out: &Path, opts: &IngestOptions) -> io::Result<AppendSummary> {
     if super::remote::is_url(out) {
         atomic::refuse_overlap(out, inputs)?;
-        let mut summary = super::remote::grow_in_bucket(out, |local, copy| {
-            let summary = append_to(inputs, local, opts, &copy)?;
-            Ok(AppendSummary {
-                parts_fetched: copy.parts_fetched(),
-                ..summary
-            })
-        })?;
-        summary.store = super::remote::shown(out);
-        return Ok(summary);
+        return in_bucket(out, |local, copy| append_to(inputs, local, opts, copy));
     }
     append_to(inputs, out, opts, &Grown::Local)
+}
+
+/// An append to the store at the URL `out`: `job` run on its local copy
+/// ([`super::remote::grow_in_bucket`]), its summary naming the URL and the events parts fetched.
+fn in_bucket(
+    out: &Path,
+    job: impl FnOnce(&Path, &Grown) -> io::Result<AppendSummary>,
+) -> io::Result<AppendSummary> {
+    let summary = super::remote::grow_in_bucket(out, |local, copy| {
+        let summary = job(local, &copy)?;
+        Ok(AppendSummary {
+            parts_fetched: copy.parts_fetched(),
+            ..summary
+        })
+    })?;
+    Ok(AppendSummary {
+        store: super::remote::shown(out),
+        ..summary
+    })
 }
 
 /// [`append`] to the folder `out`, whose store is opened as `copy` says.
@@ -291,18 +302,10 @@ pub fn append_store(
     opts: &IngestOptions,
 ) -> io::Result<AppendSummary> {
     if super::remote::is_url(out) {
-        let mut summary = super::remote::grow_in_bucket(out, |local, copy| {
-            let summary = match local.exists() {
-                true => append_store_to(night, local, skipped, opts, &copy)?,
-                false => night_as_new_store(night, local, skipped)?,
-            };
-            Ok(AppendSummary {
-                parts_fetched: copy.parts_fetched(),
-                ..summary
-            })
-        })?;
-        summary.store = super::remote::shown(out);
-        return Ok(summary);
+        return in_bucket(out, |local, copy| match local.exists() {
+            true => append_store_to(night, local, skipped, opts, copy),
+            false => night_as_new_store(night, local, skipped),
+        });
     }
     append_store_to(night, out, skipped, opts, &Grown::Local)
 }
