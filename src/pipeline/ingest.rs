@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 
-use super::inputs::{find_inputs, planned_size, spool, FoundInputs};
+use super::inputs::{find_inputs, spool, FoundInputs};
 use super::queue::{ByteBound, TapQueue};
 use super::reader::{read_one, Inputs, Message, Reading};
 use super::tap::{Tap, TapFiles, Tapped};
@@ -307,61 +307,65 @@ pub(super) fn part_rows(part_rows: u64) -> u64 {
 /// `part_bytes` (0: the default) of what they are expected to decompress to, or more when
 /// their formats are expected to give more than [`crate::store::split::PART_ROWS`] rows a part
 /// ([`Format::input_bytes_per_row`], of the format detected from a local file's head; an
-/// object's is not known before it is fetched). The distributed ingest's plan makes the same
-/// count from the same files, whatever format or row limit the readers are given. An ingest
-/// too small to fill a part with rows of the densest format reads no heads.
+/// object's is not known before it is fetched, nor is its size decompressed but by its name).
+/// The distributed ingest's plan makes the same count from the same files, whatever format or
+/// row limit the readers are given. Each local file is opened once; its head is read only when
+/// the inputs could hold more than a part's rows of the densest format.
 pub(crate) fn planned_parts<'a>(
     inputs: impl Iterator<Item = (&'a Path, Option<&'a crate::source::object::Remote>, u64)>,
     part_bytes: u64,
 ) -> u32 {
-    let part_bytes = if part_bytes == 0 {
-        PART_INPUT_BYTES
-    } else {
-        part_bytes
-    };
+    use crate::source::compression::{expected_size_by_name, probe, EXPECTED_RATIO};
+    let part_bytes = resolved_part_bytes(part_bytes);
     let part_rows = u128::from(crate::store::split::PART_ROWS);
-    let inputs: Vec<_> = inputs
-        .map(|(path, remote, size)| (path, remote, planned_size(path, remote, size)))
-        .collect();
-    let bytes: u64 = inputs.iter().map(|i| i.2).sum();
-    let by_bytes = bytes.div_ceil(part_bytes).max(1);
+    let inputs: Vec<_> = inputs.collect();
     let densest = Format::ALL
         .iter()
         .filter_map(|f| f.input_bytes_per_row())
         .min();
-    let Some(densest) = densest else {
-        return by_bytes as u32;
+    // An upper bound on the rows: every byte expanded as far as a size is ever assumed to.
+    let raw: u64 = inputs.iter().map(|i| i.2).sum();
+    let head_bytes = match densest {
+        Some(per_row) if u128::from(raw.saturating_mul(EXPECTED_RATIO) / per_row) > part_rows => {
+            64 << 10
+        }
+        _ => 0,
     };
-    if u128::from(bytes / densest.max(1)) <= part_rows * u128::from(by_bytes) {
-        return by_bytes as u32;
-    }
-    let mut rows: u128 = 0;
-    for (path, remote, expected) in inputs {
-        let per_row = match remote {
-            Some(_) => None,
-            None => crate::source::compression::head(path, 64 << 10)
-                .ok()
-                .and_then(|head| Format::detect(&head))
-                .and_then(Format::input_bytes_per_row),
+    let (mut bytes, mut dense_rows, mut dense_bytes) = (0u64, 0u128, 0u64);
+    for (path, remote, size) in inputs {
+        let (expected, per_row) = match remote {
+            Some(r) => (expected_size_by_name(&r.file_name(), size), None),
+            None => {
+                let probe = probe(path, size, head_bytes);
+                let per_row = Format::detect(&probe.head).and_then(Format::input_bytes_per_row);
+                (probe.expected, per_row)
+            }
         };
-        rows += match per_row {
-            Some(per_row) => u128::from(expected / per_row.max(1)),
-            // As many rows as would fill parts of `part_bytes` exactly.
-            None => u128::from(expected) * part_rows / u128::from(part_bytes),
-        };
+        bytes += expected;
+        if let Some(per_row) = per_row {
+            dense_rows += u128::from(expected / per_row.max(1));
+            dense_bytes += expected;
+        }
     }
+    let by_bytes = parts_for(bytes, part_bytes);
+    // The other inputs count as many rows as would fill parts of `part_bytes` exactly.
+    let rows = dense_rows + u128::from(bytes - dense_bytes) * part_rows / u128::from(part_bytes);
     let by_rows = rows.div_ceil(part_rows.max(1));
     u32::try_from(by_rows.max(u128::from(by_bytes))).unwrap_or(u32::MAX)
 }
 
-/// The parts of a store of inputs of `total_bytes`, `part_bytes` each (0: the default).
-pub(super) fn parts_for(total_bytes: u64, part_bytes: u64) -> u32 {
-    let part_bytes = if part_bytes == 0 {
+/// `part_bytes` as asked, or the default for 0.
+fn resolved_part_bytes(part_bytes: u64) -> u64 {
+    if part_bytes == 0 {
         PART_INPUT_BYTES
     } else {
         part_bytes
-    };
-    total_bytes.div_ceil(part_bytes).max(1) as u32
+    }
+}
+
+/// The parts of a store of inputs of `total_bytes`, `part_bytes` each (0: the default).
+pub(super) fn parts_for(total_bytes: u64, part_bytes: u64) -> u32 {
+    total_bytes.div_ceil(resolved_part_bytes(part_bytes)).max(1) as u32
 }
 
 /// No file to read is an error that says what was passed over, if anything.
@@ -540,7 +544,7 @@ mod tests {
         // filling parts of 128 MiB (447,034 rows): 7 parts.
         let both: Vec<PathBuf> = dense.iter().chain(&tau2_files).cloned().collect();
         assert_eq!(plan(&both), 7);
-        // Under 72 MB (200,000 rows of 360 bytes) no head is read: the bytes decide.
+        // Under 72 MB (200,000 rows of 360 bytes) the bytes decide.
         let small = sparse(dir.path(), "small.ndjson", &ndjson, 70 * mb);
         assert_eq!(plan(std::slice::from_ref(&small)), 1);
         // Too dense for one part: 80 MB is 222,222 rows.

@@ -51,15 +51,6 @@ impl InputFile {
     }
 }
 
-/// The bytes the input at `path` (an object if `remote`), of `size` bytes, is expected to hold
-/// once decompressed.
-pub(crate) fn planned_size(path: &Path, remote: Option<&Remote>, size: u64) -> u64 {
-    match remote {
-        Some(r) => crate::source::compression::expected_size_by_name(&r.file_name(), size),
-        None => crate::source::compression::expected_size(path, size),
-    }
-}
-
 impl InputFile {
     /// The input a plan names (a file, or an object by its URL), found again by a shard.
     pub(crate) fn planned(path: &Path, display: &str) -> io::Result<InputFile> {

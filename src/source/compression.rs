@@ -87,63 +87,86 @@ impl Compression {
 
 /// How many times its size a compressed input is taken to expand to when nothing in it says:
 /// JSON agent logs compress 5-10x under gzip or zstd (the tau2 recordings 6.6x).
-const EXPECTED_RATIO: u64 = 6;
+pub const EXPECTED_RATIO: u64 = 6;
 
-/// The bytes the local file at `path`, of `size` bytes, is expected to hold once decompressed.
-///
-/// An ingest cuts its store into parts by input bytes before reading anything, and the audit's
-/// memory goes with a part's rows, which go with the decompressed bytes: planning on the
-/// compressed size gives a gzip'd night a sixth of the parts it needs, and each is then read back
-/// and rewritten to be cut by rows. A gzip file's trailer gives the size of its last member (the
-/// whole file's for one member under 4 GiB) and a zstd frame header may give its content size;
-/// when neither gives more than the file's own size, [`expected_size_by_name`]'s ratio is used.
-/// An uncompressed or unreadable file counts as its size.
-pub fn expected_size(path: &Path, size: u64) -> u64 {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return size;
-    };
-    let mut head = [0u8; 18];
-    let mut n = 0;
-    while n < head.len() {
-        match file.read(&mut head[n..]) {
-            Ok(0) | Err(_) => break,
-            Ok(got) => n += got,
-        }
-    }
-    let stated = match Compression::sniff(&head[..n]) {
-        None => return size,
-        Some(Compression::Gzip) => gzip_trailer_size(&mut file, size),
-        Some(Compression::Zstd) => zstd::zstd_safe::get_frame_content_size(&head[..n])
-            .ok()
-            .flatten(),
-    };
-    match stated {
-        Some(bytes) if bytes > size => bytes,
-        _ => size.saturating_mul(EXPECTED_RATIO),
-    }
+/// What an ingest's plan reads of a local input before anything else is read: the bytes it is
+/// expected to hold once decompressed, and its first bytes, decompressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The bytes the file is expected to decompress to. The plan cuts the store into parts by
+    /// input bytes, and the audit's memory goes with a part's rows, which go with the
+    /// decompressed bytes: counted at its compressed size, a gzip'd night gets a sixth of the
+    /// parts it needs, each then read back and rewritten to be cut by rows. A gzip file's
+    /// trailer states the size of its last member (the whole file's for one member under
+    /// 4 GiB), a zstd frame header may state its content size; when neither states more than the
+    /// file's own size, six times the size is taken ([`expected_size_by_name`]). An uncompressed
+    /// or unreadable file counts as its size.
+    pub expected: u64,
+    /// The first bytes asked for (fewer if the file holds fewer), decompressed when it is
+    /// compressed; what a damaged stream gives before the damage.
+    pub head: Vec<u8>,
 }
 
-/// The size a gzip file's trailer states: of its last member, modulo 2^32.
-fn gzip_trailer_size(file: &mut std::fs::File, size: u64) -> Option<u64> {
+/// Probe the local file at `path`, of `size` bytes, reading at most `head_bytes` of its
+/// decompressed head (0: none), in one open of the file.
+pub fn probe(path: &Path, size: u64, head_bytes: usize) -> Probe {
+    let unread = Probe {
+        expected: size,
+        head: Vec::new(),
+    };
+    let Ok(file) = std::fs::File::open(path) else {
+        return unread;
+    };
+    let mut file = BufReader::new(file);
+    let Ok(start) = file.fill_buf() else {
+        return unread;
+    };
+    let compression = Compression::sniff(start);
+    let stated = match compression {
+        None => Some(size),
+        Some(Compression::Zstd) => zstd::zstd_safe::get_frame_content_size(start)
+            .ok()
+            .flatten(),
+        Some(Compression::Gzip) => gzip_trailer_size(&mut file, size),
+    };
+    let expected = match stated {
+        Some(bytes) if bytes > size || compression.is_none() => bytes,
+        _ => size.saturating_mul(EXPECTED_RATIO),
+    };
+    let head = match head_bytes {
+        0 => Vec::new(),
+        n => decompressed_head(file, compression, n),
+    };
+    Probe { expected, head }
+}
+
+/// The size a gzip file's trailer states: of its last member, modulo 2^32. `file` is left at
+/// its start.
+fn gzip_trailer_size(file: &mut BufReader<std::fs::File>, size: u64) -> Option<u64> {
     use std::io::{Seek, SeekFrom};
     if size < 18 {
         return None;
     }
     file.seek(SeekFrom::End(-4)).ok()?;
     let mut isize = [0u8; 4];
-    file.read_exact(&mut isize).ok()?;
+    let read = file.read_exact(&mut isize);
+    file.seek(SeekFrom::Start(0)).ok()?;
+    read.ok()?;
     Some(u64::from(u32::from_le_bytes(isize)))
 }
 
-/// The first `n` bytes of the local file at `path` (fewer if it holds fewer), decompressed
-/// when it is compressed; what a damaged stream gives before the damage.
-pub fn head(path: &Path, n: usize) -> io::Result<Vec<u8>> {
-    // One open: the magic number is peeked from the buffer the reading goes on from.
-    let mut file = BufReader::new(std::fs::File::open(path)?);
-    let compression = Compression::sniff(file.fill_buf()?);
+/// The first `n` bytes read from `file` (at its start), through its decoder if compressed.
+fn decompressed_head(
+    file: BufReader<std::fs::File>,
+    compression: Option<Compression>,
+    n: usize,
+) -> Vec<u8> {
     let mut reader: Box<dyn Read> = match compression {
         None => Box::new(file),
-        Some(c) => c.decoder(file)?,
+        Some(c) => match c.decoder(file) {
+            Ok(decoder) => decoder,
+            Err(_) => return Vec::new(),
+        },
     };
     let mut head = vec![0u8; n];
     let mut got = 0;
@@ -152,12 +175,11 @@ pub fn head(path: &Path, n: usize) -> io::Result<Vec<u8>> {
             Ok(0) => break,
             Ok(k) => got += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) if compression.is_some() => break,
-            Err(e) => return Err(e),
+            Err(_) => break,
         }
     }
     head.truncate(got);
-    Ok(head)
+    head
 }
 
 /// The bytes an object called `name`, of `size` bytes, is expected to hold once decompressed,
@@ -293,7 +315,7 @@ mod tests {
         std::fs::write(&path, file).unwrap();
         let size = file.len() as u64;
         (
-            expected_size(&path, size),
+            probe(&path, size, 0).expected,
             expected_size_by_name(name, size),
         )
     }
@@ -313,13 +335,15 @@ mod tests {
         ] {
             let path = dir.path().join(name);
             std::fs::write(&path, &file).unwrap();
-            assert_eq!(head(&path, 1000).unwrap(), &text[..1000], "{name}");
+            // With the file's size, a gzip trailer is read first: the head is read from the start.
+            let size = file.len() as u64;
+            assert_eq!(probe(&path, size, 1000).head, &text[..1000], "{name}");
         }
         let short = dir.path().join("short.gz");
         std::fs::write(&short, gzip(b"{}")).unwrap();
-        assert_eq!(head(&short, 1000).unwrap(), b"{}");
+        assert_eq!(probe(&short, 0, 1000).head, b"{}");
         std::fs::write(&short, b"").unwrap();
-        assert!(head(&short, 1000).unwrap().is_empty());
+        assert!(probe(&short, 0, 1000).head.is_empty());
     }
 
     #[test]
