@@ -149,28 +149,36 @@ impl CorpusDir {
     /// everything. Reads the two columns, grouped.
     fn refuse_unknown_dispositions(&self) -> io::Result<()> {
         let path = self.table_path("dispositions");
-        let df = self
-            .table("dispositions")?
-            .select([col(CHECK_COLUMN), col("disposition")])
-            .group_by([col(CHECK_COLUMN), col("disposition")])
-            .agg([len().alias("rows")])
-            .collect()
-            .map_err(|e| match self.layout {
-                Layout::Single => io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{} is unreadable: {e}", path.display()),
-                ),
-                // Which part failed is found by reading them (see `name_the_unreadable`).
-                Layout::Listed(_) => pl(e),
-            })?;
+        let mut found: std::collections::BTreeMap<(Option<String>, Option<String>), u64> =
+            Default::default();
+        let read = [col(CHECK_COLUMN), col("disposition")];
+        self.for_each_slice("dispositions", &read, |slice| {
+            let df = slice
+                .lazy()
+                .group_by([col(CHECK_COLUMN), col("disposition")])
+                .agg([len().alias("rows")])
+                .collect()
+                .map_err(pl)?;
+            for ((check, disposition), n) in strs(&df, CHECK_COLUMN)?
+                .into_iter()
+                .zip(strs(&df, "disposition")?)
+                .zip(counts(&df, "rows")?)
+            {
+                *found.entry((check, disposition)).or_default() += n;
+            }
+            Ok(())
+        })
+        .map_err(|e| match self.layout {
+            Layout::Single if is_polars_failure(&e) => io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is unreadable: {e}", path.display()),
+            ),
+            // Which part failed is found by reading them (see `name_the_unreadable`).
+            _ => e,
+        })?;
         let checks = self.checks();
         let known: Vec<&str> = Disposition::ALL.iter().map(|d| d.as_str()).collect();
-        let rows = counts(&df, "rows")?;
-        for ((check, disposition), n) in strs(&df, CHECK_COLUMN)?
-            .into_iter()
-            .zip(strs(&df, "disposition")?)
-            .zip(rows)
-        {
+        for ((check, disposition), n) in found {
             let refuse = |what: String| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -218,6 +226,32 @@ impl CorpusDir {
             lf = lf.rename([old], [CHECK_COLUMN], true);
         }
         Ok(lf)
+    }
+
+    /// Columns `columns` of table `name`, [`SLICE_ROWS`] rows at a time in table order, each
+    /// slice handed to `each` as a frame. The tables with a row per run and check grow with the
+    /// corpus; a report that reads them a slice at a time holds one slice, whatever the corpus
+    /// size (the Parquet reader skips the row groups outside a slice).
+    pub fn for_each_slice(
+        &self,
+        name: &str,
+        columns: &[Expr],
+        mut each: impl FnMut(DataFrame) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let table = self.table(name)?;
+        let rows = row_count(&table)?;
+        let mut offset = 0u64;
+        while offset < rows {
+            let slice = table
+                .clone()
+                .slice(offset as i64, SLICE_ROWS)
+                .select(columns)
+                .collect()
+                .map_err(pl)?;
+            offset += SLICE_ROWS as u64;
+            each(slice)?;
+        }
+        Ok(())
     }
 
     /// The checks the audit ran, in registry order.
@@ -475,6 +509,33 @@ impl CorpusDir {
         ))
     }
 
+    /// The live runs of the store as one scan per runs file (a part's, in stores written since
+    /// schema 10), for readers that hold one file's rows at a time.
+    pub fn runs_by_file(&self) -> io::Result<Vec<LazyFrame>> {
+        let generations = self.store_generations(&self.store_dir()?)?;
+        let mut scans = Vec::new();
+        for g in &generations {
+            for file in g.runs_files() {
+                let live = live(scan(&file)?, g);
+                scans.push(only_plausible_times(live, &["started_at", "ended_at"]));
+            }
+        }
+        Ok(scans)
+    }
+
+    /// The live events of the store as one scan per events part.
+    pub fn events_by_file(&self) -> io::Result<Vec<LazyFrame>> {
+        let generations = self.store_generations(&self.store_dir()?)?;
+        let mut scans = Vec::new();
+        for g in &generations {
+            for p in 0..g.parts {
+                let live = live(scan(&g.part_path(p))?, g);
+                scans.push(only_plausible_times(live, &["timestamp"]));
+            }
+        }
+        Ok(scans)
+    }
+
     /// The live events of every part of the store's manifest, as one scan.
     pub fn events(&self) -> io::Result<LazyFrame> {
         let generations = self.store_generations(&self.store_dir()?)?;
@@ -487,6 +548,21 @@ impl CorpusDir {
             .collect::<io::Result<Vec<_>>>()?;
         Ok(only_plausible_times(concat_scans(scans)?, &["timestamp"]))
     }
+}
+
+/// Rows a report reads of a corpus table at once ([`CorpusDir::for_each_slice`]): 64k rows of
+/// dispositions are some 10 MB decoded. (Unit tests use a few rows, so their small corpora are
+/// read in many slices too.)
+pub const SLICE_ROWS: u32 = if cfg!(test) { 5 } else { 1 << 16 };
+
+/// The rows of a scan (from the Parquet footers; nothing else is read).
+pub fn row_count(lf: &LazyFrame) -> io::Result<u64> {
+    let df = lf
+        .clone()
+        .select([len().alias("rows")])
+        .collect()
+        .map_err(pl)?;
+    Ok(counts(&df, "rows")?.first().copied().unwrap_or(0))
 }
 
 /// `err` with the file it came from named, when Polars raised it: each Parquet file of
@@ -569,6 +645,11 @@ pub fn columns(lf: &mut LazyFrame) -> io::Result<Vec<String>> {
         .iter_names()
         .map(|n| n.to_string())
         .collect())
+}
+
+/// Column `name` of `df`, a string column, to iterate without copying its values.
+pub fn str_column<'a>(df: &'a DataFrame, name: &str) -> io::Result<&'a StringChunked> {
+    df.column(name).map_err(pl)?.str().map_err(pl)
 }
 
 /// Column `name` of `df` as optional strings.

@@ -6,8 +6,8 @@
 
 use crate::corpus::CHECK_COLUMN;
 use crate::error::Error;
-use crate::report::corpus::{pl, strings, strs, u64s, CorpusDir};
-use crate::report::groups::{group_counts, GroupBy, GroupCounts, ALL};
+use crate::report::corpus::{str_column, strings, strs, u64s, CorpusDir};
+use crate::report::groups::{group_counts, run_digest, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{newcombe, rate};
 use crate::report::table::{md_cell, Cell, Column, Row, Table};
 use crate::report::text::{fit, md_code, md_text};
@@ -274,54 +274,99 @@ fn keys(c: &CorpusDir) -> io::Result<KeyTable> {
             lit(NULL).cast(DataType::String).alias(n)
         }
     };
-    let df = lf
-        .select([
-            col(CHECK_COLUMN),
-            col("run_id"),
-            pick("tool_name"),
-            pick("args_fingerprint"),
-            pick("wasted_landings"),
-        ])
-        .collect()
-        .map_err(pl)?;
-    let check = strings(&df, CHECK_COLUMN)?;
-    let run = strings(&df, "run_id")?;
-    let tool = strs(&df, "tool_name")?;
-    let args = strs(&df, "args_fingerprint")?;
-    let wasted = u64s(&df, "wasted_landings")?;
+    let read = [
+        col(CHECK_COLUMN),
+        col("run_id"),
+        pick("tool_name"),
+        pick("args_fingerprint"),
+        pick("wasted_landings"),
+    ];
     let mut table = KeyTable::new();
-    for i in 0..df.height() {
-        let (key, scope) = match (&tool[i], &args[i]) {
-            (Some(t), Some(a)) => (format!("{t}:{a}"), "corpus"),
-            _ => (run[i].clone(), "run"),
-        };
-        let e = table
-            .entry((check[i].clone(), key))
-            .or_insert_with(|| (scope.to_string(), 0, BTreeSet::new(), None));
-        e.1 += 1;
-        e.2.insert(run[i].clone());
-        if let Some(w) = wasted[i] {
-            e.3 = Some(e.3.unwrap_or(0) + w);
+    c.for_each_slice("findings", &read, |df| {
+        let check = strings(&df, CHECK_COLUMN)?;
+        let run = strings(&df, "run_id")?;
+        let tool = strs(&df, "tool_name")?;
+        let args = strs(&df, "args_fingerprint")?;
+        let wasted = u64s(&df, "wasted_landings")?;
+        for i in 0..df.height() {
+            let (key, scope) = match (&tool[i], &args[i]) {
+                (Some(t), Some(a)) => (format!("{t}:{a}"), "corpus"),
+                _ => (run[i].clone(), "run"),
+            };
+            let e = table
+                .entry((check[i].clone(), key))
+                .or_insert_with(|| (scope.to_string(), 0, BTreeSet::new(), None));
+            e.1 += 1;
+            e.2.insert(run[i].clone());
+            if let Some(w) = wasted[i] {
+                e.3 = Some(e.3.unwrap_or(0) + w);
+            }
         }
-    }
+        Ok(())
+    })?;
     Ok(table)
 }
 
-fn run_ids(c: &CorpusDir) -> io::Result<BTreeSet<String>> {
-    let df = c
-        .table("dispositions")?
-        .select([col("run_id")])
-        .unique(None, UniqueKeepStrategy::Any)
-        .collect()
-        .map_err(pl)?;
-    Ok(strings(&df, "run_id")?.into_iter().collect())
+/// The digests of the runs of a corpus's dispositions, sorted, each once (read a slice at a
+/// time).
+fn run_digests(c: &CorpusDir) -> io::Result<Vec<u128>> {
+    let mut out = Vec::new();
+    c.for_each_slice("dispositions", &[col("run_id")], |slice| {
+        // A run's rows (one per check) are mostly in one slice: dropping repeats there keeps
+        // the list near one digest a run until the sort at the end.
+        let mut digests: Vec<u128> = str_column(&slice, "run_id")?
+            .iter()
+            .map(|id| run_digest(id.unwrap_or_default()))
+            .collect();
+        digests.sort_unstable();
+        digests.dedup();
+        out.extend(digests);
+        Ok(())
+    })?;
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// How many digests sorted `a` and sorted `b` share.
+fn shared_digests(a: &[u128], b: &[u128]) -> u64 {
+    let (mut i, mut j, mut both) = (0, 0, 0u64);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Equal => {
+                both += 1;
+                i += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+        }
+    }
+    both
+}
+
+/// The first `n` run ids of corpus `c` (in string order) that `other` (sorted digests) lacks.
+fn first_runs_missing(c: &CorpusDir, other: &[u128], n: usize) -> io::Result<Vec<String>> {
+    let mut first: BTreeSet<String> = BTreeSet::new();
+    c.for_each_slice("dispositions", &[col("run_id")], |slice| {
+        for id in str_column(&slice, "run_id")?.iter().flatten() {
+            if other.binary_search(&run_digest(id)).is_err() {
+                first.insert(id.to_string());
+                if first.len() > n {
+                    first.pop_last();
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok(first.into_iter().collect())
 }
 
 /// Keys of `a` that `b` lacks. Run-scoped keys count only for runs present in both corpora.
-fn only_in(a: &KeyTable, b: &KeyTable, shared_runs: &BTreeSet<String>) -> Vec<KeyChange> {
+fn only_in(a: &KeyTable, b: &KeyTable, shared_run: &dyn Fn(&str) -> bool) -> Vec<KeyChange> {
     let mut out: Vec<KeyChange> = a
         .iter()
-        .filter(|(k, v)| !b.contains_key(*k) && (v.0 == "corpus" || shared_runs.contains(&k.1)))
+        .filter(|(k, v)| !b.contains_key(*k) && (v.0 == "corpus" || shared_run(&k.1)))
         .map(|((check, key), (scope, n, runs, wasted))| KeyChange {
             check: check.clone(),
             key: key.clone(),
@@ -395,19 +440,24 @@ pub fn build(base: &CorpusDir, cand: &CorpusDir, opts: &DiffOptions) -> io::Resu
             &opts.rules,
         ),
     };
-    let base_runs = run_ids(base)?;
-    let cand_runs = run_ids(cand)?;
-    let shared: BTreeSet<String> = base_runs.intersection(&cand_runs).cloned().collect();
-    let only_b: Vec<&String> = base_runs.difference(&cand_runs).collect();
-    let only_c: Vec<&String> = cand_runs.difference(&base_runs).collect();
+    let (base_runs, cand_runs) = (run_digests(base)?, run_digests(cand)?);
+    let both = shared_digests(&base_runs, &cand_runs);
     let runs = RunPresence {
-        both: shared.len() as u64,
-        only_baseline: only_b.len() as u64,
-        only_candidate: only_c.len() as u64,
-        only_baseline_sample: only_b.iter().take(5).map(|s| s.to_string()).collect(),
-        only_candidate_sample: only_c.iter().take(5).map(|s| s.to_string()).collect(),
+        both,
+        only_baseline: base_runs.len() as u64 - both,
+        only_candidate: cand_runs.len() as u64 - both,
+        only_baseline_sample: if base_runs.len() as u64 > both {
+            first_runs_missing(base, &cand_runs, 5)?
+        } else {
+            Vec::new()
+        },
+        only_candidate_sample: if cand_runs.len() as u64 > both {
+            first_runs_missing(cand, &base_runs, 5)?
+        } else {
+            Vec::new()
+        },
     };
-    if shared.is_empty() {
+    if both == 0 {
         notes.push(
             "no run is in both corpora: findings keyed by run (not by tool call) are not \
              compared"
@@ -415,8 +465,12 @@ pub fn build(base: &CorpusDir, cand: &CorpusDir, opts: &DiffOptions) -> io::Resu
         );
     }
     let (bk, ck) = (keys(base)?, keys(cand)?);
-    let mut appeared = only_in(&ck, &bk, &shared);
-    let mut vanished = only_in(&bk, &ck, &shared);
+    let shared_run = |id: &str| {
+        let d = run_digest(id);
+        base_runs.binary_search(&d).is_ok() && cand_runs.binary_search(&d).is_ok()
+    };
+    let mut appeared = only_in(&ck, &bk, &shared_run);
+    let mut vanished = only_in(&bk, &ck, &shared_run);
     let (appeared_total, vanished_total) = (appeared.len() as u64, vanished.len() as u64);
     appeared.truncate(opts.top);
     vanished.truncate(opts.top);
@@ -761,5 +815,45 @@ mod tests {
             let err = Rules::parse(empty).expect_err(empty).to_string();
             assert!(err.contains("names no rule"), "{err}");
         }
+    }
+
+    #[test]
+    fn runs_compared_as_digests_in_slices_are_those_of_the_id_sets() {
+        let dir = tempfile::tempdir().unwrap();
+        let whole = crate::report::groups::tests::audited(&["testdata"], &dir.path().join("a"));
+        let some = crate::report::groups::tests::audited(
+            &[
+                "testdata/tau2",
+                "testdata/agentfootprint",
+                "testdata/swe-agent",
+            ],
+            &dir.path().join("b"),
+        );
+        let (base, cand) = (
+            CorpusDir::open(&whole).unwrap(),
+            CorpusDir::open(&some).unwrap(),
+        );
+        let ids = |c: &CorpusDir| -> BTreeSet<String> {
+            let df = c.table("dispositions").unwrap().collect().unwrap();
+            strings(&df, "run_id").unwrap().into_iter().collect()
+        };
+        let (b, c) = (ids(&base), ids(&cand));
+        let opts = DiffOptions {
+            by: None,
+            rules: Rules::parse("none").unwrap(),
+            top: 20,
+        };
+        let d = build(&base, &cand, &opts).unwrap();
+        assert!(d.runs.both > 0 && d.runs.only_baseline > 0, "{:?}", d.runs);
+        assert_eq!(d.runs.both, b.intersection(&c).count() as u64);
+        assert_eq!(d.runs.only_baseline, b.difference(&c).count() as u64);
+        assert_eq!(d.runs.only_candidate, c.difference(&b).count() as u64);
+        let first: Vec<String> = b.difference(&c).take(5).cloned().collect();
+        assert_eq!(d.runs.only_baseline_sample, first);
+        assert!(d.runs.only_candidate_sample.is_empty());
+        // The other way round.
+        let d = build(&cand, &base, &opts).unwrap();
+        assert_eq!(d.runs.only_candidate_sample, first);
+        assert_eq!(d.runs.only_candidate, b.difference(&c).count() as u64);
     }
 }

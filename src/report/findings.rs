@@ -4,9 +4,11 @@
 //! the count of the rest, and each listed finding's run told as `explain` tells it.
 
 use crate::corpus::CHECK_COLUMN;
-use crate::report::corpus::{columns, pl, strings, strs, u64s, CorpusDir};
+use crate::report::corpus::{columns, pl, str_column, strings, strs, u64s, CorpusDir};
 use crate::report::explain::{self, ExplainOptions, Explanation};
+use crate::report::groups::run_digest;
 use crate::report::text::Preview;
+use hashbrown::HashSet;
 use polars::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -78,6 +80,52 @@ pub struct Findings {
 /// Longest message kept for the listing (the page shows less).
 const MESSAGE_CHARS: usize = 600;
 
+/// `(run_id, started_at)` of the runs that have findings, one row a run (its first in the
+/// store's runs files), the start as RFC 3339 text.
+fn finding_run_starts(corpus: &CorpusDir, runs_files: &[LazyFrame]) -> io::Result<DataFrame> {
+    let mut wanted: HashSet<u128> = HashSet::new();
+    corpus.for_each_slice("findings", &[col("run_id")], |slice| {
+        wanted.extend(
+            str_column(&slice, "run_id")?
+                .iter()
+                .flatten()
+                .map(run_digest),
+        );
+        Ok(())
+    })?;
+    let (mut ids, mut starts) = (Vec::new(), Vec::new());
+    for runs in runs_files {
+        let df = runs
+            .clone()
+            .select([
+                col("run_id"),
+                col("started_at")
+                    .dt()
+                    .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+                    .alias("started_at"),
+            ])
+            .collect()
+            .map_err(pl)?;
+        let at = str_column(&df, "started_at")?;
+        for (id, start) in str_column(&df, "run_id")?.iter().zip(at.iter()) {
+            let Some(id) = id else { continue };
+            // The first row of a run is its start (`remove` takes it off the list).
+            if wanted.remove(&run_digest(id)) {
+                ids.push(id.to_string());
+                starts.push(start.map(str::to_string));
+            }
+        }
+    }
+    DataFrame::new(
+        ids.len(),
+        vec![
+            Column::new("run_id".into(), ids),
+            Column::new("started_at".into(), starts),
+        ],
+    )
+    .map_err(pl)
+}
+
 /// Read the findings to list and tell their runs.
 pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> {
     let mut notes = Vec::new();
@@ -106,18 +154,12 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
             .alias("weight"),
     ]);
     // The run's start comes from the store; a corpus whose store is gone still lists its
-    // findings, without run stories.
-    let store = corpus.runs();
+    // findings, without run stories. Of the store's runs, only the findings' are kept, read a
+    // runs file at a time.
+    let store = corpus.runs_by_file();
     let lf = match &store {
-        // One row per run, so the join cannot repeat a finding.
-        Ok(runs) => lf.left_join(
-            runs.clone()
-                .group_by([col("run_id")])
-                .agg([col("started_at")
-                    .first()
-                    .dt()
-                    .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-                    .alias("started_at")]),
+        Ok(files) => lf.left_join(
+            finding_run_starts(corpus, files)?.lazy(),
             col("run_id"),
             col("run_id"),
         ),

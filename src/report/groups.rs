@@ -6,10 +6,11 @@
 
 use crate::corpus::CHECK_COLUMN;
 use crate::error::Error;
-use crate::report::corpus::{counts, pl, strings, CorpusDir};
+use crate::report::corpus::{counts, pl, str_column, strings, strs, CorpusDir};
+use hashbrown::HashMap;
 use polars::prelude::*;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 /// How to group runs.
@@ -99,9 +100,58 @@ impl GroupCounts {
     }
 }
 
-/// Run id to group label, as a lazy frame `(run_id, group)`; `None` for source and no grouping
-/// (the corpus tables carry `source` themselves).
-fn run_groups(corpus: &CorpusDir, by: &GroupBy) -> io::Result<Option<LazyFrame>> {
+/// The group labels of runs, keyed by a digest of the run id: built from the store's runs (or
+/// events) a file at a time, then looked up for each row of a corpus slice. A run has one
+/// label for an attribute of the run, and one for each tool it landed.
+struct RunLabels {
+    labels: Vec<String>,
+    /// (run digest, label index), sorted, each pair once.
+    pairs: Vec<(u128, u32)>,
+}
+
+impl RunLabels {
+    /// The labels of `(run_id, group)` frames (null groups left out).
+    fn build(frames: impl Iterator<Item = io::Result<DataFrame>>) -> io::Result<RunLabels> {
+        let mut index: HashMap<String, u32> = HashMap::new();
+        let mut labels = Vec::new();
+        let mut pairs = Vec::new();
+        for df in frames {
+            let df = df?;
+            for (run, group) in strings(&df, "run_id")?.iter().zip(strs(&df, "group")?) {
+                let Some(group) = group else { continue };
+                let at = *index.entry(group.clone()).or_insert_with(|| {
+                    labels.push(group);
+                    labels.len() as u32 - 1
+                });
+                pairs.push((run_digest(run), at));
+            }
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        Ok(RunLabels { labels, pairs })
+    }
+
+    /// The labels of run `digest`.
+    fn of(&self, digest: u128) -> impl Iterator<Item = &str> {
+        let from = self.pairs.partition_point(|p| p.0 < digest);
+        self.pairs[from..]
+            .iter()
+            .take_while(move |p| p.0 == digest)
+            .map(|p| self.labels[p.1 as usize].as_str())
+    }
+}
+
+/// A run id as 128 bits of its SHA-256: a report holds the runs of a corpus as these (16
+/// bytes a run) rather than as strings; two ids of one digest are not expected in practice.
+pub fn run_digest(id: &str) -> u128 {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(id.as_bytes());
+    u128::from_be_bytes(d[..16].try_into().expect("32 bytes"))
+}
+
+/// The labels of the runs for the groupings joined from the store's runs (agent, model, day,
+/// partition); `None` for source and no grouping (the corpus tables carry `source`).
+fn run_groups(corpus: &CorpusDir, by: &GroupBy) -> io::Result<Option<RunLabels>> {
     let expr = match by {
         GroupBy::Agent => col("agent"),
         GroupBy::Model => col("model"),
@@ -109,55 +159,72 @@ fn run_groups(corpus: &CorpusDir, by: &GroupBy) -> io::Result<Option<LazyFrame>>
         GroupBy::Partition(key) => return partition_groups(corpus, key).map(Some),
         GroupBy::Source | GroupBy::Tool => return Ok(None),
     };
-    Ok(Some(corpus.runs()?.select([
-        col("run_id"),
-        expr.cast(DataType::String).alias("group"),
-    ])))
+    let files = corpus.runs_by_file()?;
+    let frames = files.into_iter().map(|runs| {
+        runs.select([
+            col("run_id"),
+            expr.clone().cast(DataType::String).alias("group"),
+        ])
+        .collect()
+        .map_err(pl)
+    });
+    RunLabels::build(frames).map(Some)
 }
 
-/// Run id to the value of the partition `key`, for the runs whose path has one. Refused when
-/// the store predates partition values, and when no run has the key (a mistyped key would
-/// otherwise put every run in one unrecorded group), naming the keys there are.
-fn partition_groups(corpus: &CorpusDir, key: &str) -> io::Result<LazyFrame> {
-    let runs = corpus.runs()?;
-    let schema = runs.clone().collect_schema().map_err(pl)?;
-    if schema.get("partitions").is_none() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "--by partition: the corpus's store predates partition values (store schema \
-             version 7); ingest its inputs again to group by them",
-        ));
+/// The value of the partition `key` of each run whose path has one. Refused when the store
+/// predates partition values, and when no run has the key (a mistyped key would otherwise put
+/// every run in one unrecorded group), naming the keys there are.
+fn partition_groups(corpus: &CorpusDir, key: &str) -> io::Result<RunLabels> {
+    let files = corpus.runs_by_file()?;
+    let mut keys: BTreeSet<String> = BTreeSet::new();
+    let mut frames = Vec::new();
+    for runs in files {
+        let schema = runs.clone().collect_schema().map_err(pl)?;
+        if schema.get("partitions").is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--by partition: the corpus's store predates partition values (store schema \
+                 version 7); ingest its inputs again to group by them",
+            ));
+        }
+        let pairs = runs
+            .select([col("run_id"), col("partitions")])
+            .explode(
+                cols(["partitions"]),
+                ExplodeOptions {
+                    empty_as_null: false,
+                    keep_nulls: false,
+                },
+            )
+            .select([
+                col("run_id"),
+                col("partitions")
+                    .struct_()
+                    .field_by_name("key")
+                    .alias("key"),
+                col("partitions")
+                    .struct_()
+                    .field_by_name("value")
+                    .cast(DataType::String)
+                    .alias("group"),
+            ])
+            .collect()
+            .map_err(pl)?;
+        keys.extend(strs(&pairs, "key")?.into_iter().flatten());
+        frames.push(
+            pairs
+                .lazy()
+                .filter(col("key").eq(lit(key.to_string())))
+                .select([col("run_id"), col("group")])
+                .collect()
+                .map_err(pl),
+        );
     }
-    let pairs = runs
-        .select([col("run_id"), col("partitions")])
-        .explode(
-            cols(["partitions"]),
-            ExplodeOptions {
-                empty_as_null: false,
-                keep_nulls: false,
-            },
-        )
-        .select([
-            col("run_id"),
-            col("partitions")
-                .struct_()
-                .field_by_name("key")
-                .alias("key"),
-            col("partitions")
-                .struct_()
-                .field_by_name("value")
-                .alias("group"),
-        ]);
-    let keys = pairs
-        .clone()
-        .select([col("key").unique().sort(Default::default())])
-        .collect()
-        .map_err(pl)?;
-    let keys = strings(&keys, "key")?;
-    if !keys.iter().any(|k| k == key) {
+    if !keys.contains(key) {
         let found = if keys.is_empty() {
             "no run's input path has any `key=value` folder".to_string()
         } else {
+            let keys: Vec<String> = keys.into_iter().collect();
             format!("the keys there are: {}", keys.join(", "))
         };
         return Err(io::Error::new(
@@ -165,101 +232,145 @@ fn partition_groups(corpus: &CorpusDir, key: &str) -> io::Result<LazyFrame> {
             format!("--by partition:{key}: no run's input path has a `{key}=` folder; {found}"),
         ));
     }
-    Ok(pairs
-        .filter(col("key").eq(lit(key.to_string())))
-        .select([col("run_id"), col("group").cast(DataType::String)]))
+    RunLabels::build(frames.into_iter())
 }
 
-/// `lf` (which has `run_id` and `source`) with a `group` column for `by`.
-pub fn with_group(
-    corpus: &CorpusDir,
-    lf: LazyFrame,
-    by: Option<&GroupBy>,
-) -> io::Result<LazyFrame> {
-    let lf = match by {
-        None => lf.with_column(lit(ALL).alias("group")),
-        Some(GroupBy::Source) => lf.with_column(col("source").alias("group")),
-        Some(GroupBy::Tool) => lf.with_column(col("tool_name").alias("group")),
-        Some(by) => {
-            let groups = run_groups(corpus, by)?.expect("joined attribute");
-            lf.left_join(groups, col("run_id"), col("run_id"))
+/// Disposition counts and finding rows per (check, group), as they are added up.
+#[derive(Default)]
+struct Tally {
+    checks: Vec<String>,
+    groups: Vec<String>,
+    counts: HashMap<(u32, u32), GroupCounts>,
+}
+
+impl Tally {
+    fn index(names: &mut Vec<String>, name: &str) -> u32 {
+        match names.iter().position(|n| n == name) {
+            Some(at) => at as u32,
+            None => {
+                names.push(name.to_string());
+                names.len() as u32 - 1
+            }
         }
-    };
-    Ok(lf.with_column(col("group").fill_null(lit(UNRECORDED))))
+    }
+
+    fn entry(&mut self, check: &str, group: &str) -> &mut GroupCounts {
+        let key = (
+            Tally::index(&mut self.checks, check),
+            Tally::index(&mut self.groups, group),
+        );
+        self.counts.entry(key).or_insert_with(|| GroupCounts {
+            check: check.to_string(),
+            group: group.to_string(),
+            ..GroupCounts::default()
+        })
+    }
+
+    fn get_mut(&mut self, check: &str, group: &str) -> Option<&mut GroupCounts> {
+        let c = self.checks.iter().position(|n| n == check)? as u32;
+        let g = self.groups.iter().position(|n| n == group)? as u32;
+        self.counts.get_mut(&(c, g))
+    }
+
+    fn add_disposition(&mut self, check: &str, group: &str, disposition: &str) {
+        let total = self.entry(check, group);
+        total.runs += 1;
+        match disposition {
+            "checked-pass" => total.checked_pass += 1,
+            "checked-fail" => total.checked_fail += 1,
+            "not-applicable" => total.not_applicable += 1,
+            "unreachable" => total.unreachable += 1,
+            _ => {}
+        }
+    }
+
+    fn rows(self, checks: &[String]) -> Vec<GroupCounts> {
+        let mut rows: Vec<GroupCounts> = self.counts.into_values().collect();
+        sort_rows(&mut rows, checks);
+        rows
+    }
 }
 
-fn disposition_sums() -> [Expr; 5] {
-    let is = |d: &str| col("disposition").eq(lit(d)).cast(DataType::UInt64).sum();
-    [
-        len().cast(DataType::UInt64).alias("runs"),
-        is("checked-pass").alias("checked_pass"),
-        is("checked-fail").alias("checked_fail"),
-        is("not-applicable").alias("not_applicable"),
-        is("unreachable").alias("unreachable"),
-    ]
+/// The group labels of a row for `by`: `source` is the row's, `labels` the runs' (for the
+/// joined groupings); a run without one is unrecorded.
+fn labels_of<'a>(
+    by: Option<&GroupBy>,
+    labels: Option<&'a RunLabels>,
+    run: Option<&str>,
+    source: Option<&'a str>,
+    out: &mut Vec<&'a str>,
+) {
+    out.clear();
+    match (by, labels) {
+        (None, _) => out.push(ALL),
+        (Some(_), Some(labels)) => out.extend(labels.of(run_digest(run.unwrap_or_default()))),
+        (Some(_), None) => out.extend(source),
+    }
+    if out.is_empty() {
+        out.push(UNRECORDED);
+    }
 }
 
 /// Per check and group: disposition counts and finding rows, checks in registry order, groups
-/// by label.
+/// by label. The dispositions and findings are read a slice at a time; the store's runs are
+/// held as digests with their labels.
 pub fn group_counts(corpus: &CorpusDir, by: Option<&GroupBy>) -> io::Result<Vec<GroupCounts>> {
     if by == Some(&GroupBy::Tool) {
         return tool_counts(corpus);
     }
-    let disp = with_group(corpus, corpus.table("dispositions")?, by)?
-        .group_by([col(CHECK_COLUMN), col("group")])
-        .agg(disposition_sums())
-        .collect()
-        .map_err(pl)?;
-    let finds = with_group(
-        corpus,
-        corpus
-            .table("findings")?
-            .select([col("run_id"), col("source"), col(CHECK_COLUMN)]),
-        by,
-    )?
-    .group_by([col(CHECK_COLUMN), col("group")])
-    .agg([len().cast(DataType::UInt64).alias("findings")])
-    .collect()
-    .map_err(pl)?;
-    let mut finding_rows: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for ((check, group), n) in strings(&finds, CHECK_COLUMN)?
-        .into_iter()
-        .zip(strings(&finds, "group")?)
-        .zip(counts(&finds, "findings")?)
-    {
-        finding_rows.insert((check, group), n);
-    }
-    let mut rows = rows_of(&disp)?;
-    for r in &mut rows {
-        r.findings = finding_rows
-            .get(&(r.check.clone(), r.group.clone()))
-            .copied()
-            .unwrap_or(0);
-    }
-    sort_rows(&mut rows, &corpus.checks());
-    Ok(rows)
-}
-
-fn rows_of(df: &DataFrame) -> io::Result<Vec<GroupCounts>> {
-    let check = strings(df, CHECK_COLUMN)?;
-    let group = strings(df, "group")?;
-    let runs = counts(df, "runs")?;
-    let pass = counts(df, "checked_pass")?;
-    let fail = counts(df, "checked_fail")?;
-    let na = counts(df, "not_applicable")?;
-    let unreachable = counts(df, "unreachable")?;
-    Ok((0..df.height())
-        .map(|i| GroupCounts {
-            check: check[i].clone(),
-            group: group[i].clone(),
-            runs: runs[i],
-            checked_pass: pass[i],
-            checked_fail: fail[i],
-            not_applicable: na[i],
-            unreachable: unreachable[i],
-            findings: 0,
-        })
-        .collect())
+    let labels = match by {
+        Some(by) => run_groups(corpus, by)?,
+        None => None,
+    };
+    let mut tally = Tally::default();
+    let read = [
+        col("run_id"),
+        col("source"),
+        col(CHECK_COLUMN),
+        col("disposition"),
+    ];
+    corpus.for_each_slice("dispositions", &read, |slice| {
+        let runs = str_column(&slice, "run_id")?;
+        let sources = str_column(&slice, "source")?;
+        let checks = str_column(&slice, CHECK_COLUMN)?;
+        let dispositions = str_column(&slice, "disposition")?;
+        let mut groups = Vec::new();
+        let rows = runs
+            .iter()
+            .zip(sources.iter())
+            .zip(checks.iter())
+            .zip(dispositions.iter());
+        for (((run, source), check), disposition) in rows {
+            labels_of(by, labels.as_ref(), run, source, &mut groups);
+            for group in &groups {
+                tally.add_disposition(
+                    check.unwrap_or_default(),
+                    group,
+                    disposition.unwrap_or_default(),
+                );
+            }
+        }
+        Ok(())
+    })?;
+    let read = [col("run_id"), col("source"), col(CHECK_COLUMN)];
+    corpus.for_each_slice("findings", &read, |slice| {
+        let runs = str_column(&slice, "run_id")?;
+        let sources = str_column(&slice, "source")?;
+        let checks = str_column(&slice, CHECK_COLUMN)?;
+        let mut groups = Vec::new();
+        for ((run, source), check) in runs.iter().zip(sources.iter()).zip(checks.iter()) {
+            labels_of(by, labels.as_ref(), run, source, &mut groups);
+            for group in &groups {
+                // Findings count where their runs have dispositions (every run has one per
+                // check).
+                if let Some(total) = tally.get_mut(check.unwrap_or_default(), group) {
+                    total.findings += 1;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok(tally.rows(&corpus.checks()))
 }
 
 /// Checks in registry order (unknown ones after, by name), then groups by label.
@@ -272,29 +383,35 @@ pub fn sort_rows(rows: &mut [GroupCounts], checks: &[String]) {
 
 /// The checks whose findings name a tool, and those that filed findings without one.
 fn tool_scoped_checks(corpus: &CorpusDir) -> io::Result<(Vec<String>, Vec<String>)> {
-    let df = corpus
-        .table("findings")?
-        .group_by([col(CHECK_COLUMN)])
-        .agg([col("tool_name")
-            .is_not_null()
-            .cast(DataType::UInt64)
-            .sum()
-            .alias("named")])
-        .collect()
-        .map_err(pl)?;
-    let mut with = Vec::new();
-    let mut without = Vec::new();
-    for (check, named) in strings(&df, CHECK_COLUMN)?
-        .into_iter()
-        .zip(counts(&df, "named")?)
-    {
-        if named > 0 {
-            with.push(check);
-        } else {
-            without.push(check);
-        }
-    }
-    Ok((with, without))
+    let mut named: BTreeMap<String, u64> = BTreeMap::new();
+    corpus.for_each_slice(
+        "findings",
+        &[col(CHECK_COLUMN), col("tool_name")],
+        |slice| {
+            let df = slice
+                .lazy()
+                .group_by([col(CHECK_COLUMN)])
+                .agg([col("tool_name")
+                    .is_not_null()
+                    .cast(DataType::UInt64)
+                    .sum()
+                    .alias("named")])
+                .collect()
+                .map_err(pl)?;
+            for (check, n) in strings(&df, CHECK_COLUMN)?
+                .into_iter()
+                .zip(counts(&df, "named")?)
+            {
+                *named.entry(check).or_default() += n;
+            }
+            Ok(())
+        },
+    )?;
+    let (with, without): (Vec<_>, Vec<_>) = named.into_iter().partition(|(_, n)| *n > 0);
+    Ok((
+        with.into_iter().map(|(c, _)| c).collect(),
+        without.into_iter().map(|(c, _)| c).collect(),
+    ))
 }
 
 /// The checks `--by tool` leaves out: they filed findings but none names a tool.
@@ -306,63 +423,204 @@ pub fn checks_without_tools(corpus: &CorpusDir) -> io::Result<Vec<String>> {
 }
 
 /// Per check and tool: runs that landed the tool, by disposition; a run counts as failed for
-/// the tool when one of the check's findings in it names the tool.
+/// the tool when one of the check's findings in it names the tool. The store's landings are
+/// held as run digests with their tools; the dispositions read a slice at a time.
 fn tool_counts(corpus: &CorpusDir) -> io::Result<Vec<GroupCounts>> {
     let excluded = tool_scoped_checks(corpus)?.1;
-    let run_tools = corpus
-        .events()?
-        .filter(
-            col("kind")
-                .eq(lit("landing"))
-                .and(col("tool_name").is_not_null()),
-        )
-        .select([col("run_id"), col("tool_name").alias("group")])
-        .unique(None, UniqueKeepStrategy::Any);
-    let disp = corpus
-        .table("dispositions")?
-        .select([col("run_id"), col(CHECK_COLUMN), col("disposition")])
-        .inner_join(run_tools, col("run_id"), col("run_id"))
-        .group_by([col(CHECK_COLUMN), col("group")])
-        .agg(disposition_sums())
-        .collect()
-        .map_err(pl)?;
-    let findings = corpus
-        .table("findings")?
-        .filter(col("tool_name").is_not_null())
-        .group_by([col(CHECK_COLUMN), col("tool_name").alias("group")])
-        .agg([
-            len().cast(DataType::UInt64).alias("findings"),
-            col("run_id")
-                .n_unique()
-                .cast(DataType::UInt64)
-                .alias("failed_runs"),
-        ])
-        .collect()
-        .map_err(pl)?;
-    let mut failed: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
-    for (((check, group), n), runs) in strings(&findings, CHECK_COLUMN)?
-        .into_iter()
-        .zip(strings(&findings, "group")?)
-        .zip(counts(&findings, "findings")?)
-        .zip(counts(&findings, "failed_runs")?)
-    {
-        failed.insert((check, group), (n, runs));
+    let files = corpus.events_by_file()?;
+    let landings = RunLabels::build(files.into_iter().map(|events| {
+        events
+            .filter(
+                col("kind")
+                    .eq(lit("landing"))
+                    .and(col("tool_name").is_not_null()),
+            )
+            .select([col("run_id"), col("tool_name").alias("group")])
+            .collect()
+            .map_err(pl)
+    }))?;
+    let mut tally = Tally::default();
+    let read = [col("run_id"), col(CHECK_COLUMN), col("disposition")];
+    corpus.for_each_slice("dispositions", &read, |slice| {
+        let runs = str_column(&slice, "run_id")?;
+        let checks = str_column(&slice, CHECK_COLUMN)?;
+        let dispositions = str_column(&slice, "disposition")?;
+        for ((run, check), disposition) in runs.iter().zip(checks.iter()).zip(dispositions.iter()) {
+            let check = check.unwrap_or_default();
+            if excluded.iter().any(|c| c == check) {
+                continue;
+            }
+            // Runs that landed no tool are in no group.
+            for tool in landings.of(run_digest(run.unwrap_or_default())) {
+                tally.add_disposition(check, tool, disposition.unwrap_or_default());
+            }
+        }
+        Ok(())
+    })?;
+    // Finding rows per check and tool, and the runs they fall in (a run is counted once
+    // whichever slices its findings are read in).
+    let mut findings: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut failed: BTreeSet<(String, String, String)> = BTreeSet::new();
+    let read = [col(CHECK_COLUMN), col("tool_name"), col("run_id")];
+    corpus.for_each_slice("findings", &read, |slice| {
+        for ((check, tool), run) in strings(&slice, CHECK_COLUMN)?
+            .into_iter()
+            .zip(strs(&slice, "tool_name")?)
+            .zip(strings(&slice, "run_id")?)
+        {
+            let Some(tool) = tool else { continue };
+            *findings.entry((check.clone(), tool.clone())).or_default() += 1;
+            failed.insert((check, tool, run));
+        }
+        Ok(())
+    })?;
+    let mut failed_runs: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (check, tool, _) in failed {
+        *failed_runs.entry((check, tool)).or_default() += 1;
     }
-    let mut rows: Vec<GroupCounts> = rows_of(&disp)?
-        .into_iter()
-        .filter(|r| !excluded.contains(&r.check))
-        .map(|mut r| {
-            let checked = r.checked();
-            let (n, runs) = failed
-                .get(&(r.check.clone(), r.group.clone()))
-                .copied()
-                .unwrap_or((0, 0));
-            r.findings = n;
-            r.checked_fail = runs.min(checked);
-            r.checked_pass = checked - r.checked_fail;
-            r
-        })
-        .collect();
-    sort_rows(&mut rows, &corpus.checks());
+    let mut rows = tally.rows(&corpus.checks());
+    for r in &mut rows {
+        let checked = r.checked();
+        let key = (r.check.clone(), r.group.clone());
+        r.findings = findings.get(&key).copied().unwrap_or(0);
+        r.checked_fail = failed_runs.get(&key).copied().unwrap_or(0).min(checked);
+        r.checked_pass = checked - r.checked_fail;
+    }
     Ok(rows)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    //! Unit tests read corpus tables five rows at a time ([`crate::report::corpus::SLICE_ROWS`]),
+    //! so the sample corpus (534 disposition rows) is read in over a hundred slices.
+    use super::*;
+    use crate::report::corpus::u64s;
+    use std::path::{Path, PathBuf};
+
+    pub(crate) fn audited(inputs: &[&str], dir: &Path) -> PathBuf {
+        let (config, text) = crate::Config::load(Path::new("testdata/traceaudit.toml")).unwrap();
+        let opts = crate::AuditOptions {
+            config,
+            config_text: Some(text),
+            threads: 2,
+            ..crate::AuditOptions::default()
+        };
+        let out = dir.join("corpus");
+        let inputs: Vec<PathBuf> = inputs.iter().map(PathBuf::from).collect();
+        crate::audit(&inputs, &out, &opts).unwrap();
+        out
+    }
+
+    #[test]
+    fn counts_read_in_slices_are_the_ledgers_and_every_grouping_adds_up_to_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = CorpusDir::open(&audited(&["testdata"], dir.path())).unwrap();
+        let ledger = corpus.table("ledger").unwrap().collect().unwrap();
+        let checks = strings(&ledger, CHECK_COLUMN).unwrap();
+        let column = |name: &str| counts(&ledger, name).unwrap();
+        let (checked, passed) = (column("checked"), column("passed"));
+        let (na, unreachable, findings) = (
+            column("not_applicable"),
+            column("unreachable"),
+            column("finding_rows"),
+        );
+        let all = group_counts(&corpus, None).unwrap();
+        assert_eq!(all.len(), 3);
+        for (i, check) in checks.iter().enumerate() {
+            let row = all.iter().find(|r| &r.check == check).unwrap();
+            assert_eq!(row.group, ALL);
+            assert_eq!(row.runs, 178, "{check}");
+            assert_eq!(row.checked_pass, passed[i], "{check}");
+            assert_eq!(row.checked_fail, checked[i] - passed[i], "{check}");
+            assert_eq!(row.not_applicable, na[i], "{check}");
+            assert_eq!(row.unreachable, unreachable[i], "{check}");
+            assert_eq!(row.findings, findings[i], "{check}");
+        }
+        // A run has one agent, model, day and source (or none recorded): each grouping splits
+        // the same totals.
+        for by in [
+            GroupBy::Source,
+            GroupBy::Agent,
+            GroupBy::Model,
+            GroupBy::Day,
+        ] {
+            let rows = group_counts(&corpus, Some(&by)).unwrap();
+            assert!(rows.len() > 3, "{by:?} makes more than one group");
+            for total in &all {
+                let of = rows.iter().filter(|r| r.check == total.check);
+                let sum = of.fold(GroupCounts::default(), |mut s, r| {
+                    s.runs += r.runs;
+                    s.checked_pass += r.checked_pass;
+                    s.checked_fail += r.checked_fail;
+                    s.not_applicable += r.not_applicable;
+                    s.unreachable += r.unreachable;
+                    s.findings += r.findings;
+                    s
+                });
+                let got = (
+                    sum.runs,
+                    sum.checked_pass,
+                    sum.checked_fail,
+                    sum.not_applicable,
+                    sum.unreachable,
+                    sum.findings,
+                );
+                let want = (
+                    total.runs,
+                    total.checked_pass,
+                    total.checked_fail,
+                    total.not_applicable,
+                    total.unreachable,
+                    total.findings,
+                );
+                assert_eq!(got, want, "{by:?} {}", total.check);
+            }
+        }
+    }
+
+    #[test]
+    fn tool_counts_read_in_slices_are_those_of_the_whole_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = CorpusDir::open(&audited(&["testdata"], dir.path())).unwrap();
+        let got = group_counts(&corpus, Some(&GroupBy::Tool)).unwrap();
+        // The same counts from the whole tables at once, joined by Polars.
+        let run_tools = corpus
+            .events()
+            .unwrap()
+            .filter(
+                col("kind")
+                    .eq(lit("landing"))
+                    .and(col("tool_name").is_not_null()),
+            )
+            .select([col("run_id"), col("tool_name").alias("group")])
+            .unique(None, UniqueKeepStrategy::Any);
+        let is = |d: &str| col("disposition").eq(lit(d)).cast(DataType::UInt64).sum();
+        let whole = corpus
+            .table("dispositions")
+            .unwrap()
+            .inner_join(run_tools, col("run_id"), col("run_id"))
+            .group_by([col(CHECK_COLUMN), col("group")])
+            .agg([len().alias("runs"), is("not-applicable").alias("na")])
+            .sort([CHECK_COLUMN, "group"], SortMultipleOptions::default())
+            .collect()
+            .unwrap();
+        let excluded = checks_without_tools(&corpus).unwrap();
+        let mut want: Vec<(String, String, u64, u64)> = strings(&whole, CHECK_COLUMN)
+            .unwrap()
+            .into_iter()
+            .zip(strings(&whole, "group").unwrap())
+            .zip(u64s(&whole, "runs").unwrap())
+            .zip(u64s(&whole, "na").unwrap())
+            .filter(|(((c, _), _), _)| !excluded.contains(c))
+            .map(|(((c, g), n), na)| (c, g, n.unwrap(), na.unwrap()))
+            .collect();
+        let mut have: Vec<(String, String, u64, u64)> = got
+            .iter()
+            .map(|r| (r.check.clone(), r.group.clone(), r.runs, r.not_applicable))
+            .collect();
+        want.sort();
+        have.sort();
+        assert!(have.len() > 5, "the sample lands several tools: {have:?}");
+        assert_eq!(have, want);
+    }
 }
