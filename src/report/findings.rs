@@ -139,7 +139,7 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
             lit(NULL).cast(t).alias(n)
         }
     };
-    let lf = lf.select([
+    let read = [
         col("finding_id"),
         col(CHECK_COLUMN),
         col("kind"),
@@ -152,37 +152,89 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
         pick("wasted_landings", DataType::UInt64)
             .fill_null(pick("turns_back", DataType::UInt64))
             .alias("weight"),
-    ]);
+    ];
     // The run's start comes from the store; a corpus whose store is gone still lists its
     // findings, without run stories. Of the store's runs, only the findings' are kept, read a
     // runs file at a time.
     let store = corpus.runs_by_file();
-    let lf = match &store {
-        Ok(files) => lf.left_join(
-            finding_run_starts(corpus, files)?.lazy(),
-            col("run_id"),
-            col("run_id"),
-        ),
+    let starts = match &store {
+        Ok(files) => Some(finding_run_starts(corpus, files)?),
         Err(e) => {
             notes.push(format!("run stories left out: {e}"));
-            lf.with_column(lit(NULL).cast(DataType::String).alias("started_at"))
+            None
         }
     };
-    let df = lf
-        .sort_by_exprs(
-            [
-                col("advisory"),
-                col("weight"),
-                col("started_at"),
-                col("run_id"),
-                col("finding_id"),
-            ],
-            SortMultipleOptions::default()
-                .with_order_descending_multi([false, true, true, false, false])
-                .with_nulls_last(true),
-        )
-        .collect()
-        .map_err(pl)?;
+    // The findings are read a slice at a time; of each check and kind, the first `per_kind`
+    // in the listing's order are kept (the order is total: `finding_id` is unique), and the
+    // others only counted.
+    let mut totals: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut kept: Option<DataFrame> = None;
+    corpus.for_each_slice("findings", &read, |slice| {
+        for key in strings(&slice, CHECK_COLUMN)?
+            .into_iter()
+            .zip(strings(&slice, "kind")?)
+        {
+            *totals.entry(key).or_default() += 1;
+        }
+        let lf = match &starts {
+            Some(starts) => {
+                slice
+                    .lazy()
+                    .left_join(starts.clone().lazy(), col("run_id"), col("run_id"))
+            }
+            None => slice
+                .lazy()
+                .with_column(lit(NULL).cast(DataType::String).alias("started_at")),
+        };
+        let lf = match kept.take() {
+            Some(k) => concat([k.lazy(), lf], UnionArgs::default()).map_err(pl)?,
+            None => lf,
+        };
+        let sorted = lf
+            .sort_by_exprs(
+                [
+                    col("advisory"),
+                    col("weight"),
+                    col("started_at"),
+                    col("run_id"),
+                    col("finding_id"),
+                ],
+                SortMultipleOptions::default()
+                    .with_order_descending_multi([false, true, true, false, false])
+                    .with_nulls_last(true),
+            )
+            .collect()
+            .map_err(pl)?;
+        let mut taken: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut rows: Vec<IdxSize> = Vec::new();
+        for (i, key) in strings(&sorted, CHECK_COLUMN)?
+            .into_iter()
+            .zip(strings(&sorted, "kind")?)
+            .enumerate()
+        {
+            let n = taken.entry(key).or_default();
+            if *n < opts.per_kind {
+                *n += 1;
+                rows.push(i as IdxSize);
+            }
+        }
+        let rows = IdxCa::from_vec("rows".into(), rows);
+        kept = Some(sorted.take(&rows).map_err(pl)?);
+        Ok(())
+    })?;
+    let df = match kept {
+        Some(df) => df,
+        None => {
+            return Ok(Findings {
+                groups: Vec::new(),
+                runs: Vec::new(),
+                notes,
+                per_kind: opts.per_kind,
+                preview: opts.story.preview,
+                max_steps: opts.story.max_steps,
+            })
+        }
+    };
     let id = strings(&df, "finding_id")?;
     let check = strings(&df, CHECK_COLUMN)?;
     let kind = strings(&df, "kind")?;
@@ -195,30 +247,33 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
     let weight = u64s(&df, "weight")?;
     let started = strs(&df, "started_at")?;
 
-    let mut groups: BTreeMap<(String, String), FindingGroup> = BTreeMap::new();
-    for i in 0..df.height() {
-        let g = groups
-            .entry((check[i].clone(), kind[i].clone()))
-            .or_insert_with(|| FindingGroup {
-                check: check[i].clone(),
-                kind: kind[i].clone(),
-                total: 0,
+    let mut groups: BTreeMap<(String, String), FindingGroup> = totals
+        .into_iter()
+        .map(|((check, kind), total)| {
+            let group = FindingGroup {
+                check: check.clone(),
+                kind: kind.clone(),
+                total,
                 shown: Vec::new(),
-            });
-        g.total += 1;
-        if g.shown.len() < opts.per_kind {
-            g.shown.push(FindingRow {
-                finding_id: id[i].clone(),
-                run_id: run[i].clone(),
-                conversation_id: conversation[i].clone(),
-                advisory: advisory[i] == Some(1),
-                tool: tool[i].clone(),
-                key: key[i].clone(),
-                message: Preview::of(&message[i], MESSAGE_CHARS),
-                started_at: started[i].clone(),
-                weight: weight[i],
-            });
-        }
+            };
+            ((check, kind), group)
+        })
+        .collect();
+    for i in 0..df.height() {
+        let Some(g) = groups.get_mut(&(check[i].clone(), kind[i].clone())) else {
+            continue;
+        };
+        g.shown.push(FindingRow {
+            finding_id: id[i].clone(),
+            run_id: run[i].clone(),
+            conversation_id: conversation[i].clone(),
+            advisory: advisory[i] == Some(1),
+            tool: tool[i].clone(),
+            key: key[i].clone(),
+            message: Preview::of(&message[i], MESSAGE_CHARS),
+            started_at: started[i].clone(),
+            weight: weight[i],
+        });
     }
     let checks = corpus.checks();
     let order = |c: &str| checks.iter().position(|x| x == c).unwrap_or(usize::MAX);
@@ -253,4 +308,87 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
         preview: opts.story.preview,
         max_steps: opts.story.max_steps,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! Unit tests read the findings five at a time, so the sample's 15 findings come in three
+    //! slices and the first of each check and kind must survive the merge of the slices.
+    use super::*;
+
+    #[test]
+    fn the_listing_read_in_slices_is_the_whole_tables_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = CorpusDir::open(&crate::report::groups::tests::audited(
+            &["testdata"],
+            dir.path(),
+        ))
+        .unwrap();
+        let per_kind = 2;
+        let opts = FindingsOptions {
+            per_kind,
+            ..FindingsOptions::default()
+        };
+        let got = build(&corpus, opts).unwrap();
+        // The whole table at once: each finding's run start, the listing's order, the first
+        // `per_kind` of each check and kind.
+        let starts = corpus.runs().unwrap().select([
+            col("run_id"),
+            col("started_at")
+                .dt()
+                .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+                .alias("started_at"),
+        ]);
+        let whole = corpus
+            .table("findings")
+            .unwrap()
+            .with_column(
+                col("wasted_landings")
+                    .cast(DataType::UInt64)
+                    .fill_null(col("turns_back").cast(DataType::UInt64))
+                    .alias("weight"),
+            )
+            .left_join(starts, col("run_id"), col("run_id"))
+            .sort_by_exprs(
+                [
+                    col("advisory").cast(DataType::UInt64),
+                    col("weight"),
+                    col("started_at"),
+                    col("run_id"),
+                    col("finding_id"),
+                ],
+                SortMultipleOptions::default()
+                    .with_order_descending_multi([false, true, true, false, false])
+                    .with_nulls_last(true),
+            )
+            .collect()
+            .unwrap();
+        let mut want: BTreeMap<(String, String), (u64, Vec<String>)> = BTreeMap::new();
+        for ((check, kind), id) in strings(&whole, CHECK_COLUMN)
+            .unwrap()
+            .into_iter()
+            .zip(strings(&whole, "kind").unwrap())
+            .zip(strings(&whole, "finding_id").unwrap())
+        {
+            let e = want.entry((check, kind)).or_default();
+            e.0 += 1;
+            if e.1.len() < per_kind {
+                e.1.push(id);
+            }
+        }
+        let have: BTreeMap<(String, String), (u64, Vec<String>)> = got
+            .groups
+            .iter()
+            .map(|g| {
+                let ids = g.shown.iter().map(|f| f.finding_id.clone()).collect();
+                ((g.check.clone(), g.kind.clone()), (g.total, ids))
+            })
+            .collect();
+        assert!(
+            have.values().any(|(total, _)| *total > per_kind as u64),
+            "some kind has more findings than are listed: {have:?}"
+        );
+        assert_eq!(have, want);
+        assert_eq!(got.groups.iter().map(|g| g.total).sum::<u64>(), 15);
+    }
 }

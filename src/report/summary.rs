@@ -5,13 +5,16 @@
 //! Every number comes from lazy Polars scans over the corpus Parquet files.
 
 use crate::corpus::CHECK_COLUMN;
-use crate::report::corpus::{counts, f64s, pl, strings, CorpusDir};
+use crate::report::corpus::{f64s, str_column, strings, strs, u64s, CorpusDir};
+use crate::report::groups::run_digest;
 use crate::report::groups::{checks_without_tools, group_counts, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{rate, wilson};
 use crate::report::table::{Cell, Column, Row, Shown, Table};
 use crate::report::text::{duration, fit, interval, md_text, pct, trim_lines, wrap};
+use hashbrown::{HashMap, HashSet};
 use polars::prelude::*;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io;
 
 /// One check (over one group of runs) with its rate.
@@ -182,21 +185,20 @@ pub fn build(corpus: &CorpusDir, opts: ReportOptions) -> io::Result<Report> {
                 .collect()
         }
     };
-    let findings = corpus.table("findings")?;
-    let mut schema_probe = findings.clone();
-    let names = crate::report::corpus::columns(&mut schema_probe)?;
+    let mut findings = corpus.table("findings")?;
+    let names = crate::report::corpus::columns(&mut findings)?;
     let has = |c: &str| names.iter().any(|n| n == c);
     let loops = if has("wasted_landings") {
-        loops(findings.clone(), opts.top)?
+        loops(corpus, opts.top)?
     } else {
         Vec::new()
     };
     let stale = if has("turns_back") {
-        stale(findings.clone(), opts.top)?
+        stale(corpus, opts.top)?
     } else {
         Vec::new()
     };
-    let kinds = kinds(findings, corpus.checks())?;
+    let kinds = kinds(corpus)?;
     let (agreement, disagreements) = agreement(corpus, opts.top)?;
     Ok(Report {
         engine_version: corpus.str_field("engine_version"),
@@ -215,55 +217,65 @@ pub fn build(corpus: &CorpusDir, opts: ReportOptions) -> io::Result<Report> {
     })
 }
 
-fn loops(findings: LazyFrame, top: usize) -> io::Result<Vec<LoopRow>> {
-    let df = findings
-        .filter(col("wasted_landings").is_not_null())
-        .group_by([col("tool_name")])
-        .agg([
-            len().cast(DataType::UInt64).alias("findings"),
-            col("run_id")
-                .n_unique()
-                .cast(DataType::UInt64)
-                .alias("runs"),
-            col("conversation_id")
-                .n_unique()
-                .cast(DataType::UInt64)
-                .alias("conversations"),
-            col("wasted_landings")
-                .cast(DataType::UInt64)
-                .sum()
-                .alias("wasted_landings"),
-            col("wasted_ms").sum().alias("wasted_ms"),
-            col("wasted_ms")
-                .null_count()
-                .cast(DataType::UInt64)
-                .alias("untimed"),
-            col("occurrences")
-                .cast(DataType::UInt64)
-                .max()
-                .alias("max_occurrences"),
-        ])
-        .collect()
-        .map_err(pl)?;
-    let tool = strings(&df, "tool_name")?;
-    let n = counts(&df, "findings")?;
-    let runs = counts(&df, "runs")?;
-    let convs = counts(&df, "conversations")?;
-    let wasted = counts(&df, "wasted_landings")?;
-    let ms = f64s(&df, "wasted_ms")?;
-    let untimed = counts(&df, "untimed")?;
-    let maxocc = counts(&df, "max_occurrences")?;
-    let mut rows: Vec<LoopRow> = (0..df.height())
-        .map(|i| LoopRow {
-            tool: tool[i].clone(),
-            findings: n[i],
-            runs: runs[i],
-            conversations: convs[i],
-            wasted_landings: wasted[i],
-            // Polars sums an all-null column to 0; only report time that was measured.
-            wasted_ms: (untimed[i] < n[i]).then(|| ms[i].unwrap_or(0.0)),
-            untimed: untimed[i],
-            max_occurrences: maxocc[i],
+/// Repeated-call findings per tool, the most wasted first. Read a slice of findings at a time;
+/// runs and conversations are counted as digests of their ids.
+fn loops(corpus: &CorpusDir, top: usize) -> io::Result<Vec<LoopRow>> {
+    #[derive(Default)]
+    struct Tool {
+        findings: u64,
+        runs: HashSet<u128>,
+        conversations: HashSet<u128>,
+        wasted_landings: u64,
+        wasted_ms: f64,
+        untimed: u64,
+        max_occurrences: u64,
+    }
+    let mut tools: BTreeMap<String, Tool> = BTreeMap::new();
+    let read = [
+        col("tool_name"),
+        col("run_id"),
+        col("conversation_id"),
+        col("wasted_landings").cast(DataType::UInt64),
+        col("wasted_ms").cast(DataType::Float64),
+        col("occurrences").cast(DataType::UInt64),
+    ];
+    corpus.for_each_slice("findings", &read, |df| {
+        let tool = strs(&df, "tool_name")?;
+        let run = str_column(&df, "run_id")?;
+        let conversation = str_column(&df, "conversation_id")?;
+        let wasted = u64s(&df, "wasted_landings")?;
+        let ms = f64s(&df, "wasted_ms")?;
+        let occurrences = u64s(&df, "occurrences")?;
+        for (i, (run, conversation)) in run.iter().zip(conversation.iter()).enumerate() {
+            let Some(w) = wasted[i] else { continue };
+            let t = tools
+                .entry(tool[i].clone().unwrap_or_default())
+                .or_default();
+            t.findings += 1;
+            t.runs.insert(run_digest(run.unwrap_or_default()));
+            t.conversations
+                .insert(run_digest(conversation.unwrap_or_default()));
+            t.wasted_landings += w;
+            match ms[i] {
+                Some(ms) => t.wasted_ms += ms,
+                None => t.untimed += 1,
+            }
+            t.max_occurrences = t.max_occurrences.max(occurrences[i].unwrap_or(0));
+        }
+        Ok(())
+    })?;
+    let mut rows: Vec<LoopRow> = tools
+        .into_iter()
+        .map(|(tool, t)| LoopRow {
+            tool,
+            findings: t.findings,
+            runs: t.runs.len() as u64,
+            conversations: t.conversations.len() as u64,
+            wasted_landings: t.wasted_landings,
+            // Only time that was measured is reported.
+            wasted_ms: (t.untimed < t.findings).then_some(t.wasted_ms),
+            untimed: t.untimed,
+            max_occurrences: t.max_occurrences,
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -273,32 +285,34 @@ fn loops(findings: LazyFrame, top: usize) -> io::Result<Vec<LoopRow>> {
     Ok(rows)
 }
 
-fn stale(findings: LazyFrame, top: usize) -> io::Result<Vec<StaleRow>> {
-    let df = findings
-        .filter(col("turns_back").is_not_null())
-        .group_by([col("conversation_id")])
-        .agg([
-            col("source").first().alias("source"),
-            len().cast(DataType::UInt64).alias("stale_answers"),
-            col("turns_back")
-                .cast(DataType::UInt64)
-                .max()
-                .alias("max_turns_back"),
-        ])
-        .collect()
-        .map_err(pl)?;
-    let conv = strings(&df, "conversation_id")?;
-    let source = strings(&df, "source")?;
-    let n = counts(&df, "stale_answers")?;
-    let back = counts(&df, "max_turns_back")?;
-    let mut rows: Vec<StaleRow> = (0..df.height())
-        .map(|i| StaleRow {
-            conversation_id: conv[i].clone(),
-            source: source[i].clone(),
-            stale_answers: n[i],
-            max_turns_back: back[i],
-        })
-        .collect();
+/// Conversations by their answers grounded only in earlier turns, the most first. Read a
+/// slice of findings at a time.
+fn stale(corpus: &CorpusDir, top: usize) -> io::Result<Vec<StaleRow>> {
+    let mut conversations: HashMap<String, StaleRow> = HashMap::new();
+    let read = [
+        col("conversation_id"),
+        col("source"),
+        col("turns_back").cast(DataType::UInt64),
+    ];
+    corpus.for_each_slice("findings", &read, |df| {
+        let conversation = strings(&df, "conversation_id")?;
+        let source = strs(&df, "source")?;
+        let back = u64s(&df, "turns_back")?;
+        for (i, id) in conversation.into_iter().enumerate() {
+            let Some(back) = back[i] else { continue };
+            let row = conversations.entry(id).or_insert_with_key(|id| StaleRow {
+                conversation_id: id.clone(),
+                // The conversation's first finding names its source.
+                source: source[i].clone().unwrap_or_default(),
+                stale_answers: 0,
+                max_turns_back: 0,
+            });
+            row.stale_answers += 1;
+            row.max_turns_back = row.max_turns_back.max(back);
+        }
+        Ok(())
+    })?;
+    let mut rows: Vec<StaleRow> = conversations.into_values().collect();
     rows.sort_by(|a, b| {
         (b.stale_answers, b.max_turns_back, &a.conversation_id).cmp(&(
             a.stale_answers,
@@ -310,108 +324,112 @@ fn stale(findings: LazyFrame, top: usize) -> io::Result<Vec<StaleRow>> {
     Ok(rows)
 }
 
-fn kinds(findings: LazyFrame, checks: Vec<String>) -> io::Result<Vec<KindRow>> {
-    let df = findings
-        .group_by([col(CHECK_COLUMN), col("kind")])
-        .agg([
-            len().cast(DataType::UInt64).alias("findings"),
-            col("run_id")
-                .n_unique()
-                .cast(DataType::UInt64)
-                .alias("runs"),
-            col("advisory")
-                .cast(DataType::UInt64)
-                .sum()
-                .alias("advisory"),
-        ])
-        .collect()
-        .map_err(pl)?;
-    let check = strings(&df, CHECK_COLUMN)?;
-    let kind = strings(&df, "kind")?;
-    let n = counts(&df, "findings")?;
-    let runs = counts(&df, "runs")?;
-    let advisory = counts(&df, "advisory")?;
-    let mut rows: Vec<KindRow> = (0..df.height())
-        .map(|i| KindRow {
-            check: check[i].clone(),
-            kind: kind[i].clone(),
-            findings: n[i],
-            runs: runs[i],
-            advisory: advisory[i],
+/// Findings per check and kind, with the runs they fall in. Read a slice at a time.
+fn kinds(corpus: &CorpusDir) -> io::Result<Vec<KindRow>> {
+    let mut kinds: BTreeMap<(String, String), (KindRow, HashSet<u128>)> = BTreeMap::new();
+    let read = [
+        col(CHECK_COLUMN),
+        col("kind"),
+        col("run_id"),
+        col("advisory").cast(DataType::UInt64),
+    ];
+    corpus.for_each_slice("findings", &read, |df| {
+        let check = strings(&df, CHECK_COLUMN)?;
+        let kind = strings(&df, "kind")?;
+        let run = str_column(&df, "run_id")?;
+        let advisory = u64s(&df, "advisory")?;
+        for (i, run) in run.iter().enumerate() {
+            let (row, runs) = kinds
+                .entry((check[i].clone(), kind[i].clone()))
+                .or_insert_with(|| {
+                    let row = KindRow {
+                        check: check[i].clone(),
+                        kind: kind[i].clone(),
+                        findings: 0,
+                        runs: 0,
+                        advisory: 0,
+                    };
+                    (row, HashSet::new())
+                });
+            row.findings += 1;
+            row.advisory += advisory[i].unwrap_or(0);
+            runs.insert(run_digest(run.unwrap_or_default()));
+        }
+        Ok(())
+    })?;
+    let mut rows: Vec<KindRow> = kinds
+        .into_values()
+        .map(|(mut row, runs)| {
+            row.runs = runs.len() as u64;
+            row
         })
         .collect();
+    let checks = corpus.checks();
     let order = |c: &str| checks.iter().position(|x| x == c).unwrap_or(usize::MAX);
     rows.sort_by(|a, b| (order(&a.check), &a.kind).cmp(&(order(&b.check), &b.kind)));
     Ok(rows)
 }
 
+/// Agreement with the recorded verdicts per check, and the first `top` disagreements in table
+/// order. Read a slice at a time.
 fn agreement(
     corpus: &CorpusDir,
     top: usize,
 ) -> io::Result<(Vec<AgreementSummary>, Vec<Disagreement>)> {
-    let table = corpus.table("agreement")?;
-    let is = |s: &str| col("status").eq(lit(s)).cast(DataType::UInt64).sum();
-    let df = table
-        .clone()
-        .group_by([col(CHECK_COLUMN)])
-        .agg([
-            col("run_id")
-                .n_unique()
-                .cast(DataType::UInt64)
-                .alias("runs"),
-            is("agrees").alias("agrees"),
-            is("differs").alias("differs"),
-            is("engine-only").alias("engine_only"),
-            is("recorded-only").alias("recorded_only"),
-        ])
-        .collect()
-        .map_err(pl)?;
-    let check = strings(&df, CHECK_COLUMN)?;
-    let runs = counts(&df, "runs")?;
-    let agrees = counts(&df, "agrees")?;
-    let differs = counts(&df, "differs")?;
-    let engine_only = counts(&df, "engine_only")?;
-    let recorded_only = counts(&df, "recorded_only")?;
-    let mut summary: Vec<AgreementSummary> = (0..df.height())
-        .map(|i| AgreementSummary {
-            check: check[i].clone(),
-            runs: runs[i],
-            agrees: agrees[i],
-            differs: differs[i],
-            engine_only: engine_only[i],
-            recorded_only: recorded_only[i],
+    let mut checks: BTreeMap<String, (AgreementSummary, HashSet<u128>)> = BTreeMap::new();
+    let mut disagreements = Vec::new();
+    let read = [
+        col(CHECK_COLUMN),
+        col("run_id"),
+        col("key"),
+        col("status"),
+        col("detail"),
+    ];
+    corpus.for_each_slice("agreement", &read, |df| {
+        let check = strings(&df, CHECK_COLUMN)?;
+        let run = strings(&df, "run_id")?;
+        let key = strings(&df, "key")?;
+        let status = strs(&df, "status")?;
+        let detail = strs(&df, "detail")?;
+        for i in 0..df.height() {
+            let (summary, runs) = checks.entry(check[i].clone()).or_insert_with(|| {
+                let summary = AgreementSummary {
+                    check: check[i].clone(),
+                    ..AgreementSummary::default()
+                };
+                (summary, HashSet::new())
+            });
+            runs.insert(run_digest(&run[i]));
+            let Some(status) = &status[i] else { continue };
+            match status.as_str() {
+                "agrees" => summary.agrees += 1,
+                "differs" => summary.differs += 1,
+                "engine-only" => summary.engine_only += 1,
+                "recorded-only" => summary.recorded_only += 1,
+                _ => {}
+            }
+            if status != "agrees" && disagreements.len() < top {
+                disagreements.push(Disagreement {
+                    check: check[i].clone(),
+                    run_id: run[i].clone(),
+                    key: key[i].clone(),
+                    status: status.clone(),
+                    detail: detail[i].clone(),
+                });
+            }
+        }
+        Ok(())
+    })?;
+    let mut summary: Vec<AgreementSummary> = checks
+        .into_values()
+        .map(|(mut s, runs)| {
+            s.runs = runs.len() as u64;
+            s
         })
         .collect();
-    let checks = corpus.checks();
-    let order = |c: &str| checks.iter().position(|x| x == c).unwrap_or(usize::MAX);
+    let order_of = corpus.checks();
+    let order = |c: &str| order_of.iter().position(|x| x == c).unwrap_or(usize::MAX);
     summary.sort_by(|a, b| (order(&a.check), &a.check).cmp(&(order(&b.check), &b.check)));
-
-    let df = table
-        .filter(col("status").neq(lit("agrees")))
-        .select([
-            col(CHECK_COLUMN),
-            col("run_id"),
-            col("key"),
-            col("status"),
-            col("detail"),
-        ])
-        .limit(top as IdxSize)
-        .collect()
-        .map_err(pl)?;
-    let check = strings(&df, CHECK_COLUMN)?;
-    let run = strings(&df, "run_id")?;
-    let key = strings(&df, "key")?;
-    let status = strings(&df, "status")?;
-    let detail = crate::report::corpus::strs(&df, "detail")?;
-    let disagreements = (0..df.height())
-        .map(|i| Disagreement {
-            check: check[i].clone(),
-            run_id: run[i].clone(),
-            key: key[i].clone(),
-            status: status[i].clone(),
-            detail: detail[i].clone(),
-        })
-        .collect();
     Ok((summary, disagreements))
 }
 
@@ -776,5 +794,210 @@ pub fn label(row: &RateRow) -> &str {
         &row.check
     } else {
         &row.group
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Unit tests read corpus tables five rows at a time: the sample's findings and agreement
+    //! rows come in several slices, and what is counted across slices (runs, conversations,
+    //! maxima, first sources) must be what Polars gives over the whole table.
+    use super::*;
+    use crate::report::corpus::{counts, u64s};
+
+    fn whole(corpus: &CorpusDir, table: &str, by: &[&str], agg: Vec<Expr>) -> DataFrame {
+        corpus
+            .table(table)
+            .unwrap()
+            .group_by(by.iter().map(|c| col(*c)).collect::<Vec<_>>())
+            .agg(agg)
+            .sort(by.to_vec(), SortMultipleOptions::default())
+            .collect()
+            .unwrap()
+    }
+
+    #[test]
+    fn tallies_read_in_slices_are_those_of_the_whole_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = CorpusDir::open(&crate::report::groups::tests::audited(
+            &["testdata"],
+            dir.path(),
+        ))
+        .unwrap();
+        let report = build(&corpus, ReportOptions { by: None, top: 100 }).unwrap();
+        let n_unique = |c: &str| col(c).n_unique().cast(DataType::UInt64).alias(c);
+
+        let df = whole(
+            &corpus,
+            "findings",
+            &[CHECK_COLUMN, "kind"],
+            vec![
+                len().cast(DataType::UInt64).alias("n"),
+                n_unique("run_id"),
+                col("advisory")
+                    .cast(DataType::UInt64)
+                    .sum()
+                    .alias("advisory"),
+            ],
+        );
+        let mut have: Vec<_> = report
+            .kinds
+            .iter()
+            .map(|k| {
+                (
+                    k.check.clone(),
+                    k.kind.clone(),
+                    k.findings,
+                    k.runs,
+                    k.advisory,
+                )
+            })
+            .collect();
+        have.sort();
+        let want: Vec<_> = (0..df.height())
+            .map(|i| {
+                (
+                    strings(&df, CHECK_COLUMN).unwrap()[i].clone(),
+                    strings(&df, "kind").unwrap()[i].clone(),
+                    counts(&df, "n").unwrap()[i],
+                    counts(&df, "run_id").unwrap()[i],
+                    counts(&df, "advisory").unwrap()[i],
+                )
+            })
+            .collect();
+        assert_eq!(have, want);
+
+        let loops = corpus
+            .table("findings")
+            .unwrap()
+            .filter(col("wasted_landings").is_not_null())
+            .group_by([col("tool_name")])
+            .agg([
+                len().cast(DataType::UInt64).alias("n"),
+                n_unique("run_id"),
+                n_unique("conversation_id"),
+                col("occurrences").cast(DataType::UInt64).max().alias("max"),
+            ])
+            .sort(["tool_name"], SortMultipleOptions::default())
+            .collect()
+            .unwrap();
+        let mut have: Vec<_> = report
+            .loops
+            .iter()
+            .map(|l| {
+                (
+                    l.tool.clone(),
+                    l.findings,
+                    l.runs,
+                    l.conversations,
+                    l.max_occurrences,
+                )
+            })
+            .collect();
+        have.sort();
+        let want: Vec<_> = (0..loops.height())
+            .map(|i| {
+                (
+                    strings(&loops, "tool_name").unwrap()[i].clone(),
+                    counts(&loops, "n").unwrap()[i],
+                    counts(&loops, "run_id").unwrap()[i],
+                    counts(&loops, "conversation_id").unwrap()[i],
+                    counts(&loops, "max").unwrap()[i],
+                )
+            })
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(have, want);
+
+        let stale = corpus
+            .table("findings")
+            .unwrap()
+            .filter(col("turns_back").is_not_null())
+            .group_by([col("conversation_id")])
+            .agg([
+                col("source").first().alias("source"),
+                len().cast(DataType::UInt64).alias("n"),
+                col("turns_back").cast(DataType::UInt64).max().alias("max"),
+            ])
+            .sort(["conversation_id"], SortMultipleOptions::default())
+            .collect()
+            .unwrap();
+        let mut have: Vec<_> = report
+            .stale
+            .iter()
+            .map(|s| {
+                (
+                    s.conversation_id.clone(),
+                    s.source.clone(),
+                    s.stale_answers,
+                    s.max_turns_back,
+                )
+            })
+            .collect();
+        have.sort();
+        let want: Vec<_> = (0..stale.height())
+            .map(|i| {
+                (
+                    strings(&stale, "conversation_id").unwrap()[i].clone(),
+                    strings(&stale, "source").unwrap()[i].clone(),
+                    counts(&stale, "n").unwrap()[i],
+                    u64s(&stale, "max").unwrap()[i].unwrap(),
+                )
+            })
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(have, want);
+
+        let is = |s: &str| {
+            col("status")
+                .eq(lit(s))
+                .cast(DataType::UInt64)
+                .sum()
+                .alias(s)
+        };
+        let agreement = whole(
+            &corpus,
+            "agreement",
+            &[CHECK_COLUMN],
+            vec![
+                n_unique("run_id"),
+                is("agrees"),
+                is("differs"),
+                is("engine-only"),
+            ],
+        );
+        let mut have: Vec<_> = report
+            .agreement
+            .iter()
+            .map(|a| (a.check.clone(), a.runs, a.agrees, a.differs, a.engine_only))
+            .collect();
+        have.sort();
+        let want: Vec<_> = (0..agreement.height())
+            .map(|i| {
+                (
+                    strings(&agreement, CHECK_COLUMN).unwrap()[i].clone(),
+                    counts(&agreement, "run_id").unwrap()[i],
+                    counts(&agreement, "agrees").unwrap()[i],
+                    counts(&agreement, "differs").unwrap()[i],
+                    counts(&agreement, "engine-only").unwrap()[i],
+                )
+            })
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(have, want);
+        // Disagreements in table order, the first of them.
+        let table = corpus.table("agreement").unwrap().collect().unwrap();
+        let first: Vec<(String, String)> = strings(&table, "status")
+            .unwrap()
+            .into_iter()
+            .zip(strings(&table, "key").unwrap())
+            .filter(|(s, _)| s != "agrees")
+            .collect();
+        let listed: Vec<(String, String)> = report
+            .disagreements
+            .iter()
+            .map(|d| (d.status.clone(), d.key.clone()))
+            .collect();
+        assert_eq!(listed, first);
     }
 }
