@@ -117,12 +117,19 @@ impl RunLabels {
         let mut pairs = Vec::new();
         for df in frames {
             let df = df?;
-            for (run, group) in strings(&df, "run_id")?.iter().zip(strs(&df, "group")?) {
-                let Some(group) = group else { continue };
-                let at = *index.entry(group.clone()).or_insert_with(|| {
-                    labels.push(group);
-                    labels.len() as u32 - 1
-                });
+            let groups = str_column(&df, "group")?;
+            for (run, group) in str_column(&df, "run_id")?.iter().zip(groups.iter()) {
+                let (Some(run), Some(group)) = (run, group) else {
+                    continue;
+                };
+                let at = match index.get(group) {
+                    Some(at) => *at,
+                    None => {
+                        labels.push(group.to_string());
+                        index.insert(group.to_string(), labels.len() as u32 - 1);
+                        labels.len() as u32 - 1
+                    }
+                };
                 pairs.push((run_digest(run), at));
             }
         }
@@ -141,12 +148,20 @@ impl RunLabels {
     }
 }
 
-/// A run id as 128 bits of its SHA-256: a report holds the runs of a corpus as these (16
-/// bytes a run) rather than as strings; two ids of one digest are not expected in practice.
+/// A run id as 128 bits: a report holds the runs of a corpus as these (16 bytes a run) rather
+/// than as strings. Two SipHash-1-3 values of the id under two prefixes, fixed keys: a digest
+/// is only compared with others made by the same build, and SipHash is several times cheaper
+/// than SHA-256 here (a digest is made for every disposition row); two ids of one digest are
+/// not expected in practice.
 pub fn run_digest(id: &str) -> u128 {
-    use sha2::{Digest, Sha256};
-    let d = Sha256::digest(id.as_bytes());
-    u128::from_be_bytes(d[..16].try_into().expect("32 bytes"))
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let half = |prefix: u8| {
+        let mut h = DefaultHasher::new();
+        prefix.hash(&mut h);
+        id.hash(&mut h);
+        h.finish()
+    };
+    (u128::from(half(0)) << 64) | u128::from(half(1))
 }
 
 /// The labels of the runs for the groupings joined from the store's runs (agent, model, day,
