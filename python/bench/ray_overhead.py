@@ -2,9 +2,9 @@
 
     python python/bench/ray_overhead.py --size 512MB [--part-mb 128] [--cli PATH] [--gen PATH]
 
-1. Per-part overhead: a Ray Data pipeline shaped like traceaudit.ray.audit_store (one item per
-   part, a callable class built on the workers, batch_size=1) whose tasks do nothing, at 8, 32
-   and 128 parts: the fixed cost and the cost per part.
+1. Per-part overhead: Ray tasks shaped like traceaudit.ray.audit_store's (one ``ray.remote``
+   task of 1 CPU per part) that do nothing, at 8, 32 and 128 parts: the fixed cost and the cost
+   per part.
 2. The audit of a generated store (tau2 and agentfootprint from traceaudit-gen, --size each,
    ingested by the command line; with --part-mb by traceaudit.ingest at that part size) with Ray
    at 2 CPUs (2 tasks of 1 CPU) against the command line at 2 threads, the cluster started
@@ -29,18 +29,14 @@ import ray
 import traceaudit.ray as tray
 
 
-class _Nothing:
-    def __call__(self, batch):
-        return {"part": list(batch["part"])}
+def _nothing(part):
+    return {"part": part}
 
 
 def pipeline_seconds(parts: int) -> float:
     started = time.monotonic()
-    rows = (
-        ray.data.from_items([{"part": p} for p in range(parts)], override_num_blocks=parts)
-        .map_batches(_Nothing, batch_size=1, num_cpus=1, concurrency=2)
-        .take_all()
-    )
+    task = ray.remote(_nothing).options(num_cpus=1)
+    rows = ray.get([task.remote(p) for p in range(parts)])
     assert len(rows) == parts
     return time.monotonic() - started
 

@@ -11,6 +11,9 @@ use pyo3::types::PyBytes;
 use std::io;
 use std::path::PathBuf;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// An error of the library as the Python exception a caller expects, with the command line's
 /// one-line reason: bad settings, arguments or input data are `ValueError`, a missing file
 /// `FileNotFoundError`, anything else (an output refused, a failed read or write) `OSError`.

@@ -1,9 +1,8 @@
 """traceaudit over a Ray cluster: one task per store part, no shuffle.
 
 A store's parts hold whole conversations (a conversation never spans two parts), so the part is
-the unit of distribution: :func:`audit_store` runs one Ray Data task per part
-(``ray.data.from_items(parts).map_batches(<callable class>, batch_size=1)``), each writing that
-part of every corpus table as ``OUT/<table>/part-NNNNN.parquet``, then the driver writes
+the unit of distribution: :func:`audit_store` runs one Ray task per part (``ray.remote``, in
+Ray's pooled worker processes), each writing that part of every corpus table as ``OUT/<table>/part-NNNNN.parquet``, then the driver writes
 ``findings.jsonl`` (from the findings parts, in part order), the ledger and the manifest, which
 lists every part file with its size and rows. :func:`ingest` builds a store with one task per
 input file, then one per store part.
@@ -295,6 +294,13 @@ class _PartAuditor:
         return {"part": parts, "counted": counted}
 
 
+def _audit_one(auditor: Dict[str, Any], part: int) -> Dict[str, Any]:
+    """Audit store part ``part`` in a Ray task (``auditor``: the arguments of
+    :class:`_PartAuditor`)."""
+    batch = _PartAuditor(**auditor)({"part": [part]})
+    return {"part": batch["part"][0], "counted": batch["counted"][0]}
+
+
 def _maybe_die(part: int) -> None:
     spec = os.environ.get(_KILL_ENV)
     if not spec:
@@ -369,26 +375,20 @@ def audit_store(
     check_list = traceaudit._checks(checks)
     _prepare_output(out_at)
     cpus_per_task = max(1, int(cpus_per_task))
-    actors = max(1, min(parts, _cluster_cpus() // cpus_per_task))
-    items = [{"part": p} for p in range(parts)]
-    results = (
-        ray.data.from_items(items, override_num_blocks=parts)
-        .map_batches(
-            _PartAuditor,
-            fn_constructor_kwargs={
-                "store": store_at.for_workers,
-                "out": out_at.for_workers,
-                "config_path": config_path,
-                "config_text": config_text,
-                "checks": check_list,
-                "threads": cpus_per_task,
-            },
-            batch_size=1,
-            num_cpus=cpus_per_task,
-            concurrency=actors,
-        )
-        .take_all()
-    )
+    # One Ray task a part. Tasks run in Ray's pooled worker processes, which stay up between
+    # calls: a Ray Data actor pool started two new processes (importing pyarrow and the native
+    # module) on every call, and its executor added about a second more on a 4 GB store. A task
+    # whose worker dies is retried (`max_retries`), writing the same part files again.
+    audit_one = ray.remote(_audit_one).options(num_cpus=cpus_per_task, max_retries=3)
+    auditor = {
+        "store": store_at.for_workers,
+        "out": out_at.for_workers,
+        "config_path": config_path,
+        "config_text": config_text,
+        "checks": check_list,
+        "threads": cpus_per_task,
+    }
+    results = ray.get([audit_one.remote(auditor, p) for p in range(parts)])
     by_part = {int(r["part"]): json.loads(r["counted"]) for r in results}
     if sorted(by_part) != list(range(parts)):
         missing = sorted(set(range(parts)) - set(by_part))
