@@ -180,7 +180,7 @@ def _remove_partials(out: _Location) -> None:
 
 
 class _PartAuditor:
-    """Audits store parts on a Ray worker (built there once, then given parts one at a time)."""
+    """Audits a store part in a Ray task (built there from the arguments the driver sends)."""
 
     def __init__(
         self,
@@ -274,31 +274,34 @@ class _PartAuditor:
             )
         return counted
 
-    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
-        parts = [int(p) for p in batch["part"]]
-        counted = []
-        for part in parts:
-            if self.store.local and self.out.local:
-                c = traceaudit.audit_part(
-                    self.store.path,
-                    part,
-                    self.out.path,
-                    config=self.config.path,
-                    checks=self.checks,
-                    threads=self.threads,
-                )
-            else:
-                c = self._audit_remote(part)
-            _maybe_die(part)
-            counted.append(json.dumps(c))
-        return {"part": parts, "counted": counted}
+    def audit(self, part: int) -> Dict[str, Any]:
+        """Audit part ``part``; what was counted (as :func:`traceaudit.audit_part` gives it)."""
+        if self.store.local and self.out.local:
+            counted = traceaudit.audit_part(
+                self.store.path,
+                part,
+                self.out.path,
+                config=self.config.path,
+                checks=self.checks,
+                threads=self.threads,
+            )
+        else:
+            counted = self._audit_remote(part)
+        _maybe_die(part)
+        return counted
+
+    def close(self) -> None:
+        self.config.close()
 
 
 def _audit_one(auditor: Dict[str, Any], part: int) -> Dict[str, Any]:
     """Audit store part ``part`` in a Ray task (``auditor``: the arguments of
-    :class:`_PartAuditor`)."""
-    batch = _PartAuditor(**auditor)({"part": [part]})
-    return {"part": batch["part"][0], "counted": batch["counted"][0]}
+    :class:`_PartAuditor`); a configuration written to a temporary file is removed after."""
+    worker = _PartAuditor(**auditor)
+    try:
+        return worker.audit(part)
+    finally:
+        worker.close()
 
 
 def _maybe_die(part: int) -> None:
@@ -388,12 +391,8 @@ def audit_store(
         "checks": check_list,
         "threads": cpus_per_task,
     }
-    results = ray.get([audit_one.remote(auditor, p) for p in range(parts)])
-    by_part = {int(r["part"]): json.loads(r["counted"]) for r in results}
-    if sorted(by_part) != list(range(parts)):
-        missing = sorted(set(range(parts)) - set(by_part))
-        raise RuntimeError(f"parts {missing} of {store_at.given} were not audited")
-    counted = [by_part[p] for p in range(parts)]
+    # In part order; `ray.get` raises if a part failed for good.
+    counted = ray.get([audit_one.remote(auditor, p) for p in range(parts)])
     _remove_partials(out_at)
     out_at.write_pieces_atomically(_findings_lines(out_at, parts), "findings.jsonl")
     local_config = _ConfigFile(config_path, config_text)

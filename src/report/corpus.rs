@@ -10,6 +10,7 @@ use crate::model::vocab::Disposition;
 use crate::model::PLAUSIBLE_WALL_CLOCK_MS;
 use polars::prelude::*;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,9 @@ pub struct CorpusDir {
     /// Its store fetched from object storage, when the corpus names one there (fetched on
     /// first use, removed with the corpus value); `Err` says why it could not be.
     fetched_store: std::sync::OnceLock<io::Result<(PathBuf, crate::pipeline::remote::TempFolder)>>,
+    /// Rows of the dispositions table per (check, disposition), read and checked when the
+    /// corpus is opened.
+    dispositions: BTreeMap<(String, String), u64>,
 }
 
 /// Polars errors as I/O errors, the crate's error currency, marked as Polars' (see
@@ -129,10 +133,14 @@ impl CorpusDir {
             manifest,
             layout,
             fetched_store: std::sync::OnceLock::new(),
+            dispositions: BTreeMap::new(),
         };
-        guarded(|| corpus.refuse_unknown_dispositions())
+        let dispositions = guarded(|| corpus.known_dispositions())
             .map_err(|e| name_the_unreadable(&[&corpus], e))?;
-        Ok(corpus)
+        Ok(CorpusDir {
+            dispositions,
+            ..corpus
+        })
     }
 
     /// How errors name table `name`: its file, or its folder of part files.
@@ -143,14 +151,13 @@ impl CorpusDir {
         }
     }
 
-    /// Refuse a dispositions table holding a check the manifest does not name, or a disposition
-    /// this engine does not write (a newer vocabulary, nulls left by a rewrite): every count
-    /// and gate is made of these values, and one that is not understood would count as zero of
-    /// everything. Reads the two columns, grouped.
-    fn refuse_unknown_dispositions(&self) -> io::Result<()> {
+    /// The rows of the dispositions table per (check, disposition); refused when it holds a
+    /// check the manifest does not name, or a disposition this engine does not write (a newer
+    /// vocabulary, nulls left by a rewrite): every count and gate is made of these values, and
+    /// one that is not understood would count as zero of everything. Reads the two columns.
+    fn known_dispositions(&self) -> io::Result<BTreeMap<(String, String), u64>> {
         let path = self.table_path("dispositions");
-        let mut found: std::collections::BTreeMap<(Option<String>, Option<String>), u64> =
-            Default::default();
+        let mut found: BTreeMap<(Option<String>, Option<String>), u64> = BTreeMap::new();
         let read = [col(CHECK_COLUMN), col("disposition")];
         self.for_each_slice("dispositions", &read, |slice| {
             let df = slice
@@ -178,6 +185,7 @@ impl CorpusDir {
         })?;
         let checks = self.checks();
         let known: Vec<&str> = Disposition::ALL.iter().map(|d| d.as_str()).collect();
+        let mut counted = BTreeMap::new();
         for ((check, disposition), n) in found {
             let refuse = |what: String| {
                 io::Error::new(
@@ -190,16 +198,16 @@ impl CorpusDir {
                     ),
                 )
             };
-            match &check {
+            let check = match check {
                 None => return Err(refuse("a null `check`".into())),
-                Some(c) if !checks.contains(c) => {
+                Some(c) if !checks.contains(&c) => {
                     return Err(refuse(format!(
                         "`check` {c:?}, which the corpus manifest does not list"
                     )))
                 }
-                Some(_) => {}
-            }
-            match &disposition {
+                Some(c) => c,
+            };
+            let disposition = match disposition {
                 None => return Err(refuse("a null `disposition`".into())),
                 Some(d) if !known.contains(&d.as_str()) => {
                     return Err(refuse(format!(
@@ -207,10 +215,17 @@ impl CorpusDir {
                         known.join(", ")
                     )))
                 }
-                Some(_) => {}
-            }
+                Some(d) => d,
+            };
+            counted.insert((check, disposition), n);
         }
-        Ok(())
+        Ok(counted)
+    }
+
+    /// The rows of the dispositions table per (check, disposition), as read when the corpus was
+    /// opened.
+    pub fn disposition_counts(&self) -> &BTreeMap<(String, String), u64> {
+        &self.dispositions
     }
 
     /// A lazy scan of table `name`: its file, or the part files the manifest lists, in order.

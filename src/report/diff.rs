@@ -7,7 +7,7 @@
 use crate::corpus::CHECK_COLUMN;
 use crate::error::Error;
 use crate::report::corpus::{str_column, strings, strs, u64s, CorpusDir};
-use crate::report::groups::{group_counts, run_digest, GroupBy, GroupCounts, ALL};
+use crate::report::groups::{group_counts, id_digest, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{newcombe, rate};
 use crate::report::table::{md_cell, Cell, Column, Row, Table};
 use crate::report::text::{fit, md_code, md_text};
@@ -309,14 +309,14 @@ fn keys(c: &CorpusDir) -> io::Result<KeyTable> {
 
 /// The digests of the runs of a corpus's dispositions, sorted, each once (read a slice at a
 /// time).
-fn run_digests(c: &CorpusDir) -> io::Result<Vec<u128>> {
+fn id_digests(c: &CorpusDir) -> io::Result<Vec<u128>> {
     let mut out = Vec::new();
     c.for_each_slice("dispositions", &[col("run_id")], |slice| {
         // A run's rows (one per check) are mostly in one slice: dropping repeats there keeps
         // the list near one digest a run until the sort at the end.
         let mut digests: Vec<u128> = str_column(&slice, "run_id")?
             .iter()
-            .map(|id| run_digest(id.unwrap_or_default()))
+            .map(|id| id_digest(id.unwrap_or_default()))
             .collect();
         digests.sort_unstable();
         digests.dedup();
@@ -350,7 +350,7 @@ fn first_runs_missing(c: &CorpusDir, other: &[u128], n: usize) -> io::Result<Vec
     let mut first: BTreeSet<String> = BTreeSet::new();
     c.for_each_slice("dispositions", &[col("run_id")], |slice| {
         for id in str_column(&slice, "run_id")?.iter().flatten() {
-            if other.binary_search(&run_digest(id)).is_err() {
+            if other.binary_search(&id_digest(id)).is_err() {
                 first.insert(id.to_string());
                 if first.len() > n {
                     first.pop_last();
@@ -440,7 +440,7 @@ pub fn build(base: &CorpusDir, cand: &CorpusDir, opts: &DiffOptions) -> io::Resu
             &opts.rules,
         ),
     };
-    let (base_runs, cand_runs) = (run_digests(base)?, run_digests(cand)?);
+    let (base_runs, cand_runs) = (id_digests(base)?, id_digests(cand)?);
     let both = shared_digests(&base_runs, &cand_runs);
     let runs = RunPresence {
         both,
@@ -466,7 +466,7 @@ pub fn build(base: &CorpusDir, cand: &CorpusDir, opts: &DiffOptions) -> io::Resu
     }
     let (bk, ck) = (keys(base)?, keys(cand)?);
     let shared_run = |id: &str| {
-        let d = run_digest(id);
+        let d = id_digest(id);
         base_runs.binary_search(&d).is_ok() && cand_runs.binary_search(&d).is_ok()
     };
     let mut appeared = only_in(&ck, &bk, &shared_run);

@@ -6,7 +6,7 @@
 use crate::corpus::CHECK_COLUMN;
 use crate::report::corpus::{columns, pl, str_column, strings, strs, u64s, CorpusDir};
 use crate::report::explain::{self, ExplainOptions, Explanation};
-use crate::report::groups::run_digest;
+use crate::report::groups::id_digest;
 use crate::report::text::Preview;
 use hashbrown::HashSet;
 use polars::prelude::*;
@@ -89,41 +89,62 @@ fn finding_run_starts(corpus: &CorpusDir, runs_files: &[LazyFrame]) -> io::Resul
             str_column(&slice, "run_id")?
                 .iter()
                 .flatten()
-                .map(run_digest),
+                .map(id_digest),
         );
         Ok(())
     })?;
-    let (mut ids, mut starts) = (Vec::new(), Vec::new());
+    // Each file's rows of those runs (a run's first row is its start: `remove` takes it off
+    // the list); only they are formatted.
+    let mut picked = Vec::new();
     for runs in runs_files {
         let df = runs
             .clone()
-            .select([
-                col("run_id"),
-                col("started_at")
-                    .dt()
-                    .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-                    .alias("started_at"),
-            ])
+            .select([col("run_id"), col("started_at")])
             .collect()
             .map_err(pl)?;
-        let at = str_column(&df, "started_at")?;
-        for (id, start) in str_column(&df, "run_id")?.iter().zip(at.iter()) {
-            let Some(id) = id else { continue };
-            // The first row of a run is its start (`remove` takes it off the list).
-            if wanted.remove(&run_digest(id)) {
-                ids.push(id.to_string());
-                starts.push(start.map(str::to_string));
-            }
-        }
+        let rows: Vec<IdxSize> = str_column(&df, "run_id")?
+            .iter()
+            .enumerate()
+            .filter(|(_, id)| id.is_some_and(|id| wanted.remove(&id_digest(id))))
+            .map(|(i, _)| i as IdxSize)
+            .collect();
+        picked.push(
+            df.take(&IdxCa::from_vec("rows".into(), rows))
+                .map_err(pl)?
+                .lazy(),
+        );
     }
-    DataFrame::new(
-        ids.len(),
-        vec![
-            Column::new("run_id".into(), ids),
-            Column::new("started_at".into(), starts),
-        ],
-    )
+    if picked.is_empty() {
+        return Err(io::Error::other("the store lists no runs file"));
+    }
+    let runs = concat(picked, UnionArgs::default()).map_err(pl)?;
+    runs.select([
+        col("run_id"),
+        col("started_at")
+            .dt()
+            .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .alias("started_at"),
+    ])
+    .collect()
     .map_err(pl)
+}
+
+/// `findings` (with `advisory`, `weight` and `started_at`) in the listing's order: a finding
+/// that contradicts before an advisory one, then the heaviest, the most recently started run,
+/// and by id. The order is total (`finding_id` is unique).
+fn in_listing_order(findings: LazyFrame) -> LazyFrame {
+    findings.sort_by_exprs(
+        [
+            col("advisory"),
+            col("weight"),
+            col("started_at"),
+            col("run_id"),
+            col("finding_id"),
+        ],
+        SortMultipleOptions::default()
+            .with_order_descending_multi([false, true, true, false, false])
+            .with_nulls_last(true),
+    )
 }
 
 /// Read the findings to list and tell their runs.
@@ -190,21 +211,7 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
             Some(k) => concat([k.lazy(), lf], UnionArgs::default()).map_err(pl)?,
             None => lf,
         };
-        let sorted = lf
-            .sort_by_exprs(
-                [
-                    col("advisory"),
-                    col("weight"),
-                    col("started_at"),
-                    col("run_id"),
-                    col("finding_id"),
-                ],
-                SortMultipleOptions::default()
-                    .with_order_descending_multi([false, true, true, false, false])
-                    .with_nulls_last(true),
-            )
-            .collect()
-            .map_err(pl)?;
+        let sorted = in_listing_order(lf).collect().map_err(pl)?;
         let mut taken: BTreeMap<(String, String), usize> = BTreeMap::new();
         let mut rows: Vec<IdxSize> = Vec::new();
         for (i, key) in strings(&sorted, CHECK_COLUMN)?
@@ -222,31 +229,6 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
         kept = Some(sorted.take(&rows).map_err(pl)?);
         Ok(())
     })?;
-    let df = match kept {
-        Some(df) => df,
-        None => {
-            return Ok(Findings {
-                groups: Vec::new(),
-                runs: Vec::new(),
-                notes,
-                per_kind: opts.per_kind,
-                preview: opts.story.preview,
-                max_steps: opts.story.max_steps,
-            })
-        }
-    };
-    let id = strings(&df, "finding_id")?;
-    let check = strings(&df, CHECK_COLUMN)?;
-    let kind = strings(&df, "kind")?;
-    let advisory = u64s(&df, "advisory")?;
-    let run = strings(&df, "run_id")?;
-    let conversation = strings(&df, "conversation_id")?;
-    let tool = strs(&df, "tool_name")?;
-    let key = strs(&df, "key")?;
-    let message = strings(&df, "message")?;
-    let weight = u64s(&df, "weight")?;
-    let started = strs(&df, "started_at")?;
-
     let mut groups: BTreeMap<(String, String), FindingGroup> = totals
         .into_iter()
         .map(|((check, kind), total)| {
@@ -259,21 +241,35 @@ pub fn build(corpus: &CorpusDir, opts: FindingsOptions) -> io::Result<Findings> 
             ((check, kind), group)
         })
         .collect();
-    for i in 0..df.height() {
-        let Some(g) = groups.get_mut(&(check[i].clone(), kind[i].clone())) else {
-            continue;
-        };
-        g.shown.push(FindingRow {
-            finding_id: id[i].clone(),
-            run_id: run[i].clone(),
-            conversation_id: conversation[i].clone(),
-            advisory: advisory[i] == Some(1),
-            tool: tool[i].clone(),
-            key: key[i].clone(),
-            message: Preview::of(&message[i], MESSAGE_CHARS),
-            started_at: started[i].clone(),
-            weight: weight[i],
-        });
+    // No finding, no slice: nothing to list.
+    if let Some(df) = kept {
+        let id = strings(&df, "finding_id")?;
+        let check = strings(&df, CHECK_COLUMN)?;
+        let kind = strings(&df, "kind")?;
+        let advisory = u64s(&df, "advisory")?;
+        let run = strings(&df, "run_id")?;
+        let conversation = strings(&df, "conversation_id")?;
+        let tool = strs(&df, "tool_name")?;
+        let key = strs(&df, "key")?;
+        let message = strings(&df, "message")?;
+        let weight = u64s(&df, "weight")?;
+        let started = strs(&df, "started_at")?;
+        for i in 0..df.height() {
+            let Some(g) = groups.get_mut(&(check[i].clone(), kind[i].clone())) else {
+                continue;
+            };
+            g.shown.push(FindingRow {
+                finding_id: id[i].clone(),
+                run_id: run[i].clone(),
+                conversation_id: conversation[i].clone(),
+                advisory: advisory[i] == Some(1),
+                tool: tool[i].clone(),
+                key: key[i].clone(),
+                message: Preview::of(&message[i], MESSAGE_CHARS),
+                started_at: started[i].clone(),
+                weight: weight[i],
+            });
+        }
     }
     let checks = corpus.checks();
     let order = |c: &str| checks.iter().position(|x| x == c).unwrap_or(usize::MAX);
@@ -342,27 +338,15 @@ mod tests {
         let whole = corpus
             .table("findings")
             .unwrap()
-            .with_column(
+            .with_columns([
+                col("advisory").cast(DataType::UInt64),
                 col("wasted_landings")
                     .cast(DataType::UInt64)
                     .fill_null(col("turns_back").cast(DataType::UInt64))
                     .alias("weight"),
-            )
-            .left_join(starts, col("run_id"), col("run_id"))
-            .sort_by_exprs(
-                [
-                    col("advisory").cast(DataType::UInt64),
-                    col("weight"),
-                    col("started_at"),
-                    col("run_id"),
-                    col("finding_id"),
-                ],
-                SortMultipleOptions::default()
-                    .with_order_descending_multi([false, true, true, false, false])
-                    .with_nulls_last(true),
-            )
-            .collect()
-            .unwrap();
+            ])
+            .left_join(starts, col("run_id"), col("run_id"));
+        let whole = in_listing_order(whole).collect().unwrap();
         let mut want: BTreeMap<(String, String), (u64, Vec<String>)> = BTreeMap::new();
         for ((check, kind), id) in strings(&whole, CHECK_COLUMN)
             .unwrap()

@@ -130,7 +130,7 @@ impl RunLabels {
                         labels.len() as u32 - 1
                     }
                 };
-                pairs.push((run_digest(run), at));
+                pairs.push((id_digest(run), at));
             }
         }
         pairs.sort_unstable();
@@ -148,12 +148,12 @@ impl RunLabels {
     }
 }
 
-/// A run id as 128 bits: a report holds the runs of a corpus as these (16 bytes a run) rather
-/// than as strings. Two SipHash-1-3 values of the id under two prefixes, fixed keys: a digest
-/// is only compared with others made by the same build, and SipHash is several times cheaper
-/// than SHA-256 here (a digest is made for every disposition row); two ids of one digest are
-/// not expected in practice.
-pub fn run_digest(id: &str) -> u128 {
+/// An id (a run's or a conversation's) as 128 bits: a report holds the ids of a corpus as these
+/// (16 bytes each) rather than as strings. Two SipHash-1-3 values of the id under two prefixes,
+/// fixed keys: a digest is only compared with others made by the same build, and SipHash is
+/// several times cheaper than SHA-256 here (a digest is made for every disposition row); two
+/// ids of one digest are not expected in practice.
+pub fn id_digest(id: &str) -> u128 {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let half = |prefix: u8| {
         let mut h = DefaultHasher::new();
@@ -250,57 +250,44 @@ fn partition_groups(corpus: &CorpusDir, key: &str) -> io::Result<RunLabels> {
     RunLabels::build(frames.into_iter())
 }
 
-/// Disposition counts and finding rows per (check, group), as they are added up.
+/// Disposition counts and finding rows per (check, group), as they are added up: keyed by
+/// check, then group, so a row is counted without making its key's strings.
 #[derive(Default)]
-struct Tally {
-    checks: Vec<String>,
-    groups: Vec<String>,
-    counts: HashMap<(u32, u32), GroupCounts>,
-}
+struct Tally(HashMap<String, HashMap<String, GroupCounts>>);
 
 impl Tally {
-    fn index(names: &mut Vec<String>, name: &str) -> u32 {
-        match names.iter().position(|n| n == name) {
-            Some(at) => at as u32,
-            None => {
-                names.push(name.to_string());
-                names.len() as u32 - 1
-            }
-        }
-    }
-
     fn entry(&mut self, check: &str, group: &str) -> &mut GroupCounts {
-        let key = (
-            Tally::index(&mut self.checks, check),
-            Tally::index(&mut self.groups, group),
-        );
-        self.counts.entry(key).or_insert_with(|| GroupCounts {
-            check: check.to_string(),
-            group: group.to_string(),
-            ..GroupCounts::default()
-        })
+        self.0
+            .entry_ref(check)
+            .or_default()
+            .entry_ref(group)
+            .or_insert_with(|| GroupCounts {
+                check: check.to_string(),
+                group: group.to_string(),
+                ..GroupCounts::default()
+            })
     }
 
     fn get_mut(&mut self, check: &str, group: &str) -> Option<&mut GroupCounts> {
-        let c = self.checks.iter().position(|n| n == check)? as u32;
-        let g = self.groups.iter().position(|n| n == group)? as u32;
-        self.counts.get_mut(&(c, g))
+        self.0.get_mut(check)?.get_mut(group)
     }
 
-    fn add_disposition(&mut self, check: &str, group: &str, disposition: &str) {
+    /// Count `n` runs of `check` in `group` with `disposition`.
+    fn add_disposition(&mut self, check: &str, group: &str, disposition: &str, n: u64) {
         let total = self.entry(check, group);
-        total.runs += 1;
+        total.runs += n;
         match disposition {
-            "checked-pass" => total.checked_pass += 1,
-            "checked-fail" => total.checked_fail += 1,
-            "not-applicable" => total.not_applicable += 1,
-            "unreachable" => total.unreachable += 1,
+            "checked-pass" => total.checked_pass += n,
+            "checked-fail" => total.checked_fail += n,
+            "not-applicable" => total.not_applicable += n,
+            "unreachable" => total.unreachable += n,
             _ => {}
         }
     }
 
     fn rows(self, checks: &[String]) -> Vec<GroupCounts> {
-        let mut rows: Vec<GroupCounts> = self.counts.into_values().collect();
+        let mut rows: Vec<GroupCounts> =
+            self.0.into_values().flat_map(|g| g.into_values()).collect();
         sort_rows(&mut rows, checks);
         rows
     }
@@ -318,7 +305,7 @@ fn labels_of<'a>(
     out.clear();
     match (by, labels) {
         (None, _) => out.push(ALL),
-        (Some(_), Some(labels)) => out.extend(labels.of(run_digest(run.unwrap_or_default()))),
+        (Some(_), Some(labels)) => out.extend(labels.of(id_digest(run.unwrap_or_default()))),
         (Some(_), None) => out.extend(source),
     }
     if out.is_empty() {
@@ -338,35 +325,40 @@ pub fn group_counts(corpus: &CorpusDir, by: Option<&GroupBy>) -> io::Result<Vec<
         None => None,
     };
     let mut tally = Tally::default();
-    let read = [
-        col("run_id"),
-        col("source"),
-        col(CHECK_COLUMN),
-        col("disposition"),
-    ];
-    corpus.for_each_slice("dispositions", &read, |slice| {
-        let runs = str_column(&slice, "run_id")?;
-        let sources = str_column(&slice, "source")?;
-        let checks = str_column(&slice, CHECK_COLUMN)?;
-        let dispositions = str_column(&slice, "disposition")?;
-        let mut groups = Vec::new();
-        let rows = runs
-            .iter()
-            .zip(sources.iter())
-            .zip(checks.iter())
-            .zip(dispositions.iter());
-        for (((run, source), check), disposition) in rows {
-            labels_of(by, labels.as_ref(), run, source, &mut groups);
-            for group in &groups {
-                tally.add_disposition(
-                    check.unwrap_or_default(),
-                    group,
-                    disposition.unwrap_or_default(),
-                );
-            }
+    if by.is_none() {
+        // Counted when the corpus was opened.
+        for ((check, disposition), n) in corpus.disposition_counts() {
+            tally.add_disposition(check, ALL, disposition, *n);
         }
-        Ok(())
-    })?;
+    } else {
+        let read = [
+            col("run_id"),
+            col("source"),
+            col(CHECK_COLUMN),
+            col("disposition"),
+        ];
+        corpus.for_each_slice("dispositions", &read, |slice| {
+            let runs = str_column(&slice, "run_id")?;
+            let sources = str_column(&slice, "source")?;
+            let checks = str_column(&slice, CHECK_COLUMN)?;
+            let dispositions = str_column(&slice, "disposition")?;
+            let mut groups = Vec::new();
+            let rows = runs
+                .iter()
+                .zip(sources.iter())
+                .zip(checks.iter())
+                .zip(dispositions.iter());
+            for (((run, source), check), disposition) in rows {
+                labels_of(by, labels.as_ref(), run, source, &mut groups);
+                for group in &groups {
+                    let (check, disposition) =
+                        (check.unwrap_or_default(), disposition.unwrap_or_default());
+                    tally.add_disposition(check, group, disposition, 1);
+                }
+            }
+            Ok(())
+        })?;
+    }
     let read = [col("run_id"), col("source"), col(CHECK_COLUMN)];
     corpus.for_each_slice("findings", &read, |slice| {
         let runs = str_column(&slice, "run_id")?;
@@ -466,8 +458,8 @@ fn tool_counts(corpus: &CorpusDir) -> io::Result<Vec<GroupCounts>> {
                 continue;
             }
             // Runs that landed no tool are in no group.
-            for tool in landings.of(run_digest(run.unwrap_or_default())) {
-                tally.add_disposition(check, tool, disposition.unwrap_or_default());
+            for tool in landings.of(id_digest(run.unwrap_or_default())) {
+                tally.add_disposition(check, tool, disposition.unwrap_or_default(), 1);
             }
         }
         Ok(())

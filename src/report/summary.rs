@@ -2,11 +2,12 @@
 //! per group with `--by`), with `checked-fail` among `checked` runs as the headline rate and its
 //! 95% Wilson interval; the top findings (the tools that loop most, the conversations with the
 //! most stale answers, findings by kind); the agreement with recorded framework verdicts.
-//! Every number comes from lazy Polars scans over the corpus Parquet files.
+//! Every number comes from the corpus Parquet files, read a slice at a time
+//! ([`CorpusDir::for_each_slice`]) and added up here.
 
 use crate::corpus::CHECK_COLUMN;
 use crate::report::corpus::{f64s, str_column, strings, strs, u64s, CorpusDir};
-use crate::report::groups::run_digest;
+use crate::report::groups::id_digest;
 use crate::report::groups::{checks_without_tools, group_counts, GroupBy, GroupCounts, ALL};
 use crate::report::stats::{rate, wilson};
 use crate::report::table::{Cell, Column, Row, Shown, Table};
@@ -217,6 +218,33 @@ pub fn build(corpus: &CorpusDir, opts: ReportOptions) -> io::Result<Report> {
     })
 }
 
+/// A sum of floats with Neumaier's compensation. Tool times are recorded to the microsecond
+/// (0.659369 ms), and a plain running sum of such values depends on their order and ends a
+/// unit in the last place off (4.297276999999999 for 4.297277, on the shared recordings): the
+/// compensated sum is the exact one's nearest float in practice, whichever slices the values
+/// come in.
+#[derive(Debug, Default, Clone, Copy)]
+struct CompensatedSum {
+    sum: f64,
+    carry: f64,
+}
+
+impl CompensatedSum {
+    fn add(&mut self, x: f64) {
+        let t = self.sum + x;
+        self.carry += if self.sum.abs() >= x.abs() {
+            (self.sum - t) + x
+        } else {
+            (x - t) + self.sum
+        };
+        self.sum = t;
+    }
+
+    fn value(self) -> f64 {
+        self.sum + self.carry
+    }
+}
+
 /// Repeated-call findings per tool, the most wasted first. Read a slice of findings at a time;
 /// runs and conversations are counted as digests of their ids.
 fn loops(corpus: &CorpusDir, top: usize) -> io::Result<Vec<LoopRow>> {
@@ -226,7 +254,7 @@ fn loops(corpus: &CorpusDir, top: usize) -> io::Result<Vec<LoopRow>> {
         runs: HashSet<u128>,
         conversations: HashSet<u128>,
         wasted_landings: u64,
-        wasted_ms: f64,
+        wasted_ms: CompensatedSum,
         untimed: u64,
         max_occurrences: u64,
     }
@@ -252,12 +280,12 @@ fn loops(corpus: &CorpusDir, top: usize) -> io::Result<Vec<LoopRow>> {
                 .entry(tool[i].clone().unwrap_or_default())
                 .or_default();
             t.findings += 1;
-            t.runs.insert(run_digest(run.unwrap_or_default()));
+            t.runs.insert(id_digest(run.unwrap_or_default()));
             t.conversations
-                .insert(run_digest(conversation.unwrap_or_default()));
+                .insert(id_digest(conversation.unwrap_or_default()));
             t.wasted_landings += w;
             match ms[i] {
-                Some(ms) => t.wasted_ms += ms,
+                Some(ms) => t.wasted_ms.add(ms),
                 None => t.untimed += 1,
             }
             t.max_occurrences = t.max_occurrences.max(occurrences[i].unwrap_or(0));
@@ -273,7 +301,7 @@ fn loops(corpus: &CorpusDir, top: usize) -> io::Result<Vec<LoopRow>> {
             conversations: t.conversations.len() as u64,
             wasted_landings: t.wasted_landings,
             // Only time that was measured is reported.
-            wasted_ms: (t.untimed < t.findings).then_some(t.wasted_ms),
+            wasted_ms: (t.untimed < t.findings).then(|| t.wasted_ms.value()),
             untimed: t.untimed,
             max_occurrences: t.max_occurrences,
         })
@@ -353,7 +381,7 @@ fn kinds(corpus: &CorpusDir) -> io::Result<Vec<KindRow>> {
                 });
             row.findings += 1;
             row.advisory += advisory[i].unwrap_or(0);
-            runs.insert(run_digest(run.unwrap_or_default()));
+            runs.insert(id_digest(run.unwrap_or_default()));
         }
         Ok(())
     })?;
@@ -399,7 +427,7 @@ fn agreement(
                 };
                 (summary, HashSet::new())
             });
-            runs.insert(run_digest(&run[i]));
+            runs.insert(id_digest(&run[i]));
             let Some(status) = &status[i] else { continue };
             match status.as_str() {
                 "agrees" => summary.agrees += 1,
@@ -999,5 +1027,27 @@ mod tests {
             .map(|d| (d.status.clone(), d.key.clone()))
             .collect();
         assert_eq!(listed, first);
+    }
+
+    #[test]
+    fn tool_times_add_up_to_their_exact_sum_in_any_order() {
+        // The wasted times of one tool's findings in the shared recordings (otel and
+        // openinference spans, agentfootprint), in table order.
+        let ms = [1.0, 0.659369, 0.5184, 0.494404, 0.506963, 0.57233, 0.545811];
+        assert_eq!(
+            ms.iter().sum::<f64>(),
+            4.297276999999999,
+            "a running sum is a unit off"
+        );
+        let sum = |values: &mut dyn Iterator<Item = &f64>| {
+            let mut s = CompensatedSum::default();
+            values.for_each(|&x| s.add(x));
+            s.value()
+        };
+        assert_eq!(sum(&mut ms.iter()), 4.297277);
+        assert_eq!(sum(&mut ms.iter().rev()), 4.297277);
+        let mut sorted = ms;
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(sum(&mut sorted.iter()), 4.297277);
     }
 }
