@@ -356,6 +356,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Ingest(_) | Command::Audit(_) | Command::Compact(_)
     ) {
         quiet_reader_panics();
+        crate::allocator::small_pages();
     }
     match cli.command {
         Command::Ingest(args) => run_ingest(args),

@@ -305,8 +305,30 @@ pub mod allocator {
         unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) }
     }
 
+    /// Fault memory in as 4 KB pages only, never as 2 MB transparent huge pages, for the rest
+    /// of the process (Linux's `PR_SET_THP_DISABLE`; elsewhere nothing). mimalloc asks for huge
+    /// pages on its arenas, and a short-lived command that touches a little of many regions
+    /// (the reports: each slice, each Polars thread) then holds a whole 2 MB page for each: a
+    /// third of the HTML report's peak on a 4 GB night. The audit keeps huge pages: it fills
+    /// what it touches, and fewer TLB misses save it 2-4% of its time.
+    pub fn small_pages() {
+        #[cfg(target_os = "linux")]
+        // SAFETY: sets a flag of this process; no memory is passed.
+        unsafe {
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        }
+    }
+
     #[cfg(test)]
     mod tests {
+        #[cfg(target_os = "linux")]
+        #[test]
+        fn small_pages_turns_huge_pages_off_for_the_process() {
+            let get = || unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
+            super::small_pages();
+            assert_eq!(get(), 1);
+        }
+
         /// Option 15 is the purge delay: it is the option whose default is 1000 ms (no other
         /// option of mimalloc 3 defaults to 1000), and setting it reads back.
         #[test]
