@@ -22,11 +22,18 @@ use std::sync::Arc;
 
 /// Rows buffered before a batch is handed to the Parquet writer.
 const BATCH_ROWS: usize = 8192;
-/// Bytes of text a part buffers before its batch is handed over, whatever the row count.
+/// Bytes a part buffers before its batch is handed over, whatever the row count; less when
+/// parts are many (a quarter of a part's share of [`BUFFER_BUDGET`], at least [`MIN_BATCH_BYTES`]),
+/// since every part holds a batch at once.
 const BATCH_BYTES: usize = 2 << 20;
+const MIN_BATCH_BYTES: usize = 256 << 10;
+/// What an event row takes in the builders beyond its text: each column's offset or value,
+/// and validity bits (24 columns, 8 of them with 64-bit offsets).
+const EVENT_ROW_BYTES: usize = 160;
 /// Bytes a row group may hold in memory before it is closed.
 const ROW_GROUP_BYTES: usize = 32 << 20;
-/// Run rows a part buffers before they are handed to its runs file's writer.
+/// Run rows a part buffers before they are handed to its runs file's writer (or fewer, at its
+/// event batches' byte limit: a run row holds the person's message and the answer).
 const RUN_ROWS: usize = 4096;
 /// Bytes all parts together may hold (rows not yet encoded, and row groups encoded so far)
 /// before the parts holding most close their row groups. Parts are many for a big input (one
@@ -162,6 +169,8 @@ pub struct EventsBuilder {
     /// Ceiling on the bytes reserved ahead for one column: the part's share of the writer's
     /// buffer budget.
     reserve_cap: usize,
+    /// The bytes at which the batch is full.
+    batch_bytes: usize,
     /// The digests written (by the column of their kind) and the envelopes kept in `payload`.
     spec: StoreSpec,
 }
@@ -206,6 +215,7 @@ impl EventsBuilder {
             bytes: 0,
             last: None,
             reserve_cap,
+            batch_bytes: (reserve_cap / 4).clamp(MIN_BATCH_BYTES, BATCH_BYTES),
             spec,
         }
     }
@@ -240,7 +250,8 @@ impl EventsBuilder {
         self.archived_payload = LargeStringBuilder::with_capacity(rows, v[10]);
     }
 
-    /// Append one event row; returns the bytes it added (text columns and a fixed overhead).
+    /// Append one event row; returns the bytes it added: its text, the ids every row repeats,
+    /// its digests and what every row takes.
     pub fn push(&mut self, run: &Run, e: &Event) -> usize {
         if self.rows == 0 {
             if let Some(shape) = self.last.take() {
@@ -320,13 +331,26 @@ impl EventsBuilder {
             self.archived_payload.append_option(e.payload.as_deref());
         }
         self.rows += 1;
-        let added = event_bytes(e);
+        let fingerprints: usize = [DigestKind::ArgumentsFingerprint, DigestKind::Fingerprint]
+            .into_iter()
+            .filter_map(|kind| match e.digests.of_kind(kind) {
+                Some((_, DigestValue::ArgumentsFingerprint(f) | DigestValue::Fingerprint(f))) => {
+                    Some(f.len())
+                }
+                _ => None,
+            })
+            .sum();
+        let added = event_bytes(e)
+            + run.run_id.len()
+            + run.conversation_id.len()
+            + fingerprints
+            + EVENT_ROW_BYTES;
         self.bytes += added;
         added
     }
 
     pub fn is_full(&self) -> bool {
-        self.rows >= BATCH_ROWS || self.bytes >= BATCH_BYTES
+        self.rows >= BATCH_ROWS || self.bytes >= self.batch_bytes
     }
 
     pub fn is_empty(&self) -> bool {
@@ -726,7 +750,8 @@ impl StoreWriter {
             self.runs_written += 1;
             self.events_written += run.events.len() as u64;
             self.landings_written += run.landings().count() as u64;
-            if self.parts[p].runs.len() >= RUN_ROWS {
+            let part = &self.parts[p];
+            if part.runs.len() >= RUN_ROWS || part.runs.bytes >= part.builder.batch_bytes {
                 self.parts[p].flush_runs()?;
             }
         }
@@ -815,5 +840,62 @@ impl StoreWriter {
             names.push(format!("events/{}", part_file_name(i as u32)));
         }
         Ok(names)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str) -> Run {
+        Run {
+            run_id: id.to_string(),
+            conversation_id: format!("conversation of {id}"),
+            ..Run::default()
+        }
+    }
+
+    /// A row is counted with the ids it repeats and what every row takes, not its text alone:
+    /// counted by text, a part's batch of short events held twice what the budget saw.
+    #[test]
+    fn an_event_row_counts_its_ids_and_columns() {
+        let mut builder = EventsBuilder::new(crate::pipeline::store_spec().clone(), 1 << 20);
+        let run = run("a-run-id");
+        let mut e = Event::new(EventKind::Message);
+        e.text = Some("hello".into());
+        let added = builder.push(&run, &e);
+        assert_eq!(
+            added,
+            event_bytes(&e) + run.run_id.len() + run.conversation_id.len() + EVENT_ROW_BYTES
+        );
+        assert_eq!(builder.bytes, added);
+    }
+
+    /// Every part holds a batch at once, so a batch is smaller when parts are many: a quarter
+    /// of a part's share of the budget, between the floor and the ceiling.
+    #[test]
+    fn batches_shrink_as_parts_multiply() {
+        let spec = crate::pipeline::store_spec();
+        let batch =
+            |parts: usize| EventsBuilder::new(spec.clone(), BUFFER_BUDGET / parts).batch_bytes;
+        assert_eq!(batch(1), BATCH_BYTES);
+        assert_eq!(batch(8), BATCH_BYTES);
+        assert_eq!(batch(16), BUFFER_BUDGET / 64);
+        assert_eq!(batch(64), MIN_BATCH_BYTES);
+        assert_eq!(batch(1000), MIN_BATCH_BYTES);
+
+        // A builder of a 16-part writer is full at its batch's bytes, before BATCH_ROWS.
+        let mut builder = EventsBuilder::new(spec.clone(), BUFFER_BUDGET / 16);
+        let run = run("r");
+        let mut e = Event::new(EventKind::Message);
+        e.text = Some("x".repeat(10_000));
+        let mut rows = 0;
+        while !builder.is_full() {
+            builder.push(&run, &e);
+            rows += 1;
+        }
+        assert!(rows < BATCH_ROWS);
+        assert!(builder.bytes >= BUFFER_BUDGET / 64);
+        assert!(builder.bytes < BUFFER_BUDGET / 64 + 11_000);
     }
 }
