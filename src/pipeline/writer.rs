@@ -14,10 +14,10 @@ use super::queue::{ByteBound, TapQueue};
 use super::reader::Message;
 use super::tap::TapFiles;
 
-/// A run id as the writer remembers it: the first 128 bits of its SHA-256, 16 bytes where the
-/// id's string took 70 to 100 with its allocation. A collision would store a run as a duplicate
-/// of another, so the digest is a cryptographic one: ids are recorded text, and a crafted pair
-/// of ids must not be able to hide a run.
+/// A run id as the writer remembers it: the first 128 bits of its SHA-256, about 20 bytes with
+/// its table slot where the id's string took about 60. A collision would store a run as a
+/// duplicate of another, so the digest is a cryptographic one: ids are recorded text, and a
+/// crafted pair of ids must not be able to hide a run.
 pub(super) fn run_key(run_id: &str) -> u128 {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(run_id.as_bytes());
@@ -103,7 +103,7 @@ pub(super) struct Writer<'a> {
     pub(super) counts: Counts,
     pub(super) entries: Vec<InputEntry>,
     /// The runs stored so far by this ingest, by [`run_key`]: a night holds hundreds of
-    /// thousands of run ids, and as strings they were the writer's one cost that grew with it.
+    /// thousands of run ids, and this set grows with it.
     pub(super) seen_runs: HashSet<u128>,
     /// The runs an earlier generation of the store holds, with their events: one read again is
     /// a duplicate, unless it has more events (then it replaces the stored one).
