@@ -356,7 +356,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Ingest(_) | Command::Audit(_) | Command::Compact(_)
     ) {
         quiet_reader_panics();
-        crate::allocator::small_pages();
+        crate::allocator::for_reports();
     }
     match cli.command {
         Command::Ingest(args) => run_ingest(args),

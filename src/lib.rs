@@ -292,53 +292,62 @@ pub mod output {
 /// The allocator's settings, for the programs that make mimalloc their global allocator (the
 /// `traceaudit` binary, and the benches' baseline so that it runs as the engine does).
 pub mod allocator {
+    /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (its header numbers the options; the
+    /// Rust binding names only some), in milliseconds; -1 is "never purge".
+    const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
     /// Keep freed pages instead of giving them back to the kernel after mimalloc's purge delay
     /// (1 s): an audit frees and reallocates hundreds of MB of decoded text a second, and pages
     /// given back are faulted in and zeroed again, often as 2 MB transparent huge pages.
     /// Freed memory is reused, so the peak is what it would be anyway; the process keeps it
     /// until it exits. Call before starting threads.
     pub fn keep_freed_pages() {
-        // `mi_option_purge_delay` in mimalloc's `mi_option_e` (its header numbers the options;
-        // the Rust binding names only some); -1 is "never purge".
-        const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
         // SAFETY: sets one integer option; not thread safe, hence before threads start.
         unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) }
     }
 
-    /// Fault memory in as 4 KB pages only, never as 2 MB transparent huge pages, for the rest
-    /// of the process (Linux's `PR_SET_THP_DISABLE`; elsewhere nothing). mimalloc asks for huge
-    /// pages on its arenas, and a short-lived command that touches a little of many regions
-    /// (the reports: each slice, each Polars thread) then holds a whole 2 MB page for each: a
-    /// third of the HTML report's peak on a 4 GB night. The audit keeps huge pages: it fills
-    /// what it touches, and fewer TLB misses save it 2-4% of its time.
-    pub fn small_pages() {
+    /// The settings of a report (`report`, `diff`, `explain`, `trend`): a short command that
+    /// reads a little of many regions (each slice, each Polars thread) and whose steps free
+    /// what the next does not reuse. Call before the work starts its threads.
+    /// - Memory is faulted in as 4 KB pages only, never as 2 MB transparent huge pages, for
+    ///   the rest of the process (Linux's `PR_SET_THP_DISABLE`; elsewhere nothing): mimalloc
+    ///   asks for huge pages on its arenas, and the kernel backed every region touched with a
+    ///   whole 2 MB page.
+    /// - Freed pages go back to the kernel after 10 ms instead of being kept: kept, each
+    ///   step's pages added to the next one's peak.
+    ///
+    /// The audit keeps both: it fills what it touches, and huge pages kept save it 2-4% of its
+    /// time.
+    pub fn for_reports() {
         #[cfg(target_os = "linux")]
         // SAFETY: sets a flag of this process; no memory is passed.
         unsafe {
             libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
         }
+        // SAFETY: as in `keep_freed_pages`.
+        unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 10) }
     }
 
     #[cfg(test)]
     mod tests {
-        #[cfg(target_os = "linux")]
-        #[test]
-        fn small_pages_turns_huge_pages_off_for_the_process() {
-            let get = || unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
-            super::small_pages();
-            assert_eq!(get(), 1);
-        }
-
         /// Option 15 is the purge delay: it is the option whose default is 1000 ms (no other
-        /// option of mimalloc 3 defaults to 1000), and setting it reads back.
+        /// option of mimalloc 3 defaults to 1000), and setting it reads back. One test for both
+        /// settings, since they set the same option of the one process.
         #[test]
-        fn the_option_set_is_the_purge_delay() {
+        fn the_audit_keeps_freed_pages_and_a_report_gives_them_back() {
             let get = || unsafe { libmimalloc_sys::mi_option_get(15) };
             if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
                 assert_eq!(get(), 1000);
             }
             super::keep_freed_pages();
             assert_eq!(get(), -1);
+            super::for_reports();
+            assert_eq!(get(), 10);
+            #[cfg(target_os = "linux")]
+            assert_eq!(
+                unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) },
+                1
+            );
         }
     }
 }

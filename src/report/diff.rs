@@ -262,7 +262,43 @@ fn changes(
 }
 
 /// Per finding key of a corpus: (check, key) -> (scope, findings, runs, wasted landings).
-type KeyTable = BTreeMap<(String, String), (String, u64, BTreeSet<String>, Option<u64>)>;
+/// Finding keys of a corpus: (check, key) -> (scope, findings, the runs they fall in,
+/// wasted landings). A corpus has a finding key per run with findings, so what a key holds is
+/// most of `diff`'s memory on a large night: its runs are only counted, and are held as
+/// [`RunSet`].
+type KeyTable = BTreeMap<(String, String), (&'static str, u64, RunSet, Option<u64>)>;
+
+/// The distinct runs of a finding key, as [`id_digest`]s. Most keys fall in one run (a
+/// run-scoped key is its run's id), which is held without a set: a set of one takes a whole
+/// tree node.
+#[derive(Debug, Default)]
+enum RunSet {
+    #[default]
+    Empty,
+    One(u128),
+    Many(BTreeSet<u128>),
+}
+
+impl RunSet {
+    fn insert(&mut self, run: u128) {
+        match self {
+            RunSet::Empty => *self = RunSet::One(run),
+            RunSet::One(first) if *first == run => {}
+            RunSet::One(first) => *self = RunSet::Many(BTreeSet::from([*first, run])),
+            RunSet::Many(set) => {
+                set.insert(run);
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            RunSet::Empty => 0,
+            RunSet::One(_) => 1,
+            RunSet::Many(set) => set.len(),
+        }
+    }
+}
 
 fn keys(c: &CorpusDir) -> io::Result<KeyTable> {
     let mut lf = c.table("findings")?;
@@ -295,9 +331,9 @@ fn keys(c: &CorpusDir) -> io::Result<KeyTable> {
             };
             let e = table
                 .entry((check[i].clone(), key))
-                .or_insert_with(|| (scope.to_string(), 0, BTreeSet::new(), None));
+                .or_insert_with(|| (scope, 0, RunSet::Empty, None));
             e.1 += 1;
-            e.2.insert(run[i].clone());
+            e.2.insert(id_digest(&run[i]));
             if let Some(w) = wasted[i] {
                 e.3 = Some(e.3.unwrap_or(0) + w);
             }
@@ -370,7 +406,7 @@ fn only_in(a: &KeyTable, b: &KeyTable, shared_run: &dyn Fn(&str) -> bool) -> Vec
         .map(|((check, key), (scope, n, runs, wasted))| KeyChange {
             check: check.clone(),
             key: key.clone(),
-            scope: scope.clone(),
+            scope: scope.to_string(),
             findings: *n,
             runs: runs.len() as u64,
             wasted_landings: *wasted,
@@ -799,6 +835,17 @@ pub fn verdict_line(d: &Diff) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key's runs are counted once each, whether it falls in one run or in many.
+    #[test]
+    fn a_run_set_counts_distinct_runs() {
+        let mut runs = RunSet::default();
+        assert_eq!(runs.len(), 0);
+        for (run, len) in [(7, 1), (7, 1), (3, 2), (7, 2), (9, 3), (3, 3)] {
+            runs.insert(run);
+            assert_eq!(runs.len(), len, "after {run}");
+        }
+    }
 
     #[test]
     fn rules_parse() {
