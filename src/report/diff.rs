@@ -261,7 +261,6 @@ fn changes(
     out
 }
 
-/// Per finding key of a corpus: (check, key) -> (scope, findings, runs, wasted landings).
 /// Finding keys of a corpus: (check, key) -> (scope, findings, the runs they fall in,
 /// wasted landings). A corpus has a finding key per run with findings, so what a key holds is
 /// most of `diff`'s memory on a large night: its runs are only counted, and are held as

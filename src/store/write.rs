@@ -169,8 +169,6 @@ pub struct EventsBuilder {
     /// Ceiling on the bytes reserved ahead for one column: the part's share of the writer's
     /// buffer budget.
     reserve_cap: usize,
-    /// The bytes at which the batch is full.
-    batch_bytes: usize,
     /// The digests written (by the column of their kind) and the envelopes kept in `payload`.
     spec: StoreSpec,
 }
@@ -215,7 +213,6 @@ impl EventsBuilder {
             bytes: 0,
             last: None,
             reserve_cap,
-            batch_bytes: (reserve_cap / 4).clamp(MIN_BATCH_BYTES, BATCH_BYTES),
             spec,
         }
     }
@@ -295,14 +292,19 @@ impl EventsBuilder {
             let digest = self.spec.digest_of(kind)?;
             e.digests.get(digest.name())
         };
+        let mut fingerprints = 0;
         match of_kind(DigestKind::ArgumentsFingerprint) {
             Some(DigestValue::ArgumentsFingerprint(f)) => {
-                self.arguments_fingerprint.append_value(f)
+                self.arguments_fingerprint.append_value(f);
+                fingerprints += f.len();
             }
             _ => self.arguments_fingerprint.append_null(),
         }
         match of_kind(DigestKind::Fingerprint) {
-            Some(DigestValue::Fingerprint(f)) => self.result_fingerprint.append_value(f),
+            Some(DigestValue::Fingerprint(f)) => {
+                self.result_fingerprint.append_value(f);
+                fingerprints += f.len();
+            }
             _ => self.result_fingerprint.append_null(),
         }
         match of_kind(DigestKind::Evidence) {
@@ -331,15 +333,6 @@ impl EventsBuilder {
             self.archived_payload.append_option(e.payload.as_deref());
         }
         self.rows += 1;
-        let fingerprints: usize = [DigestKind::ArgumentsFingerprint, DigestKind::Fingerprint]
-            .into_iter()
-            .filter_map(|kind| match e.digests.of_kind(kind) {
-                Some((_, DigestValue::ArgumentsFingerprint(f) | DigestValue::Fingerprint(f))) => {
-                    Some(f.len())
-                }
-                _ => None,
-            })
-            .sum();
         let added = event_bytes(e)
             + run.run_id.len()
             + run.conversation_id.len()
@@ -349,8 +342,13 @@ impl EventsBuilder {
         added
     }
 
+    /// The bytes at which a batch is full: a quarter of the part's share of the budget.
+    fn batch_bytes(&self) -> usize {
+        (self.reserve_cap / 4).clamp(MIN_BATCH_BYTES, BATCH_BYTES)
+    }
+
     pub fn is_full(&self) -> bool {
-        self.rows >= BATCH_ROWS || self.bytes >= self.batch_bytes
+        self.rows >= BATCH_ROWS || self.bytes >= self.batch_bytes()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -751,7 +749,7 @@ impl StoreWriter {
             self.events_written += run.events.len() as u64;
             self.landings_written += run.landings().count() as u64;
             let part = &self.parts[p];
-            if part.runs.len() >= RUN_ROWS || part.runs.bytes >= part.builder.batch_bytes {
+            if part.runs.len() >= RUN_ROWS || part.runs.bytes >= part.builder.batch_bytes() {
                 self.parts[p].flush_runs()?;
             }
         }
@@ -877,7 +875,7 @@ mod tests {
     fn batches_shrink_as_parts_multiply() {
         let spec = crate::pipeline::store_spec();
         let batch =
-            |parts: usize| EventsBuilder::new(spec.clone(), BUFFER_BUDGET / parts).batch_bytes;
+            |parts: usize| EventsBuilder::new(spec.clone(), BUFFER_BUDGET / parts).batch_bytes();
         assert_eq!(batch(1), BATCH_BYTES);
         assert_eq!(batch(8), BATCH_BYTES);
         assert_eq!(batch(16), BUFFER_BUDGET / 64);
