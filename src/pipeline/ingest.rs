@@ -34,6 +34,9 @@ const PART_INPUT_BYTES: u64 = 128 << 20;
 /// Messages a file may have in flight before its reader waits for the writer (conversations are
 /// bounded by bytes first: [`FILE_CHANNEL_BYTES`]).
 const CHANNEL_DEPTH: usize = 4096;
+/// Files past the one being written that readers may have started (each holds a channel of
+/// [`CHANNEL_DEPTH`] slots, about 800 KB, and up to [`FILE_CHANNEL_BYTES`] of conversations).
+const READ_AHEAD_FILES: usize = 16;
 /// Bytes of conversations a file may have in flight before its reader waits for the writer.
 /// The writer drains files in input order, so this is how far a reader of a later file gets
 /// ahead: far enough to keep a core busy while the file being written waits on its reader;
@@ -406,14 +409,10 @@ fn run_stages(
     progress: &indicatif::ProgressBar,
 ) -> io::Result<Option<io::Error>> {
     let files = inputs.files;
-    let mut senders: Vec<std::sync::Mutex<Option<SyncSender<Message>>>> =
-        Vec::with_capacity(files.len());
-    let mut receivers: Vec<Receiver<Message>> = Vec::with_capacity(files.len());
-    for _ in files {
-        let (tx, rx) = sync_channel(CHANNEL_DEPTH);
-        senders.push(std::sync::Mutex::new(Some(tx)));
-        receivers.push(rx);
-    }
+    // A file's channel is made when its reader starts it, and freed once the writer has
+    // drained it: a bounded channel allocates all its slots at once (about 800 KB), so one
+    // made ahead for every input held memory in proportion to the number of files.
+    let handover = Handover::new(files.len());
     let bounds: Vec<ByteBound> = files
         .iter()
         .map(|_| ByteBound::new(FILE_CHANNEL_BYTES))
@@ -447,22 +446,76 @@ fn run_stages(
                 if i >= files.len() {
                     break;
                 }
-                let tx = senders[i].lock().expect("sender lock").take();
-                if let Some(tx) = tx {
-                    read_one(inputs, i, &reading, &tx, &bounds[i], &digest_pool);
-                }
+                let tx = handover.start(i);
+                read_one(inputs, i, &reading, &tx, &bounds[i], &digest_pool);
             });
         }
         // The writer: drain each file's channel in input order.
         let last_input = files.len() - 1;
-        for (i, rx) in receivers.into_iter().enumerate() {
-            writer.drain_file(i, rx, &bounds[i], &stitchers, i == last_input);
+        for (i, bound) in bounds.iter().enumerate() {
+            let rx = handover.take(i);
+            writer.drain_file(i, rx, bound, &stitchers, i == last_input);
             progress.inc(inputs.sizes[i]);
         }
         // The tap's threads stop once the queue is empty.
         tap_queue.close();
     });
     Ok(tap_error.into_inner().expect("tap error lock"))
+}
+
+/// Each file's receiver, handed from the reader that starts the file to the writer, which
+/// takes the files in input order. Readers take files in that order too, and start one only
+/// within [`READ_AHEAD_FILES`] of the file being written: without that, readers of small files
+/// ran through the whole input while the writer was still storing the first ones, holding every
+/// file's channel and conversations. The file the writer waits for is always within the window,
+/// so it is always started.
+struct Handover {
+    state: std::sync::Mutex<HandoverState>,
+    changed: std::sync::Condvar,
+}
+
+struct HandoverState {
+    receivers: Vec<Option<Receiver<Message>>>,
+    /// Files the writer has taken.
+    taken: usize,
+}
+
+impl Handover {
+    fn new(files: usize) -> Handover {
+        Handover {
+            state: std::sync::Mutex::new(HandoverState {
+                receivers: (0..files).map(|_| None).collect(),
+                taken: 0,
+            }),
+            changed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Wait until `file` is within reach of the writer, then make its channel and put its
+    /// receiver here.
+    fn start(&self, file: usize) -> SyncSender<Message> {
+        let mut state = self.state.lock().expect("handover lock");
+        while file >= state.taken + READ_AHEAD_FILES {
+            state = self.changed.wait(state).expect("handover lock");
+        }
+        let (tx, rx) = sync_channel(CHANNEL_DEPTH);
+        state.receivers[file] = Some(rx);
+        self.changed.notify_all();
+        tx
+    }
+
+    /// The receiver of `file`, waiting for its reader to start it.
+    fn take(&self, file: usize) -> Receiver<Message> {
+        let mut state = self.state.lock().expect("handover lock");
+        loop {
+            if let Some(rx) = state.receivers[file].take() {
+                state.taken = file + 1;
+                self.changed.notify_all();
+                return rx;
+            }
+            state = self.changed.wait(state).expect("handover lock");
+        }
+    }
 }
 
 /// A tap thread: run the tap on queued conversations until the queue is closed and empty.
@@ -496,6 +549,37 @@ fn run_tap(
 mod tests {
     use super::*;
     use crate::model::Conversation;
+
+    /// A reader may start a file only within `READ_AHEAD_FILES` of the one the writer takes,
+    /// and the writer gets each file's receiver, in order, once it is started.
+    #[test]
+    fn readers_start_files_only_within_reach_of_the_writer() {
+        let files = READ_AHEAD_FILES + 4;
+        let handover = Handover::new(files);
+        let (started, starts) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let handover = &handover;
+            scope.spawn(move || {
+                for i in 0..files {
+                    let tx = handover.start(i);
+                    tx.send(Message::Records(i as u64)).unwrap();
+                    started.send(i).unwrap();
+                }
+            });
+            let firsts: Vec<usize> = starts.iter().take(READ_AHEAD_FILES).collect();
+            assert_eq!(firsts, (0..READ_AHEAD_FILES).collect::<Vec<_>>());
+            // The next file waits for the writer: nothing comes, however long one waits.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(starts.try_recv().is_err());
+            for i in 0..files {
+                match handover.take(i).recv().unwrap() {
+                    Message::Records(n) => assert_eq!(n, i as u64),
+                    _ => panic!("file {i} got another message"),
+                }
+            }
+            assert_eq!(starts.iter().count(), 4);
+        });
+    }
 
     /// Files of `size` bytes (sparse: nothing past the head is written) beginning with `head`.
     fn sparse(dir: &Path, name: &str, head: &[u8], size: u64) -> PathBuf {
