@@ -20,48 +20,55 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Rows buffered before a batch is handed to the Parquet writer.
-const BATCH_ROWS: usize = 8192;
-/// Bytes a part buffers before its batch is handed over, whatever the row count; less when
-/// parts are many (a quarter of a part's share of [`BUFFER_BUDGET`], at least [`MIN_BATCH_BYTES`]),
-/// since every part holds a batch at once.
-const BATCH_BYTES: usize = 2 << 20;
+/// Rows a batch holds at most. A part's batch is written as one row group, closed at once, so
+/// that no part holds Parquet column writers (and their zstd contexts) between batches: a part
+/// holds only its rows not yet encoded, however many parts are open.
+const BATCH_ROWS: usize = 32 * 1024;
+/// Bytes a part's batch may reach: its share of [`BUFFER_BUDGET`], between
+/// [`MIN_BATCH_BYTES`] (so row groups stay worth reading when parts are very many; the budget's
+/// check then closes the fullest early) and [`MAX_BATCH_BYTES`].
 const MIN_BATCH_BYTES: usize = 256 << 10;
+const MAX_BATCH_BYTES: usize = 32 << 20;
 /// What an event row takes in the builders beyond its text: each column's offset or value,
 /// and validity bits (24 columns, 8 of them with 64-bit offsets).
 const EVENT_ROW_BYTES: usize = 160;
-/// Bytes a row group may hold in memory before it is closed.
-const ROW_GROUP_BYTES: usize = 32 << 20;
-/// Run rows a part buffers before they are handed to its runs file's writer (or fewer, at its
-/// event batches' byte limit: a run row holds the person's message and the answer).
-const RUN_ROWS: usize = 4096;
-/// Bytes all parts together may hold (rows not yet encoded, and row groups encoded so far)
-/// before the parts holding most close their row groups. Parts are many for a big input (one
-/// per 128 MB), so without this cap the buffers would grow with the input.
-const BUFFER_BUDGET: usize = 64 << 20;
+/// Bytes all parts together may hold in rows not yet written before the parts holding most
+/// write theirs. Parts are many for a big input (one per 128 MB), so without this cap the
+/// buffers would grow with the input. Rows are held as Arrow builders, which hold up to twice
+/// what they are counted as (their buffers double as they grow), and the allocator keeps what
+/// they free for the next batches: peak RSS moved by about 2.5 MB for each MB here.
+const BUFFER_BUDGET: usize = 32 << 20;
 
 /// Parquet settings for corpus tables: zstd for every column unless said otherwise below.
 pub fn writer_properties() -> WriterProperties {
-    properties(zstd_level_1())
+    properties(zstd_level_1()).build()
 }
 
-/// Parquet settings for the store's events and runs parts: only the long text
-/// columns are compressed. Every compressed column chunk makes zstd contexts of its own, and a
-/// part's row groups get smaller as parts get more numerous (they share one buffer budget), so
-/// contexts are made per chunk many times over in a large store. The other columns are short
-/// values that are dictionary- or delta-encoded already.
+/// Parquet settings for the store's events and runs parts.
+/// - Only the long text columns are compressed: every compressed column chunk makes zstd
+///   contexts of its own, and the other columns are short values that are dictionary- or
+///   delta-encoded already.
+/// - Statistics are kept per column chunk, and no page index is written: the store's readers
+///   choose row groups (by the `part` column's range) and never pages, and a writer holds every
+///   row group's page index in memory until its file is closed, which grew with the number of
+///   row groups, so with the square of the input.
 pub fn store_writer_properties() -> WriterProperties {
     properties(Compression::UNCOMPRESSED)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_offset_index_disabled(true)
+        .build()
 }
 
 fn zstd_level_1() -> Compression {
     Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level"))
 }
 
-fn properties(default_compression: Compression) -> WriterProperties {
+fn properties(
+    default_compression: Compression,
+) -> parquet::file::properties::WriterPropertiesBuilder {
     let mut builder = WriterProperties::builder()
         .set_compression(default_compression)
-        .set_max_row_group_row_count(Some(32 * 1024))
+        .set_max_row_group_row_count(Some(BATCH_ROWS))
         // Every open part holds a page per column in memory; smaller pages keep that small
         // when parts are many.
         .set_data_page_size_limit(256 << 10);
@@ -125,7 +132,7 @@ fn properties(default_compression: Compression) -> WriterProperties {
         builder =
             builder.set_column_compression(ColumnPath::from(column), Compression::UNCOMPRESSED);
     }
-    builder.build()
+    builder
 }
 
 /// A Parquet, Arrow or JSON error as an `io::Error` with the same text, keeping the error itself
@@ -342,9 +349,9 @@ impl EventsBuilder {
         added
     }
 
-    /// The bytes at which a batch is full: a quarter of the part's share of the budget.
+    /// The bytes at which a batch is full: the part's share of the budget.
     fn batch_bytes(&self) -> usize {
-        (self.reserve_cap / 4).clamp(MIN_BATCH_BYTES, BATCH_BYTES)
+        self.reserve_cap.clamp(MIN_BATCH_BYTES, MAX_BATCH_BYTES)
     }
 
     pub fn is_full(&self) -> bool {
@@ -594,49 +601,102 @@ struct Part {
     /// This part's runs not yet handed to `runs_writer`.
     runs: RunsBuilder,
     runs_writer: ArrowWriter<File>,
+    /// Rows copied from another store, waiting for the next row group of their table (events,
+    /// then runs) together with the builders' rows, in the order they came; and their bytes.
+    copied: [Vec<RecordBatch>; 2],
+    copied_bytes: [usize; 2],
+}
+
+/// Write `pending` and then `last` to `writer` as one row group and close it.
+fn write_row_group(
+    writer: &mut ArrowWriter<File>,
+    pending: &mut Vec<RecordBatch>,
+    last: Option<RecordBatch>,
+) -> io::Result<()> {
+    pending.extend(last);
+    let batch = match pending.len() {
+        0 => return Ok(()),
+        1 => pending.pop().expect("one batch"),
+        _ => {
+            let batch = arrow::compute::concat_batches(&pending[0].schema(), pending.iter())
+                .map_err(to_io)?;
+            pending.clear();
+            batch
+        }
+    };
+    writer.write(&batch).map_err(to_io)?;
+    writer.flush().map_err(to_io)
 }
 
 impl Part {
+    /// Write the buffered events (and events copied before them) as a row group.
     fn flush_batch(&mut self) -> io::Result<()> {
-        if self.builder.is_empty() {
-            return Ok(());
-        }
-        let batch = self.builder.finish()?;
-        self.writer.write(&batch).map_err(to_io)?;
-        if self.writer.in_progress_size() >= ROW_GROUP_BYTES {
-            self.writer.flush().map_err(to_io)?;
-        }
-        Ok(())
+        let last = match self.builder.is_empty() {
+            true => None,
+            false => Some(self.builder.finish()?),
+        };
+        self.copied_bytes[0] = 0;
+        write_row_group(&mut self.writer, &mut self.copied[0], last)
     }
 
-    /// Hand the buffered runs to the runs file's writer, closing its row group when it is
-    /// large.
+    /// Write the buffered runs (and runs copied before them) as a row group.
     fn flush_runs(&mut self) -> io::Result<()> {
-        if self.runs.is_empty() {
-            return Ok(());
-        }
-        let batch = self.runs.finish()?;
-        self.runs_writer.write(&batch).map_err(to_io)?;
-        if self.runs_writer.in_progress_size() >= ROW_GROUP_BYTES {
-            self.runs_writer.flush().map_err(to_io)?;
-        }
-        Ok(())
+        let last = match self.runs.is_empty() {
+            true => None,
+            false => Some(self.runs.finish()?),
+        };
+        self.copied_bytes[1] = 0;
+        write_row_group(&mut self.runs_writer, &mut self.copied[1], last)
     }
 
-    /// Hand over the buffered events and runs and close both files' row groups.
+    /// Write the buffered events and runs.
     fn flush_all(&mut self) -> io::Result<()> {
         self.flush_batch()?;
-        self.writer.flush().map_err(to_io)?;
-        self.flush_runs()?;
-        self.runs_writer.flush().map_err(to_io)
+        self.flush_runs()
     }
 
-    /// What the part holds in memory: rows not yet encoded and both row groups so far.
+    /// The bytes of events waiting for their row group.
+    fn events_held(&self) -> usize {
+        self.builder.bytes + self.copied_bytes[0]
+    }
+
+    /// The bytes of runs waiting for their row group.
+    fn runs_held(&self) -> usize {
+        self.runs.bytes + self.copied_bytes[1]
+    }
+
+    /// What the part holds in memory: rows not yet written.
     fn held(&self) -> usize {
-        self.builder.bytes
-            + self.runs.bytes
-            + self.writer.memory_size()
-            + self.runs_writer.memory_size()
+        self.events_held() + self.runs_held()
+    }
+
+    /// Hold rows copied from another store (`table` 0 for events, 1 for runs) for the next
+    /// row group, after the rows built so far; write it when it is full.
+    fn copy(&mut self, table: usize, batch: RecordBatch) -> io::Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let built = match table {
+            0 if !self.builder.is_empty() => Some(self.builder.finish()?),
+            1 if !self.runs.is_empty() => Some(self.runs.finish()?),
+            _ => None,
+        };
+        for batch in built.into_iter().chain([batch]) {
+            self.copied_bytes[table] += batch.get_array_memory_size();
+            self.copied[table].push(batch);
+        }
+        let (held, limit) = match table {
+            0 => (self.events_held(), self.builder.batch_bytes()),
+            _ => (self.runs_held(), self.builder.batch_bytes()),
+        };
+        let rows: usize = self.copied[table].iter().map(RecordBatch::num_rows).sum();
+        if held >= limit || rows >= BATCH_ROWS {
+            match table {
+                0 => self.flush_batch()?,
+                _ => self.flush_runs()?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -715,6 +775,8 @@ impl StoreWriter {
                 builder: EventsBuilder::new(spec.clone(), BUFFER_BUDGET / parts as usize),
                 runs: RunsBuilder::default(),
                 runs_writer,
+                copied: [Vec::new(), Vec::new()],
+                copied_bytes: [0, 0],
             });
         }
         Ok(StoreWriter {
@@ -749,22 +811,19 @@ impl StoreWriter {
             self.events_written += run.events.len() as u64;
             self.landings_written += run.landings().count() as u64;
             let part = &self.parts[p];
-            if part.runs.len() >= RUN_ROWS || part.runs.bytes >= part.builder.batch_bytes() {
+            if part.runs.len() >= BATCH_ROWS || part.runs_held() >= part.builder.batch_bytes() {
                 self.parts[p].flush_runs()?;
             }
         }
         if self.buffered >= BUFFER_BUDGET {
-            // What is held now: rows not yet encoded, plus each part's row group so far, which
-            // is held encoded and its long text compressed (several times smaller than the
-            // bytes counted on the way in). Row groups are closed only when that reaches the
-            // budget, so they are not made smaller than memory requires (counting only incoming
-            // bytes would close them several times too early).
+            // Parts fill their batches at about the same pace, so they reach their shares
+            // together; when their rows together reach the budget first (a part's batch may
+            // not be smaller than `MIN_BATCH_BYTES`), the parts holding most write theirs
+            // until half the budget is free.
             let mut held: Vec<(usize, usize)> =
                 self.parts.iter().map(Part::held).enumerate().collect();
             let mut total: usize = held.iter().map(|h| h.1).sum();
             if total >= BUFFER_BUDGET {
-                // The parts holding most close their row groups, until half the budget is
-                // free: the others keep growing theirs.
                 held.sort_by_key(|&(p, bytes)| (std::cmp::Reverse(bytes), p));
                 for (p, bytes) in held {
                     if total <= BUFFER_BUDGET / 2 {
@@ -796,29 +855,27 @@ impl StoreWriter {
                 self.parts.len()
             )));
         }
-        if events.num_rows() > 0 {
-            let target = &mut self.parts[p];
-            target.flush_batch()?;
-            target.writer.write(events).map_err(to_io)?;
-            if target.writer.in_progress_size() >= ROW_GROUP_BYTES {
-                target.writer.flush().map_err(to_io)?;
+        let columns = match runs.num_rows() {
+            0 => None,
+            _ => {
+                let at = runs
+                    .schema()
+                    .index_of("part")
+                    .map_err(|_| io::Error::other("copied runs have no `part` column"))?;
+                let mut columns = runs.columns().to_vec();
+                columns[at] =
+                    Arc::new(arrow::array::UInt32Array::from(vec![part; runs.num_rows()]));
+                Some(columns)
             }
-        }
-        if runs.num_rows() > 0 {
-            let target = &mut self.parts[p];
-            target.flush_runs()?;
-            let at = runs
-                .schema()
-                .index_of("part")
-                .map_err(|_| io::Error::other("copied runs have no `part` column"))?;
-            let mut columns = runs.columns().to_vec();
-            columns[at] = Arc::new(arrow::array::UInt32Array::from(vec![part; runs.num_rows()]));
+        };
+        let target = &mut self.parts[p];
+        let before = target.held();
+        target.copy(0, events.clone())?;
+        if let Some(columns) = columns {
             let batch = RecordBatch::try_new(runs_schema(), columns).map_err(to_io)?;
-            target.runs_writer.write(&batch).map_err(to_io)?;
-            if target.runs_writer.in_progress_size() >= ROW_GROUP_BYTES {
-                target.runs_writer.flush().map_err(to_io)?;
-            }
+            target.copy(1, batch)?;
         }
+        self.buffered += target.held().saturating_sub(before);
         Ok(())
     }
 
@@ -831,8 +888,7 @@ impl StoreWriter {
     pub fn finish(self) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for (i, mut part) in self.parts.into_iter().enumerate() {
-            part.flush_batch()?;
-            part.flush_runs()?;
+            part.flush_all()?;
             part.writer.close().map_err(to_io)?;
             part.runs_writer.close().map_err(to_io)?;
             names.push(format!("events/{}", part_file_name(i as u32)));
@@ -869,17 +925,17 @@ mod tests {
         assert_eq!(builder.bytes, added);
     }
 
-    /// Every part holds a batch at once, so a batch is smaller when parts are many: a quarter
-    /// of a part's share of the budget, between the floor and the ceiling.
+    /// Every part holds a batch at once, so a batch is smaller when parts are many: the part's
+    /// share of the budget, between the floor and the ceiling.
     #[test]
     fn batches_shrink_as_parts_multiply() {
         let spec = crate::pipeline::store_spec();
         let batch =
             |parts: usize| EventsBuilder::new(spec.clone(), BUFFER_BUDGET / parts).batch_bytes();
-        assert_eq!(batch(1), BATCH_BYTES);
-        assert_eq!(batch(8), BATCH_BYTES);
-        assert_eq!(batch(16), BUFFER_BUDGET / 64);
-        assert_eq!(batch(64), MIN_BATCH_BYTES);
+        assert_eq!(batch(1), MAX_BATCH_BYTES);
+        assert_eq!(batch(2), BUFFER_BUDGET / 2);
+        assert_eq!(batch(16), BUFFER_BUDGET / 16);
+        assert_eq!(batch(64), BUFFER_BUDGET / 64);
         assert_eq!(batch(1000), MIN_BATCH_BYTES);
 
         // A builder of a 16-part writer is full at its batch's bytes, before BATCH_ROWS.
@@ -893,7 +949,146 @@ mod tests {
             rows += 1;
         }
         assert!(rows < BATCH_ROWS);
-        assert!(builder.bytes >= BUFFER_BUDGET / 64);
-        assert!(builder.bytes < BUFFER_BUDGET / 64 + 11_000);
+        assert!(builder.bytes >= BUFFER_BUDGET / 16);
+        assert!(builder.bytes < BUFFER_BUDGET / 16 + 11_000);
+    }
+
+    fn conversation(id: &str, runs: usize, text: usize) -> Conversation {
+        let runs = (0..runs)
+            .map(|t| {
+                let mut run = run(&format!("{id}-r{t}"));
+                run.conversation_id = id.to_string();
+                let mut e = Event::new(EventKind::Message);
+                e.text = Some(format!("{id}/{t}/{}", "x".repeat(text)));
+                run.events.push(e);
+                run
+            })
+            .collect();
+        Conversation {
+            id: id.to_string(),
+            runs,
+        }
+    }
+
+    fn column(dir: &Path, file: &str, name: &str) -> Vec<String> {
+        use arrow::array::{Array, AsArray};
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            File::open(dir.join(file)).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let mut out = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let c = batch.column_by_name(name).unwrap().as_string::<i32>();
+            out.extend((0..c.len()).map(|i| c.value(i).to_string()));
+        }
+        out
+    }
+
+    /// Between batches a part holds only its rows not yet encoded: each batch is written as a
+    /// row group and closed, so no part keeps Parquet's column writers (and their zstd
+    /// contexts) open, however many parts there are.
+    #[test]
+    fn no_part_holds_an_open_row_group_between_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = crate::pipeline::store_spec();
+        let mut writer = StoreWriter::create(dir.path(), 40, spec).unwrap();
+        let mut groups_written = false;
+        for i in 0..400 {
+            let origin = Origin {
+                input_index: 0,
+                record_index: i,
+            };
+            writer
+                .write(&conversation(&format!("c{i}"), 2, 200_000), origin)
+                .unwrap();
+            for part in &writer.parts {
+                assert_eq!(part.writer.in_progress_size(), 0);
+                assert_eq!(part.runs_writer.in_progress_size(), 0);
+                groups_written |= !part.writer.flushed_row_groups().is_empty();
+            }
+            assert!(writer.parts.iter().map(Part::held).sum::<usize>() < BUFFER_BUDGET + 500_000);
+        }
+        assert!(groups_written);
+        writer.finish().unwrap();
+    }
+
+    /// Rows copied from another store wait for the part's next row group with the rows built
+    /// so far, and keep their place among them.
+    #[test]
+    fn copied_rows_keep_their_place_among_built_rows() {
+        let source = tempfile::tempdir().unwrap();
+        let spec = crate::pipeline::store_spec();
+        let mut writer = StoreWriter::create(source.path(), 1, spec).unwrap();
+        let origin = Origin {
+            input_index: 0,
+            record_index: 0,
+        };
+        writer
+            .write(&conversation("copied", 2, 10), origin)
+            .unwrap();
+        writer.finish().unwrap();
+        let read = |file: &str| {
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                File::open(source.path().join(file)).unwrap(),
+            )
+            .unwrap()
+            .build()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+        };
+        let (runs, events) = (read(&runs_part_name(0)), read("events/part-00000.parquet"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 1, spec).unwrap();
+        writer
+            .write(&conversation("before", 1, 10), origin)
+            .unwrap();
+        writer.copy_rows(0, &runs, &events).unwrap();
+        writer.write(&conversation("after", 1, 10), origin).unwrap();
+        writer.finish().unwrap();
+        let expected = ["before-r0", "copied-r0", "copied-r1", "after-r0"];
+        assert_eq!(column(dir.path(), &runs_part_name(0), "run_id"), expected);
+        assert_eq!(
+            column(dir.path(), "events/part-00000.parquet", "run_id"),
+            expected
+        );
+    }
+
+    /// The store's parts keep statistics per column chunk (readers choose row groups by the
+    /// `part` column's range) and no page index, which a writer holds for every row group
+    /// until its file is closed.
+    #[test]
+    fn parts_have_chunk_statistics_and_no_page_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = StoreWriter::create(dir.path(), 1, crate::pipeline::store_spec()).unwrap();
+        let origin = Origin {
+            input_index: 0,
+            record_index: 0,
+        };
+        writer.write(&conversation("c", 3, 10), origin).unwrap();
+        writer.finish().unwrap();
+        for file in ["events/part-00000.parquet".to_string(), runs_part_name(0)] {
+            let reader = parquet::file::serialized_reader::SerializedFileReader::new(
+                File::open(dir.path().join(&file)).unwrap(),
+            )
+            .unwrap();
+            use parquet::file::reader::FileReader;
+            let group = reader.metadata().row_group(0);
+            for chunk in group.columns() {
+                assert!(chunk.offset_index_offset().is_none(), "{file}");
+                assert!(chunk.column_index_offset().is_none(), "{file}");
+            }
+            let run_id = group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == "run_id")
+                .unwrap();
+            assert!(run_id.statistics().is_some(), "{file}");
+        }
     }
 }
