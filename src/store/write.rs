@@ -24,20 +24,24 @@ use std::sync::Arc;
 /// that no part holds Parquet column writers (and their zstd contexts) between batches: a part
 /// holds only its rows not yet encoded, however many parts are open.
 const BATCH_ROWS: usize = 32 * 1024;
-/// Bytes a part's batch may reach: its share of [`BUFFER_BUDGET`], between
-/// [`MIN_BATCH_BYTES`] (so row groups stay worth reading when parts are very many; the budget's
-/// check then closes the fullest early) and [`MAX_BATCH_BYTES`].
-const MIN_BATCH_BYTES: usize = 256 << 10;
+/// Bytes a part's batch of events may reach: its share of the budget
+/// ([`StoreWriter::budget`]), at most this. Its runs wait up to half that.
 const MAX_BATCH_BYTES: usize = 32 << 20;
 /// What an event row takes in the builders beyond its text: each column's offset or value,
 /// and validity bits (24 columns, 8 of them with 64-bit offsets).
 const EVENT_ROW_BYTES: usize = 160;
-/// Bytes all parts together may hold in rows not yet written before the parts holding most
-/// write theirs. Parts are many for a big input (one per 128 MB), so without this cap the
-/// buffers would grow with the input. Rows are held as Arrow builders, which hold up to twice
-/// what they are counted as (their buffers double as they grow), and the allocator keeps what
-/// they free for the next batches: peak RSS moved by about 2.5 MB for each MB here.
+/// Bytes of events all parts together hold before they are written, when parts are few.
+/// Rows are held as Arrow builders, which hold up to twice what they are counted as (their
+/// buffers double as they grow), and the allocator keeps what they free for the next batches.
 const BUFFER_BUDGET: usize = 32 << 20;
+/// The least share of the budget a part gets: with more than 32 parts the budget grows by
+/// this a part. A writer holds every row group's metadata until its file is closed, about
+/// 16 KB a row group in memory (a few hundred bytes for each of ~24 columns), and a fixed
+/// budget split over more parts makes row groups smaller as well as more numerous, so that
+/// memory grew with the square of the input. Measured on an 8 GB tau2 night (60 parts),
+/// peak RSS: a fixed 32 MB 689 MB (18,163 row groups), this floor 592 MB (9,913), 2 MB
+/// 657 MB (4,991).
+const PART_SHARE_FLOOR: usize = 1 << 20;
 
 /// Parquet settings for corpus tables: zstd for every column unless said otherwise below.
 pub fn writer_properties() -> WriterProperties {
@@ -351,7 +355,7 @@ impl EventsBuilder {
 
     /// The bytes at which a batch is full: the part's share of the budget.
     fn batch_bytes(&self) -> usize {
-        self.reserve_cap.clamp(MIN_BATCH_BYTES, MAX_BATCH_BYTES)
+        self.reserve_cap.min(MAX_BATCH_BYTES)
     }
 
     pub fn is_full(&self) -> bool {
@@ -665,9 +669,10 @@ impl Part {
         self.runs.bytes + self.copied_bytes[1]
     }
 
-    /// What the part holds in memory: rows not yet written.
-    fn held(&self) -> usize {
-        self.events_held() + self.runs_held()
+    /// The bytes at which the part's runs are written: half its events' (a run row is
+    /// mostly the person's message and the answer, a third of what its events take).
+    fn runs_batch_bytes(&self) -> usize {
+        self.builder.batch_bytes() / 2
     }
 
     /// Hold rows copied from another store (`table` 0 for events, 1 for runs) for the next
@@ -687,7 +692,7 @@ impl Part {
         }
         let (held, limit) = match table {
             0 => (self.events_held(), self.builder.batch_bytes()),
-            _ => (self.runs_held(), self.builder.batch_bytes()),
+            _ => (self.runs_held(), self.runs_batch_bytes()),
         };
         let rows: usize = self.copied[table].iter().map(RecordBatch::num_rows).sum();
         if held >= limit || rows >= BATCH_ROWS {
@@ -728,8 +733,6 @@ pub fn part_of(conversation_id: &str, parts: u32) -> u32 {
 pub struct StoreWriter {
     dir: std::path::PathBuf,
     parts: Vec<Part>,
-    /// Bytes buffered across parts since the last flush of them all.
-    buffered: usize,
     pub runs_written: u64,
     pub events_written: u64,
     pub landings_written: u64,
@@ -760,6 +763,7 @@ impl StoreWriter {
         let parts = parts.max(1);
         std::fs::create_dir_all(dir.join("events"))?;
         std::fs::create_dir_all(dir.join(RUNS_DIR))?;
+        let share = Self::budget(parts) / parts as usize;
         let mut list = Vec::with_capacity(parts as usize);
         for p in 0..parts {
             let file = File::create(dir.join("events").join(part_file_name(p)))?;
@@ -772,7 +776,7 @@ impl StoreWriter {
                     .map_err(to_io)?;
             list.push(Part {
                 writer,
-                builder: EventsBuilder::new(spec.clone(), BUFFER_BUDGET / parts as usize),
+                builder: EventsBuilder::new(spec.clone(), share),
                 runs: RunsBuilder::default(),
                 runs_writer,
                 copied: [Vec::new(), Vec::new()],
@@ -782,11 +786,17 @@ impl StoreWriter {
         Ok(StoreWriter {
             dir: dir.to_path_buf(),
             parts: list,
-            buffered: 0,
             runs_written: 0,
             events_written: 0,
             landings_written: 0,
         })
+    }
+
+    /// The bytes of events a writer of `parts` parts holds at most before writing them (and
+    /// half as much again of runs): each part writes its rows when they reach its share, so
+    /// the parts together never hold more, whatever the input.
+    fn budget(parts: u32) -> usize {
+        BUFFER_BUDGET.max(parts as usize * PART_SHARE_FLOOR)
     }
 
     pub fn part_count(&self) -> u32 {
@@ -799,41 +809,18 @@ impl StoreWriter {
         for run in &conversation.runs {
             let part = &mut self.parts[p];
             for e in &run.events {
-                self.buffered += part.builder.push(run, e);
+                part.builder.push(run, e);
                 if part.builder.is_full() {
                     part.flush_batch()?;
                 }
             }
-            let before = part.runs.bytes;
             part.runs.push(run, p as u32, origin);
-            self.buffered += part.runs.bytes - before;
             self.runs_written += 1;
             self.events_written += run.events.len() as u64;
             self.landings_written += run.landings().count() as u64;
-            let part = &self.parts[p];
-            if part.runs.len() >= BATCH_ROWS || part.runs_held() >= part.builder.batch_bytes() {
-                self.parts[p].flush_runs()?;
+            if part.runs.len() >= BATCH_ROWS || part.runs_held() >= part.runs_batch_bytes() {
+                part.flush_runs()?;
             }
-        }
-        if self.buffered >= BUFFER_BUDGET {
-            // Parts fill their batches at about the same pace, so they reach their shares
-            // together; when their rows together reach the budget first (a part's batch may
-            // not be smaller than `MIN_BATCH_BYTES`), the parts holding most write theirs
-            // until half the budget is free.
-            let mut held: Vec<(usize, usize)> =
-                self.parts.iter().map(Part::held).enumerate().collect();
-            let mut total: usize = held.iter().map(|h| h.1).sum();
-            if total >= BUFFER_BUDGET {
-                held.sort_by_key(|&(p, bytes)| (std::cmp::Reverse(bytes), p));
-                for (p, bytes) in held {
-                    if total <= BUFFER_BUDGET / 2 {
-                        break;
-                    }
-                    self.parts[p].flush_all()?;
-                    total -= bytes;
-                }
-            }
-            self.buffered = total;
         }
         Ok(())
     }
@@ -869,13 +856,11 @@ impl StoreWriter {
             }
         };
         let target = &mut self.parts[p];
-        let before = target.held();
         target.copy(0, events.clone())?;
         if let Some(columns) = columns {
             let batch = RecordBatch::try_new(runs_schema(), columns).map_err(to_io)?;
             target.copy(1, batch)?;
         }
-        self.buffered += target.held().saturating_sub(before);
         Ok(())
     }
 
@@ -926,17 +911,20 @@ mod tests {
     }
 
     /// Every part holds a batch at once, so a batch is smaller when parts are many: the part's
-    /// share of the budget, between the floor and the ceiling.
+    /// share of the budget, which grows past 32 parts so that a share is never under the floor.
     #[test]
-    fn batches_shrink_as_parts_multiply() {
+    fn a_part_s_share_shrinks_to_a_floor() {
         let spec = crate::pipeline::store_spec();
-        let batch =
-            |parts: usize| EventsBuilder::new(spec.clone(), BUFFER_BUDGET / parts).batch_bytes();
+        let batch = |parts: u32| {
+            let share = StoreWriter::budget(parts) / parts as usize;
+            EventsBuilder::new(spec.clone(), share).batch_bytes()
+        };
         assert_eq!(batch(1), MAX_BATCH_BYTES);
         assert_eq!(batch(2), BUFFER_BUDGET / 2);
         assert_eq!(batch(16), BUFFER_BUDGET / 16);
-        assert_eq!(batch(64), BUFFER_BUDGET / 64);
-        assert_eq!(batch(1000), MIN_BATCH_BYTES);
+        assert_eq!(batch(32), PART_SHARE_FLOOR);
+        assert_eq!(batch(60), PART_SHARE_FLOOR);
+        assert_eq!(StoreWriter::budget(60), 60 * PART_SHARE_FLOOR);
 
         // A builder of a 16-part writer is full at its batch's bytes, before BATCH_ROWS.
         let mut builder = EventsBuilder::new(spec.clone(), BUFFER_BUDGET / 16);
@@ -1004,12 +992,15 @@ mod tests {
             writer
                 .write(&conversation(&format!("c{i}"), 2, 200_000), origin)
                 .unwrap();
+            // A part holds at most its share, and half that of runs, past which one row
+            // (about 200 KB here) goes before the batch is written.
             for part in &writer.parts {
                 assert_eq!(part.writer.in_progress_size(), 0);
                 assert_eq!(part.runs_writer.in_progress_size(), 0);
                 groups_written |= !part.writer.flushed_row_groups().is_empty();
+                assert!(part.events_held() < PART_SHARE_FLOOR + 210_000);
+                assert!(part.runs_held() < PART_SHARE_FLOOR / 2 + 210_000);
             }
-            assert!(writer.parts.iter().map(Part::held).sum::<usize>() < BUFFER_BUDGET + 500_000);
         }
         assert!(groups_written);
         writer.finish().unwrap();
