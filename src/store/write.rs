@@ -73,8 +73,8 @@ fn properties(
     let mut builder = WriterProperties::builder()
         .set_compression(default_compression)
         .set_max_row_group_row_count(Some(BATCH_ROWS))
-        // Every open part holds a page per column in memory; smaller pages keep that small
-        // when parts are many.
+        // A row group's column writers each hold the page they fill until it is compressed,
+        // and the store encodes a batch's columns all at once: smaller pages keep that small.
         .set_data_page_size_limit(256 << 10);
     use parquet::basic::Encoding;
     use parquet::schema::types::ColumnPath;
@@ -96,10 +96,10 @@ fn properties(
             .set_column_statistics_enabled(ColumnPath::from(column), EnabledStatistics::None)
             .set_column_compression(ColumnPath::from(column), zstd_level_1());
     }
-    // Every compressed column of every open part holds its own zstd contexts (about 190 KB a
-    // column), and parts grow in number with the input. Columns that encode small
-    // without it are left uncompressed: counters and times delta-encoded, low-cardinality names
-    // dictionary-encoded.
+    // Every compressed column chunk makes zstd contexts of its own (about 190 KB a column) while
+    // its row group is written, and a large store is written in many small row groups. Columns
+    // that encode small without it are left uncompressed: counters and times delta-encoded,
+    // low-cardinality names dictionary-encoded.
     for column in [
         "seq",
         "flags",
@@ -258,9 +258,9 @@ impl EventsBuilder {
         self.archived_payload = LargeStringBuilder::with_capacity(rows, v[10]);
     }
 
-    /// Append one event row; returns the bytes it added: its text, the ids every row repeats,
-    /// its digests and what every row takes.
-    pub fn push(&mut self, run: &Run, e: &Event) -> usize {
+    /// Append one event row, counting its bytes: its text, the ids every row repeats, its
+    /// digests and what every row takes.
+    pub fn push(&mut self, run: &Run, e: &Event) {
         if self.rows == 0 {
             if let Some(shape) = self.last.take() {
                 self.presize(shape);
@@ -344,13 +344,11 @@ impl EventsBuilder {
             self.archived_payload.append_option(e.payload.as_deref());
         }
         self.rows += 1;
-        let added = event_bytes(e)
+        self.bytes += event_bytes(e)
             + run.run_id.len()
             + run.conversation_id.len()
             + fingerprints
             + EVENT_ROW_BYTES;
-        self.bytes += added;
-        added
     }
 
     /// The bytes at which a batch is full: the part's share of the budget.
@@ -902,12 +900,11 @@ mod tests {
         let run = run("a-run-id");
         let mut e = Event::new(EventKind::Message);
         e.text = Some("hello".into());
-        let added = builder.push(&run, &e);
+        builder.push(&run, &e);
         assert_eq!(
-            added,
+            builder.bytes,
             event_bytes(&e) + run.run_id.len() + run.conversation_id.len() + EVENT_ROW_BYTES
         );
-        assert_eq!(builder.bytes, added);
     }
 
     /// Every part holds a batch at once, so a batch is smaller when parts are many: the part's
