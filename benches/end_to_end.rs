@@ -41,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 
-// The engine's allocator and its settings, so the baseline parse is not slowed by one the
+// The engine's allocator, so the baseline parse is not slowed by one the
 // engine does not use.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -576,7 +576,6 @@ fn loadavg() -> String {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(mode @ ("--baseline" | "--baseline-sonic")) = args.get(1).map(String::as_str) {
-        traceaudit::allocator::keep_freed_pages();
         baseline_main(&args[2..], mode == "--baseline-sonic");
         return;
     }

@@ -289,22 +289,17 @@ pub mod output {
     pub use crate::store::atomic::{remove_staging_on_signal, write_file, AtomicDir, Layout};
 }
 
-/// The allocator's settings, for the programs that make mimalloc their global allocator (the
-/// `traceaudit` binary, and the benches' baseline so that it runs as the engine does).
+/// The allocator's settings, for the programs that make mimalloc their global allocator.
+///
+/// An audit or ingest runs with mimalloc's own settings: freed pages go back to the kernel a
+/// second after they are freed (its purge delay). Keeping them instead makes an audit a little
+/// faster and its peak higher (docs/performance.md has both). An operator's
+/// `MIMALLOC_PURGE_DELAY` (milliseconds; -1 keeps freed pages) is read by mimalloc itself and
+/// wins everywhere.
 pub mod allocator {
     /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (its header numbers the options; the
     /// Rust binding names only some), in milliseconds; -1 is "never purge".
     const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-    /// Keep freed pages instead of giving them back to the kernel after mimalloc's purge delay
-    /// (1 s): an audit frees and reallocates hundreds of MB of decoded text a second, and pages
-    /// given back are faulted in and zeroed again, often as 2 MB transparent huge pages.
-    /// Freed memory is reused, so the peak is what it would be anyway; the process keeps it
-    /// until it exits. Call before starting threads.
-    pub fn keep_freed_pages() {
-        // SAFETY: sets one integer option; not thread safe, hence before threads start.
-        unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) }
-    }
 
     /// The settings of a report (`report`, `diff`, `explain`, `trend`): a short command that
     /// reads a little of many regions (each slice, each Polars thread) and whose steps free
@@ -314,9 +309,9 @@ pub mod allocator {
     ///   asks for huge pages on its arenas, and the kernel backed every region touched with a
     ///   whole 2 MB page.
     /// - Freed pages go back to the kernel after 10 ms instead of being kept: kept, each
-    ///   step's pages added to the next one's peak.
+    ///   step's pages added to the next one's peak. An operator's `MIMALLOC_PURGE_DELAY` wins.
     ///
-    /// The audit keeps both: it fills what it touches, and huge pages kept save it 2-4% of its
+    /// The audit keeps huge pages: it fills what it touches, and they save it 2-4% of its
     /// time.
     pub fn for_reports() {
         #[cfg(target_os = "linux")]
@@ -324,25 +319,27 @@ pub mod allocator {
         unsafe {
             libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
         }
-        // SAFETY: as in `keep_freed_pages`.
-        unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 10) }
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            // SAFETY: sets one integer option; not thread safe, hence before threads start.
+            unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 10) }
+        }
     }
 
     #[cfg(test)]
     mod tests {
         /// Option 15 is the purge delay: it is the option whose default is 1000 ms (no other
-        /// option of mimalloc 3 defaults to 1000), and setting it reads back. One test for both
-        /// settings, since they set the same option of the one process.
+        /// option of mimalloc 3 defaults to 1000), which an audit keeps, and a report's setting
+        /// reads back; an operator's delay stands through both. One test, since the reports'
+        /// setting holds for the rest of the process.
         #[test]
-        fn the_audit_keeps_freed_pages_and_a_report_gives_them_back() {
+        fn an_audit_keeps_mimalloc_s_purge_delay_and_a_report_shortens_it() {
             let get = || unsafe { libmimalloc_sys::mi_option_get(15) };
-            if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-                assert_eq!(get(), 1000);
-            }
-            super::keep_freed_pages();
-            assert_eq!(get(), -1);
+            let operator = std::env::var("MIMALLOC_PURGE_DELAY")
+                .ok()
+                .and_then(|v| v.parse::<std::ffi::c_long>().ok());
+            assert_eq!(get(), operator.unwrap_or(1000));
             super::for_reports();
-            assert_eq!(get(), 10);
+            assert_eq!(get(), operator.unwrap_or(10));
             #[cfg(target_os = "linux")]
             assert_eq!(
                 unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) },

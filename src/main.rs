@@ -4,7 +4,6 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    traceaudit::allocator::keep_freed_pages();
     traceaudit::output::remove_staging_on_signal();
     traceaudit::run_command_line(std::env::args_os())
 }
