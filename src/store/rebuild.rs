@@ -474,7 +474,8 @@ pub(super) fn append_events(
     // Only the checked envelopes: `archived_payload` is left out of the projection
     // (`Store::read_part_where`), so it is never decoded.
     let payload = col::<LargeStringArray>(batch, "payload")?;
-    for i in 0..batch.num_rows() {
+    // One row as its run's event, and the event whose text it borrows, if any.
+    let event_at = |i: usize| -> (Event, Option<(u32, u32)>) {
         let lends = (result_text.is_some() && !result_text_of.is_null(i))
             .then(|| (seq.value(i), result_text_of.value(i)));
         let event_kind = EventKind::parse(kind.value(i)).unwrap_or(EventKind::Other);
@@ -518,12 +519,93 @@ pub(super) fn append_events(
             };
             e.digests.set(name, DigestValue::Evidence(digest));
         }
-        let pieces = match out.get_mut(run_id.value(i)) {
+        (e, lends)
+    };
+    // A run's events lie together in a batch (the writer stores a conversation's runs one
+    // after the other): each stretch of one run is looked up once, and its events' vector is
+    // made that size when the stretch starts it, with no growth by doubling (a part's events
+    // are most of a store audit's live memory).
+    let rows = batch.num_rows();
+    let mut start = 0;
+    while start < rows {
+        let id = run_id.value(start);
+        let end = (start + 1..rows)
+            .find(|&j| run_id.value(j) != id)
+            .unwrap_or(rows);
+        let pieces = match out.get_mut(id) {
             Some(pieces) => pieces,
-            None => out.entry(run_id.value(i).to_string()).or_default(),
+            None => out.entry(id.to_string()).or_default(),
         };
-        pieces.events.push(e);
-        pieces.borrowed.extend(lends);
+        match pieces.events.is_empty() {
+            true => pieces.events.reserve_exact(end - start),
+            false => pieces.events.reserve(end - start),
+        }
+        for i in start..end {
+            let (event, lends) = event_at(i);
+            pieces.events.push(event);
+            pieces.borrowed.extend(lends);
+        }
+        start = end;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::write::EventsBuilder;
+
+    fn event(seq: u32, text: &str) -> Event {
+        let mut e = Event::new(EventKind::Message);
+        e.seq = seq;
+        e.text = Some(text.into());
+        e
+    }
+
+    /// Rows are given to their runs in row order whether a run's rows lie together or not, and
+    /// a run first met in a stretch of rows gets a vector of that stretch's size.
+    #[test]
+    fn rows_go_to_their_runs_in_order_when_runs_interleave() {
+        let mut builder = EventsBuilder::new(crate::pipeline::store_spec().clone(), 1 << 20);
+        let run = |id: &str| Run {
+            run_id: id.to_string(),
+            conversation_id: "c".to_string(),
+            ..Run::default()
+        };
+        let (a, b) = (run("a"), run("b"));
+        builder.push(&a, &event(0, "a0"));
+        builder.push(&a, &event(1, "a1"));
+        builder.push(&b, &event(0, "b0"));
+        builder.push(&a, &event(2, "a2"));
+        builder.push(&b, &event(1, "b1"));
+        builder.push(&b, &event(2, "b2"));
+        builder.push(&b, &event(3, "b3"));
+        let batch = builder.finish().unwrap();
+        let mut out = HashMap::new();
+        append_events(&batch, DigestNames::default(), &mut out).unwrap();
+        let texts = |id: &str| -> Vec<String> {
+            out[id]
+                .events
+                .iter()
+                .map(|e| e.text.clone().unwrap())
+                .collect()
+        };
+        assert_eq!(texts("a"), ["a0", "a1", "a2"]);
+        assert_eq!(texts("b"), ["b0", "b1", "b2", "b3"]);
+        assert_eq!(out.len(), 2);
+        // `b` was first met in a stretch of one row, then grew as vectors do; a run met in one
+        // stretch holds exactly its rows.
+        let mut whole = HashMap::new();
+        let mut builder = EventsBuilder::new(crate::pipeline::store_spec().clone(), 1 << 20);
+        for seq in 0..5 {
+            builder.push(&a, &event(seq, "x"));
+        }
+        append_events(
+            &builder.finish().unwrap(),
+            DigestNames::default(),
+            &mut whole,
+        )
+        .unwrap();
+        assert_eq!(whole["a"].events.capacity(), 5);
+    }
 }
