@@ -41,8 +41,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 
-// The engine's allocator, so the baseline parse is not slowed by one the
-// engine does not use.
+// The engine's allocator, so the baseline parse is not slowed by one the engine does not use.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -521,10 +521,10 @@ pub(super) fn append_events(
         }
         (e, lends)
     };
-    // A run's events lie together in a batch (the writer stores a conversation's runs one
-    // after the other): each stretch of one run is looked up once, and its events' vector is
-    // made that size when the stretch starts it, with no growth by doubling (a part's events
-    // are most of a store audit's live memory).
+    // A run's events usually lie together in a batch (the writer stores a conversation's runs
+    // one after the other): each stretch of one run is looked up once, and a run first met in
+    // a stretch gets a vector of that size, not one grown by doubling (a part's events are
+    // most of a store audit's live memory).
     let rows = batch.num_rows();
     let mut start = 0;
     while start < rows {
