@@ -14,6 +14,7 @@ pub mod digest;
 pub mod generations;
 pub mod parquet_file;
 pub mod partitions;
+pub mod pieces;
 pub mod read;
 pub mod rebuild;
 pub mod row_groups;

@@ -5,6 +5,7 @@
 
 use crate::model::digest::{DigestKind, DigestValue};
 use crate::model::{Conversation, Event, EventKind, Run};
+use crate::store::pieces::PieceWriter;
 use crate::store::schema::{events_schema, runs_schema};
 use crate::store::StoreSpec;
 use arrow::array::{
@@ -12,10 +13,8 @@ use arrow::array::{
     StringBuilder, TimestampMillisecondBuilder, UInt32Builder, UInt64Builder,
 };
 use arrow::record_batch::RecordBatch;
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
@@ -35,13 +34,21 @@ const EVENT_ROW_BYTES: usize = 160;
 /// buffers double as they grow), and the allocator keeps what they free for the next batches.
 const BUFFER_BUDGET: usize = 32 << 20;
 /// The least share of the budget a part gets: with more than 32 parts the budget grows by
-/// this a part. A writer holds every row group's metadata until its file is closed, about
-/// 16 KB a row group in memory (a few hundred bytes for each of ~24 columns), and a fixed
-/// budget split over more parts makes row groups smaller as well as more numerous, so that
-/// memory grew with the square of the input. Measured on an 8 GB tau2 night (60 parts),
-/// peak RSS: a fixed 32 MB 689 MB (18,163 row groups), this floor 592 MB (9,913), 2 MB
-/// 657 MB (4,991).
+/// this a part, so that row groups stay at least this large however many parts there are. A
+/// fixed budget split over more parts made row groups smaller as well as more numerous: the
+/// store is slower to read, and (before [`OPEN_CHUNKS`] bounded it) the writer's row-group
+/// metadata grew with the square of the input. Measured on an 8 GB tau2 night (60 parts)
+/// before that bound, peak RSS: a fixed 32 MB 689 MB (18,163 row groups), this floor 592 MB
+/// (9,913), 2 MB 657 MB (4,991).
 const PART_SHARE_FLOOR: usize = 1 << 20;
+/// Column chunks whose metadata a writer's open files may hold together before the file that
+/// holds most is closed as a piece ([`PieceWriter`]): about 650 bytes each in memory (424 of
+/// them the chunk's metadata struct), so some 20 MB. A store's parts are all open until the
+/// last input is read, and each part's row groups are its share of the buffer budget, so
+/// without this bound the metadata grew with the input: 160 MB on an 8 GB tau2 night (9,913
+/// row groups). The bench's 512 MB stores (56-208 row groups) never reach it; a part rolled
+/// into pieces is copied once more when it is closed.
+const OPEN_CHUNKS: usize = 32 * 1024;
 
 /// Parquet settings for corpus tables: zstd for every column unless said otherwise below.
 pub fn writer_properties() -> WriterProperties {
@@ -598,26 +605,27 @@ impl RunsBuilder {
 }
 
 struct Part {
-    writer: ArrowWriter<File>,
+    writer: PieceWriter,
     builder: EventsBuilder,
     /// This part's runs not yet handed to `runs_writer`.
     runs: RunsBuilder,
-    runs_writer: ArrowWriter<File>,
+    runs_writer: PieceWriter,
     /// Rows copied from another store, waiting for the next row group of their table (events,
     /// then runs) together with the builders' rows, in the order they came; and their bytes.
     copied: [Vec<RecordBatch>; 2],
     copied_bytes: [usize; 2],
 }
 
-/// Write `pending` and then `last` to `writer` as one row group and close it.
+/// Write `pending` and then `last` to `writer` as one row group and close it. Returns the
+/// column chunks written (none when there were no rows).
 fn write_row_group(
-    writer: &mut ArrowWriter<File>,
+    writer: &mut PieceWriter,
     pending: &mut Vec<RecordBatch>,
     last: Option<RecordBatch>,
-) -> io::Result<()> {
+) -> io::Result<usize> {
     pending.extend(last);
     let batch = match pending.len() {
-        0 => return Ok(()),
+        0 => return Ok(0),
         1 => pending.pop().expect("one batch"),
         _ => {
             let batch = arrow::compute::concat_batches(&pending[0].schema(), pending.iter())
@@ -626,13 +634,13 @@ fn write_row_group(
             batch
         }
     };
-    writer.write(&batch).map_err(to_io)?;
-    writer.flush().map_err(to_io)
+    writer.write_row_group(&batch)
 }
 
 impl Part {
-    /// Write the buffered events (and events copied before them) as a row group.
-    fn flush_batch(&mut self) -> io::Result<()> {
+    /// Write the buffered events (and events copied before them) as a row group. Returns the
+    /// column chunks written.
+    fn flush_batch(&mut self) -> io::Result<usize> {
         let last = match self.builder.is_empty() {
             true => None,
             false => Some(self.builder.finish()?),
@@ -641,8 +649,9 @@ impl Part {
         write_row_group(&mut self.writer, &mut self.copied[0], last)
     }
 
-    /// Write the buffered runs (and runs copied before them) as a row group.
-    fn flush_runs(&mut self) -> io::Result<()> {
+    /// Write the buffered runs (and runs copied before them) as a row group. Returns the
+    /// column chunks written.
+    fn flush_runs(&mut self) -> io::Result<usize> {
         let last = match self.runs.is_empty() {
             true => None,
             false => Some(self.runs.finish()?),
@@ -651,10 +660,12 @@ impl Part {
         write_row_group(&mut self.runs_writer, &mut self.copied[1], last)
     }
 
-    /// Write the buffered events and runs.
-    fn flush_all(&mut self) -> io::Result<()> {
+    /// Write the buffered events and runs, and close both files.
+    fn close(mut self) -> io::Result<()> {
         self.flush_batch()?;
-        self.flush_runs()
+        self.flush_runs()?;
+        self.writer.close()?;
+        self.runs_writer.close()
     }
 
     /// The bytes of events waiting for their row group.
@@ -674,10 +685,11 @@ impl Part {
     }
 
     /// Hold rows copied from another store (`table` 0 for events, 1 for runs) for the next
-    /// row group, after the rows built so far; write it when it is full.
-    fn copy(&mut self, table: usize, batch: RecordBatch) -> io::Result<()> {
+    /// row group, after the rows built so far; write it when it is full. Returns the column
+    /// chunks written.
+    fn copy(&mut self, table: usize, batch: RecordBatch) -> io::Result<usize> {
         if batch.num_rows() == 0 {
-            return Ok(());
+            return Ok(0);
         }
         let built = match table {
             0 if !self.builder.is_empty() => Some(self.builder.finish()?),
@@ -694,12 +706,12 @@ impl Part {
         };
         let rows: usize = self.copied[table].iter().map(RecordBatch::num_rows).sum();
         if held >= limit || rows >= BATCH_ROWS {
-            match table {
-                0 => self.flush_batch()?,
-                _ => self.flush_runs()?,
-            }
+            return match table {
+                0 => self.flush_batch(),
+                _ => self.flush_runs(),
+            };
         }
-        Ok(())
+        Ok(0)
     }
 }
 
@@ -731,6 +743,9 @@ pub fn part_of(conversation_id: &str, parts: u32) -> u32 {
 pub struct StoreWriter {
     dir: std::path::PathBuf,
     parts: Vec<Part>,
+    /// The column chunks the parts' open pieces hold, and how many they may ([`OPEN_CHUNKS`]).
+    open_chunks: usize,
+    open_chunk_limit: usize,
     pub runs_written: u64,
     pub events_written: u64,
     pub landings_written: u64,
@@ -764,14 +779,16 @@ impl StoreWriter {
         let share = Self::budget(parts) / parts as usize;
         let mut list = Vec::with_capacity(parts as usize);
         for p in 0..parts {
-            let file = File::create(dir.join("events").join(part_file_name(p)))?;
-            let writer =
-                ArrowWriter::try_new(file, events_schema(), Some(store_writer_properties()))
-                    .map_err(to_io)?;
-            let runs_file = File::create(dir.join(runs_part_name(p)))?;
-            let runs_writer =
-                ArrowWriter::try_new(runs_file, runs_schema(), Some(store_writer_properties()))
-                    .map_err(to_io)?;
+            let writer = PieceWriter::create(
+                &dir.join("events").join(part_file_name(p)),
+                events_schema(),
+                store_writer_properties(),
+            )?;
+            let runs_writer = PieceWriter::create(
+                &dir.join(runs_part_name(p)),
+                runs_schema(),
+                store_writer_properties(),
+            )?;
             list.push(Part {
                 writer,
                 builder: EventsBuilder::new(spec.clone(), share),
@@ -784,6 +801,8 @@ impl StoreWriter {
         Ok(StoreWriter {
             dir: dir.to_path_buf(),
             parts: list,
+            open_chunks: 0,
+            open_chunk_limit: OPEN_CHUNKS,
             runs_written: 0,
             events_written: 0,
             landings_written: 0,
@@ -804,12 +823,13 @@ impl StoreWriter {
     /// Write one conversation (or a fragment of one).
     pub fn write(&mut self, conversation: &Conversation, origin: Origin) -> io::Result<()> {
         let p = part_of(&conversation.id, self.part_count()) as usize;
+        let mut written = 0;
         for run in &conversation.runs {
             let part = &mut self.parts[p];
             for e in &run.events {
                 part.builder.push(run, e);
                 if part.builder.is_full() {
-                    part.flush_batch()?;
+                    written += part.flush_batch()?;
                 }
             }
             part.runs.push(run, p as u32, origin);
@@ -817,8 +837,40 @@ impl StoreWriter {
             self.events_written += run.events.len() as u64;
             self.landings_written += run.landings().count() as u64;
             if part.runs.len() >= BATCH_ROWS || part.runs_held() >= part.runs_batch_bytes() {
-                part.flush_runs()?;
+                written += part.flush_runs()?;
             }
+        }
+        self.opened(written)
+    }
+
+    /// Count `chunks` column chunks just written; while the open pieces hold more than their
+    /// limit, close the piece that holds most. Files are rolled in turn as they fill, so no
+    /// part's file is cut into many more pieces than another's.
+    fn opened(&mut self, chunks: usize) -> io::Result<()> {
+        self.open_chunks += chunks;
+        while self.open_chunks > self.open_chunk_limit {
+            let Some((fullest, _)) = self
+                .parts
+                .iter()
+                .enumerate()
+                .flat_map(|(i, part)| {
+                    [
+                        ((i, 0), part.writer.open_chunks()),
+                        ((i, 1), part.runs_writer.open_chunks()),
+                    ]
+                })
+                .max_by_key(|&((i, table), chunks)| (chunks, std::cmp::Reverse((i, table))))
+                .filter(|&(_, chunks)| chunks > 0)
+            else {
+                break;
+            };
+            let part = &mut self.parts[fullest.0];
+            let file = match fullest.1 {
+                0 => &mut part.writer,
+                _ => &mut part.runs_writer,
+            };
+            self.open_chunks -= file.open_chunks();
+            file.roll()?;
         }
         Ok(())
     }
@@ -854,12 +906,12 @@ impl StoreWriter {
             }
         };
         let target = &mut self.parts[p];
-        target.copy(0, events.clone())?;
+        let mut written = target.copy(0, events.clone())?;
         if let Some(columns) = columns {
             let batch = RecordBatch::try_new(runs_schema(), columns).map_err(to_io)?;
-            target.copy(1, batch)?;
+            written += target.copy(1, batch)?;
         }
-        Ok(())
+        self.opened(written)
     }
 
     /// The store directory being written.
@@ -868,21 +920,19 @@ impl StoreWriter {
     }
 
     /// Flush everything and close the files. Returns the part file names.
+    /// Parts are closed in parallel: each encodes its last rows and joins its pieces, if any.
     pub fn finish(self) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for (i, mut part) in self.parts.into_iter().enumerate() {
-            part.flush_all()?;
-            part.writer.close().map_err(to_io)?;
-            part.runs_writer.close().map_err(to_io)?;
-            names.push(format!("events/{}", part_file_name(i as u32)));
-        }
-        Ok(names)
+        use rayon::prelude::*;
+        let parts = self.parts.len() as u32;
+        self.parts.into_par_iter().try_for_each(Part::close)?;
+        Ok(part_names(parts))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
 
     fn run(id: &str) -> Run {
         Run {
@@ -994,13 +1044,80 @@ mod tests {
             for part in &writer.parts {
                 assert_eq!(part.writer.in_progress_size(), 0);
                 assert_eq!(part.runs_writer.in_progress_size(), 0);
-                groups_written |= !part.writer.flushed_row_groups().is_empty();
+                groups_written |= part.writer.open_chunks() > 0;
                 assert!(part.events_held() < PART_SHARE_FLOOR + 210_000);
                 assert!(part.runs_held() < PART_SHARE_FLOOR / 2 + 210_000);
             }
         }
         assert!(groups_written);
         writer.finish().unwrap();
+    }
+
+    /// The parts' open pieces hold at most their limit of column chunks' metadata: past it, the
+    /// fullest file is closed as a piece. The store written is the same, byte for byte, as one
+    /// whose files were never cut, and no piece is left beside its part.
+    #[test]
+    fn open_pieces_stay_under_their_limit_and_the_store_is_the_same() {
+        let spec = crate::pipeline::store_spec();
+        let write = |dir: &Path, limit: usize| {
+            let mut writer = StoreWriter::create(dir, 6, spec).unwrap();
+            writer.open_chunk_limit = limit;
+            let mut most = 0;
+            let mut pieces_seen = false;
+            for i in 0..600 {
+                let origin = Origin {
+                    input_index: 0,
+                    record_index: i,
+                };
+                let text = 20_000 + (i as usize * 7919) % 60_000;
+                writer
+                    .write(
+                        &conversation(&format!("c{i}"), 1 + i as usize % 4, text),
+                        origin,
+                    )
+                    .unwrap();
+                let held: usize = writer
+                    .parts
+                    .iter()
+                    .map(|p| p.writer.open_chunks() + p.runs_writer.open_chunks())
+                    .sum();
+                assert_eq!(held, writer.open_chunks);
+                assert!(held <= limit, "{held} column chunks open, limit {limit}");
+                most = most.max(held);
+                pieces_seen |= std::fs::read_dir(dir.join("events"))
+                    .unwrap()
+                    .any(|e| e.unwrap().file_name().to_string_lossy().contains(".piece-"));
+            }
+            writer.finish().unwrap();
+            (most, pieces_seen)
+        };
+        let whole = tempfile::tempdir().unwrap();
+        let (most, pieces) = write(whole.path(), usize::MAX);
+        assert!(!pieces);
+        let cut = tempfile::tempdir().unwrap();
+        // About three events row groups' metadata: every file is cut many times.
+        let limit = most / 20;
+        let (_, pieces) = write(cut.path(), limit);
+        assert!(pieces);
+        for table in ["events", "runs"] {
+            let names = |dir: &Path| {
+                let mut names: Vec<_> = std::fs::read_dir(dir.join(table))
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name())
+                    .collect();
+                names.sort();
+                names
+            };
+            assert_eq!(names(whole.path()), names(cut.path()));
+            assert_eq!(names(cut.path()).len(), 6);
+            for name in names(whole.path()) {
+                let read = |dir: &Path| std::fs::read(dir.join(table).join(&name)).unwrap();
+                assert!(
+                    read(whole.path()) == read(cut.path()),
+                    "{table}/{name:?} differs"
+                );
+            }
+        }
     }
 
     /// Rows copied from another store wait for the part's next row group with the rows built
