@@ -285,9 +285,27 @@ fn as_written(chunk: &ColumnChunkMetaData) -> io::Result<ColumnChunkMetaData> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::write::store_writer_properties;
     use arrow::array::{LargeStringArray, StringArray, TimestampMillisecondArray, UInt32Array};
     use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+
+    /// Settings of the kinds the store's own use: chunk statistics and no offset index, zstd
+    /// for the text, delta-encoded counters, dictionaries elsewhere.
+    fn store_writer_properties() -> WriterProperties {
+        use parquet::basic::{Compression, Encoding, ZstdLevel};
+        use parquet::file::properties::EnabledStatistics;
+        use parquet::schema::types::ColumnPath;
+        let zstd = Compression::ZSTD(ZstdLevel::try_new(1).unwrap());
+        WriterProperties::builder()
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_offset_index_disabled(true)
+            .set_column_compression(ColumnPath::from("text"), zstd)
+            .set_column_dictionary_enabled(ColumnPath::from("text"), false)
+            .set_column_statistics_enabled(ColumnPath::from("text"), EnabledStatistics::None)
+            .set_column_dictionary_enabled(ColumnPath::from("seq"), false)
+            .set_column_encoding(ColumnPath::from("seq"), Encoding::DELTA_BINARY_PACKED)
+            .build()
+    }
 
     /// Columns of the kinds the store writes: dictionary-encoded names, zstd text, delta
     /// counters, a timestamp with its zone (kept in the Arrow schema of the footer).
