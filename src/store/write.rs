@@ -1095,7 +1095,7 @@ mod tests {
         let (most, pieces) = write(whole.path(), usize::MAX);
         assert!(!pieces);
         let cut = tempfile::tempdir().unwrap();
-        // About three events row groups' metadata: every file is cut many times.
+        // A twentieth of what the uncut writer held at its most: files are cut many times.
         let limit = most / 20;
         let (_, pieces) = write(cut.path(), limit);
         assert!(pieces);
