@@ -111,22 +111,22 @@ impl PieceWriter {
 
     /// Close the file: the open piece, then, when pieces were rolled before it, join them all
     /// into the part's path and remove them.
-    pub fn close(mut self) -> io::Result<()> {
-        let pieces = std::mem::take(&mut self.pieces);
-        if pieces.is_empty() {
+    pub fn close(self) -> io::Result<()> {
+        if self.pieces.is_empty() {
             return self.writer.close().map(drop).map_err(to_io);
         }
-        let last = self.piece_path(pieces.len());
+        let last = self.piece_path(self.pieces.len());
         let PieceWriter {
             path,
             schema,
             props,
             writer,
+            mut pieces,
             ..
         } = self;
         std::fs::rename(&path, &last)?;
         writer.close().map_err(to_io)?;
-        let pieces: Vec<PathBuf> = pieces.into_iter().chain([last]).collect();
+        pieces.push(last);
         join(&pieces, &path, &schema, props)?;
         for piece in &pieces {
             std::fs::remove_file(piece)?;
@@ -195,7 +195,6 @@ struct Window {
 
 impl Window {
     fn read(file: &File, group: &RowGroupMetaData) -> io::Result<Window> {
-        use std::os::unix::fs::FileExt;
         let (mut start, mut end) = (u64::MAX, 0u64);
         for chunk in group.columns() {
             let (from, len) = chunk.byte_range();
@@ -208,12 +207,10 @@ impl Window {
                 bytes: Bytes::new(),
             });
         }
-        let mut bytes = vec![0; (end - start) as usize];
-        file.read_exact_at(&mut bytes, start)?;
-        Ok(Window {
-            start,
-            bytes: Bytes::from(bytes),
-        })
+        let bytes = file
+            .get_bytes(start, (end - start) as usize)
+            .map_err(to_io)?;
+        Ok(Window { start, bytes })
     }
 
     fn slice(&self, start: u64, len: Option<usize>) -> parquet::errors::Result<Bytes> {
