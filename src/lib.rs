@@ -224,7 +224,7 @@ pub mod tables {
 /// let audit = AuditOptions::default();
 /// let mut parts = Vec::new();
 /// for part in 0..plan.parts {
-///     parts.push(audit_part(&at("store"), part, &at("corpus"), &audit)?);
+///     parts.push(audit_part(&at("store"), part, &at("corpus"), &audit)?.counted);
 /// }
 /// let manifest_text = std::fs::read_to_string(at("store").join("manifest.json"))?;
 /// let corpus = finish_corpus(&at("corpus"), "store", &manifest_text, &parts, &audit, 0.0)?;
@@ -234,7 +234,7 @@ pub mod tables {
 /// ```
 pub mod distributed {
     pub use crate::pipeline::parts::{
-        audit_batches, audit_part, finish_corpus, CorpusTable, PartAudit,
+        audit_batches, audit_part, finish_corpus, AuditedPart, CorpusTable, PartAudit,
     };
     pub use crate::pipeline::shards::{
         ingest_shard, join_keys, merge_part, merge_shards, plan_ingest, shard_duplicates,

@@ -2,7 +2,7 @@
 //! `part-NNNNN.parquet` files its manifest lists, as `traceaudit.ray` writes it) reads as the
 //! command line's corpus of the same store reads. The part corpus is made here by the library
 //! calls the Ray driver makes for a local store (`audit_part` per part, in any order and one
-//! part twice, `findings_jsonl` over the findings parts in part order, then `finish_corpus`);
+//! part twice, the parts' findings lines written in part order, then `finish_corpus`);
 //! `python/tests/test_ray.py` makes one through Ray itself.
 //!
 //! Every report format, `diff` (within and across layouts), `trend` and `explain` give the same
@@ -63,23 +63,32 @@ fn part_corpus(store: &Path, out: &Path) {
         .len() as u32;
     assert!(parts >= 3, "{} has {parts} part(s)", store.display());
     // The tasks finish in any order, and a retried one writes its files again.
-    let mut counted: Vec<_> = (0..parts)
+    let mut audited: Vec<_> = (0..parts)
         .rev()
         .map(|p| (p, audit_part(store, p, out, &options()).unwrap()))
         .collect();
     audit_part(store, 1, out, &options()).unwrap();
-    counted.sort_by_key(|(p, _)| *p);
-    let counted: Vec<_> = counted.into_iter().map(|(_, c)| c).collect();
+    audited.sort_by_key(|(p, _)| *p);
+    // The driver writes the parts' lines in part order; they are the lines of the findings
+    // parts it would otherwise read back.
     let mut jsonl = Vec::new();
-    for part in parts_of(out, "findings") {
+    let mut counted = Vec::new();
+    for ((_, part), file) in audited.into_iter().zip(parts_of(out, "findings")) {
         let batches: Vec<_> =
-            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(part).unwrap())
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&file).unwrap())
                 .unwrap()
                 .build()
                 .unwrap()
                 .map(Result::unwrap)
                 .collect();
-        jsonl.extend(findings_jsonl(&batches).unwrap());
+        assert_eq!(
+            findings_jsonl(&batches).unwrap(),
+            part.findings_jsonl,
+            "{}",
+            file.display()
+        );
+        jsonl.extend(part.findings_jsonl);
+        counted.push(part.counted);
     }
     std::fs::write(out.join("findings.jsonl"), jsonl).unwrap();
     finish_corpus(out, path_str(store), &manifest, &counted, &options(), 1.0).unwrap();
@@ -398,7 +407,7 @@ fn the_manifest_lists_only_what_the_parts_wrote() {
     let manifest = std::fs::read_to_string(store.join("manifest.json")).unwrap();
     let out = dir.path().join("parts");
     let counted: Vec<_> = (0..2)
-        .map(|p| audit_part(&store, p, &out, &options()).unwrap())
+        .map(|p| audit_part(&store, p, &out, &options()).unwrap().counted)
         .collect();
     assert_eq!(counted[1].files.len(), 4, "{:?}", counted[1].files);
     assert_eq!(

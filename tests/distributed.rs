@@ -240,7 +240,13 @@ fn parts_audited_apart_make_the_command_line_corpus() {
         .collect();
     audit_part(&store, 1, &out, &options()).unwrap();
     counted.sort_by_key(|(p, _)| *p);
-    let counted: Vec<_> = counted.into_iter().map(|(_, c)| c).collect();
+    let jsonl: Vec<u8> = counted
+        .iter()
+        .flat_map(|(_, c)| c.findings_jsonl.iter().copied())
+        .collect();
+    assert!(!jsonl.is_empty());
+    assert_eq!(jsonl, std::fs::read(corpus.join("findings.jsonl")).unwrap());
+    let counted: Vec<_> = counted.into_iter().map(|(_, c)| c.counted).collect();
     for table in TABLES {
         let got: Vec<RecordBatch> = part_files(&out.join(table))
             .iter()
@@ -284,6 +290,24 @@ fn a_folder_of_other_files_is_not_written_into() {
     assert_eq!(
         std::fs::read_dir(theirs.join("findings")).unwrap().count(),
         0
+    );
+}
+
+#[test]
+fn the_drivers_unfinished_findings_file_is_expected() {
+    // traceaudit.ray writes findings.jsonl under a hidden name while later parts are audited.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = cli_corpus(dir.path());
+    let out = dir.path().join("parts");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join(".findings.jsonl.4242-17.partial"), "").unwrap();
+    audit_part(&store, 0, &out, &options()).unwrap();
+    std::fs::write(out.join(".findings.jsonl.bak"), "").unwrap();
+    let refused = audit_part(&store, 0, &out, &options()).unwrap_err();
+    assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists);
+    assert!(
+        refused.to_string().contains(".findings.jsonl.bak"),
+        "{refused}"
     );
 }
 

@@ -213,23 +213,27 @@ fn audit_tables(
     Ok((out, to_json(&counted)?))
 }
 
-/// Audit one part of a store into `out/TABLE/part-NNNNN.parquet`; what it counted (JSON).
+/// Audit one part of a store into `out/TABLE/part-NNNNN.parquet`; what it counted (JSON) and
+/// the part's lines of `findings.jsonl`.
 #[pyfunction]
 #[pyo3(signature = (store, part, out, config=None, checks=None, threads=None))]
-fn audit_part(
-    py: Python<'_>,
+fn audit_part<'py>(
+    py: Python<'py>,
     store: PathBuf,
     part: u32,
     out: PathBuf,
     config: Option<PathBuf>,
     checks: Option<Vec<String>>,
     threads: Option<usize>,
-) -> PyResult<String> {
+) -> PyResult<(String, Bound<'py, PyBytes>)> {
     let opts = audit_options(config, checks, threads)?;
-    let counted = py
+    let audited = py
         .detach(|| traceaudit::distributed::audit_part(&store, part, &out, &opts))
         .map_err(to_py)?;
-    to_json(&counted)
+    Ok((
+        to_json(&audited.counted)?,
+        PyBytes::new(py, &audited.findings_jsonl),
+    ))
 }
 
 /// Write the ledger and manifest of a corpus audited a part at a time; the manifest (JSON).

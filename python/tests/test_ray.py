@@ -103,6 +103,21 @@ def test_a_killed_task_is_retried_and_the_corpus_is_unchanged(cluster, generated
     assert_same_corpus(out, corpus)
 
 
+def test_a_part_that_fails_leaves_no_findings_file(cluster, generated, tmp_path):
+    store, _, config = generated
+    damaged = tmp_path / "store"
+    shutil.copytree(store, damaged)
+    events = damaged / "events" / "part-00002.parquet"
+    events.write_bytes(events.read_bytes()[: events.stat().st_size // 2])
+    out = tmp_path / "corpus"
+    with pytest.raises(ray.exceptions.RayTaskError, match="part-00002"):
+        tray.audit_store(damaged, out, config=config)
+    # findings.jsonl is written as parts finish, under a temporary name: none is left.
+    assert not (out / "findings.jsonl").exists()
+    assert not (out / "manifest.json").exists()
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".partial")]
+
+
 def test_a_corpus_is_replaced_whole(cluster, generated, tmp_path):
     store, corpus, config = generated
     out = tmp_path / "corpus"

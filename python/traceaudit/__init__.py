@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _native
 
@@ -181,10 +181,25 @@ def audit_part(
     task) leaves the same files and never a partial or duplicate one. Returns what the part
     counted, for :func:`finish_corpus`.
     """
-    text = _native.audit_part(
+    counted, _ = _audit_part(store, part, out, config=config, checks=checks, threads=threads)
+    return counted
+
+
+def _audit_part(
+    store: PathLike,
+    part: int,
+    out: PathLike,
+    *,
+    config: Optional[PathLike] = None,
+    checks: Optional[Union[str, Sequence[str]]] = None,
+    threads: Optional[int] = None,
+) -> Tuple[Dict[str, Any], bytes]:
+    """:func:`audit_part`, also giving the part's lines of ``findings.jsonl`` (what
+    :func:`findings_jsonl` gives for the findings part it wrote, made without reading it back)."""
+    text, lines = _native.audit_part(
         os.fspath(store), int(part), os.fspath(out), _opt_path(config), _checks(checks), threads
     )
-    return json.loads(text)
+    return json.loads(text), lines
 
 
 def finish_corpus(

@@ -36,7 +36,7 @@ def audit_part(
     config: Optional[str] = None,
     checks: Optional[Sequence[str]] = None,
     threads: Optional[int] = None,
-) -> str: ...
+) -> Tuple[str, bytes]: ...
 def finish_corpus(
     out: str,
     store_name: str,

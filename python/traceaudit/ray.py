@@ -2,9 +2,10 @@
 
 A store's parts hold whole conversations (a conversation never spans two parts), so the part is
 the unit of distribution: :func:`audit_store` runs one Ray task per part (``ray.remote``, in
-Ray's pooled worker processes), each writing that part of every corpus table as ``OUT/<table>/part-NNNNN.parquet``, then the driver writes
-``findings.jsonl`` (from the findings parts, in part order), the ledger and the manifest, which
-lists every part file with its size and rows. :func:`ingest` builds a store with one task per
+Ray's pooled worker processes), each writing that part of every corpus table as
+``OUT/<table>/part-NNNNN.parquet`` and giving back its findings' JSON lines; the driver writes
+those lines into ``findings.jsonl`` in part order as the tasks finish, then the ledger and the
+manifest, which lists every part file with its size and rows. :func:`ingest` builds a store with one task per
 input file, then one per store part.
 
 Paths may be local or any pyarrow filesystem URI (``s3://...``, ``gs://...``, ``file://...``);
@@ -225,9 +226,10 @@ class _PartAuditor:
             first += generation["parts"]
         raise ValueError(f"{self.store.given} has no part {part}")
 
-    def _audit_remote(self, part: int) -> Dict[str, Any]:
+    def _audit_remote(self, part: int) -> Tuple[Dict[str, Any], bytes]:
         """A part of a store on a remote filesystem: its rows read with pyarrow, audited in
-        memory, the tables written back part file by part file."""
+        memory, the tables written back part file by part file; what it counted and its
+        findings' lines."""
         import pyarrow.compute as pc
 
         name = f"part-{part:05d}.parquet"
@@ -272,12 +274,13 @@ class _PartAuditor:
                     ],
                 }
             )
-        return counted
+        return counted, traceaudit.findings_jsonl(tables["findings"])
 
-    def audit(self, part: int) -> Dict[str, Any]:
-        """Audit part ``part``; what was counted (as :func:`traceaudit.audit_part` gives it)."""
+    def audit(self, part: int) -> Tuple[Dict[str, Any], bytes]:
+        """Audit part ``part``; what was counted (as :func:`traceaudit.audit_part` gives it) and
+        the part's lines of ``findings.jsonl``."""
         if self.store.local and self.out.local:
-            counted = traceaudit.audit_part(
+            audited = traceaudit._audit_part(
                 self.store.path,
                 part,
                 self.out.path,
@@ -286,17 +289,18 @@ class _PartAuditor:
                 threads=self.threads,
             )
         else:
-            counted = self._audit_remote(part)
+            audited = self._audit_remote(part)
         _maybe_die(part)
-        return counted
+        return audited
 
     def close(self) -> None:
         self.config.close()
 
 
-def _audit_one(auditor: Dict[str, Any], part: int) -> Dict[str, Any]:
+def _audit_one(auditor: Dict[str, Any], part: int) -> Tuple[Dict[str, Any], bytes]:
     """Audit store part ``part`` in a Ray task (``auditor``: the arguments of
-    :class:`_PartAuditor`); a configuration written to a temporary file is removed after."""
+    :class:`_PartAuditor`): what it counted, and its lines of ``findings.jsonl`` (the task's
+    two return values). A configuration written to a temporary file is removed after."""
     worker = _PartAuditor(**auditor)
     try:
         return worker.audit(part)
@@ -315,11 +319,16 @@ def _maybe_die(part: int) -> None:
         os._exit(1)
 
 
-def _findings_lines(out: _Location, parts: int) -> Iterator[bytes]:
-    """The lines of ``findings.jsonl``: each findings part's, in part order, one part held at a
-    time; the command line's bytes for the same store."""
-    for part in range(parts):
-        yield traceaudit.findings_jsonl(out.read_parquet("findings", f"part-{part:05d}.parquet"))
+def _findings_lines(lines: List[Any]) -> Iterator[bytes]:
+    """The lines of ``findings.jsonl``: each part's, in part order, as its task gives them back
+    (``lines``: their object refs). A part's lines are dropped from the object store once
+    written, and writing goes on while later parts are still being audited."""
+    import ray
+
+    for at in range(len(lines)):
+        piece = ray.get(lines[at])
+        lines[at] = None
+        yield piece
 
 
 def _connect(address: Optional[str]) -> None:
@@ -349,8 +358,8 @@ def audit_store(
     """Audit the store ``store`` into the corpus ``out`` on a Ray cluster.
 
     One Ray task per store part (no shuffle), each given ``cpus_per_task`` CPUs and as many
-    threads; the driver then writes ``findings.jsonl`` (reading the findings parts in part
-    order), ``ledger.parquet`` and ``manifest.json``, the manifest last, listing every table's
+    threads; the driver writes ``findings.jsonl`` from the lines each task gives back, in part
+    order, as the tasks finish, then ``ledger.parquet`` and ``manifest.json``, the manifest last, listing every table's
     part files with their sizes and rows (the readers take the corpus only whole, and only
     those files). Connects to ``address`` (``"auto"`` for a running cluster), else uses the Ray
     already initialised, else starts a local one. ``config`` is a ``traceaudit.toml``, read by
@@ -382,7 +391,11 @@ def audit_store(
     # calls: a Ray Data actor pool started two new processes (importing pyarrow and the native
     # module) on every call, and its executor added about a second more on a 4 GB store. A task
     # whose worker dies is retried (`max_retries`), writing the same part files again.
-    audit_one = ray.remote(_audit_one).options(num_cpus=cpus_per_task, max_retries=3)
+    # Its two return values are separate objects: the counts, and the findings' lines, which the
+    # driver writes and drops one part at a time (the findings parts are not read back).
+    audit_one = ray.remote(_audit_one).options(
+        num_cpus=cpus_per_task, max_retries=3, num_returns=2
+    )
     auditor = {
         "store": store_at.for_workers,
         "out": out_at.for_workers,
@@ -391,10 +404,16 @@ def audit_store(
         "checks": check_list,
         "threads": cpus_per_task,
     }
-    # In part order; `ray.get` raises if a part failed for good.
-    counted = ray.get([audit_one.remote(auditor, p) for p in range(parts)])
+    # In part order; `ray.get` raises if a part failed for good (and the unfinished
+    # findings.jsonl is removed).
+    counts, lines = [], []
+    for p in range(parts):
+        count, line = audit_one.remote(auditor, p)
+        counts.append(count)
+        lines.append(line)
+    out_at.write_pieces_atomically(_findings_lines(lines), "findings.jsonl")
+    counted = ray.get(counts)
     _remove_partials(out_at)
-    out_at.write_pieces_atomically(_findings_lines(out_at, parts), "findings.jsonl")
     local_config = _ConfigFile(config_path, config_text)
     try:
         seconds = time.monotonic() - started

@@ -6,8 +6,8 @@
 //! A corpus made so holds the rows the command line's corpus of the same store holds, table by
 //! table and in the same order once its parts are read in part order: each table is a folder of
 //! `part-NNNNN.parquet` files instead of one file, which its manifest lists (see
-//! [`crate::corpus::layout`]). `findings.jsonl` is the driver's to write, from the findings
-//! parts in part order ([`crate::corpus::write::findings_jsonl`]), before the manifest.
+//! [`crate::corpus::layout`]). `findings.jsonl` is the driver's to write, before the manifest:
+//! the lines each part's audit gives back ([`AuditedPart::findings_jsonl`]), in part order.
 
 use super::audit::{
     audit_conversation, check_part, ledger_rows, refuse_missing_envelopes, AuditOptions,
@@ -42,7 +42,8 @@ fn checks_of(opts: &AuditOptions) -> io::Result<(Vec<&'static dyn Pass>, PassCon
 }
 
 /// Refuse to write into `out` when it holds anything a corpus made a part at a time does not:
-/// its table folders, `findings.jsonl`, `ledger.parquet` and `manifest.json`. Parts are written by many tasks
+/// its table folders, `findings.jsonl` (or the driver's unfinished one), `ledger.parquet` and
+/// `manifest.json`. Parts are written by many tasks
 /// into one folder, so an existing folder is expected; a folder of someone else's files is not
 /// one to add files to (or replace a same-named one in).
 fn refuse_foreign(out: &Path, passes: &[&'static dyn Pass]) -> io::Result<()> {
@@ -61,7 +62,7 @@ fn refuse_foreign(out: &Path, passes: &[&'static dyn Pass]) -> io::Result<()> {
             matches!(
                 name.as_str(),
                 "findings.jsonl" | "ledger.parquet" | "manifest.json"
-            )
+            ) || is_driver_staging(&name)
         };
         if !ours {
             return Err(io::Error::from(Error::Refused(format!(
@@ -72,6 +73,12 @@ fn refuse_foreign(out: &Path, passes: &[&'static dyn Pass]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether `name` is the driver's `findings.jsonl` while it is written (`traceaudit.ray` writes
+/// it under a hidden temporary name as the parts finish, so later parts' audits find it there).
+fn is_driver_staging(name: &str) -> bool {
+    name.starts_with(".findings.jsonl.") && name.ends_with(".partial")
 }
 
 /// Where a table of a part is written while it is incomplete: a hidden name (dataset readers
@@ -92,17 +99,28 @@ fn staging_name(table_dir: &Path, part: u32) -> PathBuf {
     ))
 }
 
+/// What the audit of one part gives back to the driver that finishes the corpus.
+#[derive(Debug)]
+pub struct AuditedPart {
+    /// What the part counted, for [`finish_corpus`].
+    pub counted: PartAudit,
+    /// The part's lines of `findings.jsonl`, byte for byte the command line's for these
+    /// findings: the corpus's `findings.jsonl` is every part's lines, in part order. Made from
+    /// the findings in memory, so a driver need not read the findings parts back to write it.
+    pub findings_jsonl: Vec<u8>,
+}
+
 /// Audit part `part` of the store `store` into `out/TABLE/part-NNNNN.parquet`, one file per
 /// corpus table (findings, dispositions, agreement, the checks' own tables), and give back
-/// what it counted. Each file is written under a temporary name and renamed into place, and
-/// its content depends on the store and the options only: a part audited again, or twice at
-/// once, leaves the same files and never a partial one.
+/// what it counted and its findings' JSON lines. Each file is written under a temporary name
+/// and renamed into place, and its content depends on the store and the options only: a part
+/// audited again, or twice at once, leaves the same files and never a partial one.
 pub fn audit_part(
     store: &Path,
     part: u32,
     out: &Path,
     opts: &AuditOptions,
-) -> io::Result<PartAudit> {
+) -> io::Result<AuditedPart> {
     let (passes, ctx) = checks_of(opts)?;
     let spec = super::spec_of(&passes);
     let opened = Store::open(store)?.with_digests(&spec.digests);
@@ -141,7 +159,10 @@ pub fn audit_part(
             files: vec![describe(out, &rel)?],
         });
     }
-    Ok(counted)
+    Ok(AuditedPart {
+        counted,
+        findings_jsonl: tables.findings_jsonl,
+    })
 }
 
 /// The checks over the conversations of a store's tables held in memory, in the store's schema
