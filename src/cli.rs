@@ -350,13 +350,17 @@ where
 }
 
 pub fn run(cli: Cli) -> ExitCode {
-    #[cfg(feature = "reports")]
-    if !matches!(
+    if matches!(
         cli.command,
         Command::Ingest(_) | Command::Audit(_) | Command::Compact(_)
     ) {
-        quiet_reader_panics();
-        crate::allocator::for_reports();
+        crate::allocator::for_batch();
+    } else {
+        #[cfg(feature = "reports")]
+        {
+            quiet_reader_panics();
+            crate::allocator::for_reports();
+        }
     }
     match cli.command {
         Command::Ingest(args) => run_ingest(args),
