@@ -293,8 +293,9 @@ pub mod output {
 ///
 /// mimalloc gives freed pages back to the kernel a second after they are freed (its purge
 /// delay); the command line shortens that to 250 ms for an ingest, audit or compaction
-/// ([`for_batch`]) and to 10 ms for a report ([`for_reports`]). Keeping pages longer makes an
-/// audit a little faster and its peak higher (docs/performance.md has both). An operator's
+/// ([`for_batch`](allocator::for_batch)) and to 10 ms for a report
+/// ([`for_reports`](allocator::for_reports)). Keeping pages longer makes an audit a little
+/// faster and its peak higher (docs/performance.md has both). An operator's
 /// `MIMALLOC_PURGE_DELAY` (milliseconds; -1 keeps freed pages) is read by mimalloc itself and
 /// wins everywhere.
 pub mod allocator {
