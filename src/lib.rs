@@ -330,7 +330,7 @@ pub mod allocator {
     /// The settings of an ingest, audit or compaction: freed pages go back to the kernel after
     /// 250 ms instead of mimalloc's 1,000. Its readers, builders and parts free memory in
     /// bursts that the next burst does not all reuse; kept for a second, those pages added
-    /// 25-50 MB to a 2 GB audit's peak, for 1-4% of a raw audit's time and 6-15% of a store
+    /// 15-50 MB to a 2 GB audit's peak, for 1-6% of a raw audit's time and 6-22% of a store
     /// audit's. An operator's `MIMALLOC_PURGE_DELAY` wins. Call before the work starts its
     /// threads.
     pub fn for_batch() {
