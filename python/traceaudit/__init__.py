@@ -181,19 +181,10 @@ def audit_part(
     task) leaves the same files and never a partial or duplicate one. Returns what the part
     counted, for :func:`finish_corpus`.
     """
-    counted, _ = _audit_part(store, part, out, config=config, checks=checks, threads=threads)
-    return counted
+    return _audit_part(store, part, out, config, checks, threads)[0]
 
 
-def _audit_part(
-    store: PathLike,
-    part: int,
-    out: PathLike,
-    *,
-    config: Optional[PathLike] = None,
-    checks: Optional[Union[str, Sequence[str]]] = None,
-    threads: Optional[int] = None,
-) -> Tuple[Dict[str, Any], bytes]:
+def _audit_part(store, part, out, config, checks, threads) -> Tuple[Dict[str, Any], bytes]:
     """:func:`audit_part`, also giving the part's lines of ``findings.jsonl`` (what
     :func:`findings_jsonl` gives for the findings part it wrote, made without reading it back)."""
     text, lines = _native.audit_part(

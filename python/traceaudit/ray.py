@@ -5,8 +5,8 @@ the unit of distribution: :func:`audit_store` runs one Ray task per part (``ray.
 Ray's pooled worker processes), each writing that part of every corpus table as
 ``OUT/<table>/part-NNNNN.parquet`` and giving back its findings' JSON lines; the driver writes
 those lines into ``findings.jsonl`` in part order as the tasks finish, then the ledger and the
-manifest, which lists every part file with its size and rows. :func:`ingest` builds a store with one task per
-input file, then one per store part.
+manifest, which lists every part file with its size and rows. :func:`ingest` builds a store
+with one task per input file, then one per store part.
 
 Paths may be local or any pyarrow filesystem URI (``s3://...``, ``gs://...``, ``file://...``);
 on a real cluster the store and the corpus must be where every node can reach them.
@@ -281,12 +281,7 @@ class _PartAuditor:
         the part's lines of ``findings.jsonl``."""
         if self.store.local and self.out.local:
             audited = traceaudit._audit_part(
-                self.store.path,
-                part,
-                self.out.path,
-                config=self.config.path,
-                checks=self.checks,
-                threads=self.threads,
+                self.store.path, part, self.out.path, self.config.path, self.checks, self.threads
             )
         else:
             audited = self._audit_remote(part)
@@ -359,9 +354,9 @@ def audit_store(
 
     One Ray task per store part (no shuffle), each given ``cpus_per_task`` CPUs and as many
     threads; the driver writes ``findings.jsonl`` from the lines each task gives back, in part
-    order, as the tasks finish, then ``ledger.parquet`` and ``manifest.json``, the manifest last, listing every table's
-    part files with their sizes and rows (the readers take the corpus only whole, and only
-    those files). Connects to ``address`` (``"auto"`` for a running cluster), else uses the Ray
+    order, as the tasks finish, then ``ledger.parquet`` and ``manifest.json``, the manifest
+    last, listing every table's part files with their sizes and rows (the readers take the
+    corpus only whole, and only those files). Connects to ``address`` (``"auto"`` for a running cluster), else uses the Ray
     already initialised, else starts a local one. ``config`` is a ``traceaudit.toml``, read by
     the workers where it lies (on a cluster, a path every node mounts, as it may name schema
     files beside it), or given as a URI, whose text is sent to them; ``checks`` as for
