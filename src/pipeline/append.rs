@@ -22,6 +22,7 @@ use std::time::Instant;
 use super::ingest::{ingest, ingest_into, part_rows, parts_for, Extension, IngestOptions};
 use super::inputs::{find_inputs, FoundInputs, InputFile};
 use super::remote::Grown;
+use super::writer::ConversationRows;
 
 /// What an append did.
 #[derive(Debug, Clone)]
@@ -153,7 +154,7 @@ fn append_to(
         let (known_runs, index) = live_index(&store)?;
         let mut continued = Continued::default();
         let mut copy =
-            |writer: &mut StoreWriter, seen: &HashMap<String, u64>, replaced: &HashSet<String>| {
+            |writer: &mut StoreWriter, seen: &ConversationRows, replaced: &HashSet<String>| {
                 continued.copy(&store, &index, writer, seen, replaced)
             };
         let written = ingest_into(
@@ -342,7 +343,7 @@ fn append_store_to(
         let first_input = store.manifest.inputs.len() as u32;
         let mut writer = StoreWriter::create(dir, night_store.parts, super::store_spec())?;
         let mut own = Copied::default();
-        let mut seen: HashMap<String, u64> = HashMap::new();
+        let mut seen = ConversationRows::default();
         let mut quarantine: Vec<u8> = match std::fs::read(night.join("quarantine.jsonl")) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
@@ -372,7 +373,7 @@ fn append_store_to(
                 .and_then(|c| c.as_string_opt::<i32>())
                 .ok_or_else(|| io::Error::other("runs have no `conversation_id` column"))?;
             for id in ids.iter().flatten() {
-                *seen.entry(id.to_string()).or_default() += 1;
+                seen.add(id, 1);
             }
             distribute(&mut writer, &[runs], &[events], &mut own)?;
         }
@@ -700,12 +701,12 @@ impl Continued {
         store: &Store,
         index: &HashMap<String, u32>,
         writer: &mut StoreWriter,
-        seen: &HashMap<String, u64>,
+        seen: &ConversationRows,
         replaced: &HashSet<String>,
     ) -> io::Result<()> {
         let mut by_part: BTreeMap<u32, std::collections::HashSet<String>> = BTreeMap::new();
-        for id in seen.keys() {
-            if let Some(&part) = index.get(id) {
+        for (id, &part) in index {
+            if seen.contains(id) {
                 by_part.entry(part).or_default().insert(id.clone());
             }
         }

@@ -24,7 +24,7 @@ use super::inputs::{find_inputs, spool, FoundInputs};
 use super::queue::{ByteBound, TapQueue};
 use super::reader::{read_one, Inputs, Message, Reading};
 use super::tap::{Tap, TapFiles, Tapped};
-use super::writer::{write_skipped, Stitchers, Writer};
+use super::writer::{write_skipped, ConversationRows, Stitchers, Writer};
 
 /// Input bytes per events part (an audit holds one part in memory at a time, so this bounds its
 /// memory whatever the size of the input). Parts share the store writer's buffer budget, so
@@ -181,7 +181,7 @@ pub(super) struct Extension<'a> {
 /// What an [`Extension`] does before the parts are closed, given the rows stored of each
 /// conversation and the held runs replaced by longer copies.
 pub(super) type BeforeFinish<'a> =
-    dyn FnMut(&mut StoreWriter, &HashMap<String, u64>, &HashSet<String>) -> io::Result<()> + 'a;
+    dyn FnMut(&mut StoreWriter, &ConversationRows, &HashSet<String>) -> io::Result<()> + 'a;
 
 /// Ingest the files `found` lists into the directory `dir` (the caller owns its atomicity and
 /// writes the manifest).
@@ -253,7 +253,7 @@ pub(super) fn ingest_into(
         seen_runs: HashSet::new(),
         held_runs: known_runs,
         replaced_runs: HashSet::new(),
-        seen_conversations: HashMap::new(),
+        seen_conversations: Default::default(),
         conversation_row_limit: opts.limits.conversation_rows,
         left_out: HashMap::new(),
         part_rows: part_rows(opts.part_rows),

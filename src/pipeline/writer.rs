@@ -14,16 +14,55 @@ use super::queue::{ByteBound, TapQueue};
 use super::reader::Message;
 use super::tap::TapFiles;
 
-/// A run id as the writer remembers it: the first 128 bits of its SHA-256, about 20 bytes with
+/// An id as the writer remembers it: the first 128 bits of its SHA-256, about 20 bytes with
 /// its table slot where the id's string took about 60. A collision would store a run as a
-/// duplicate of another, so the digest is a cryptographic one: ids are recorded text, and a
-/// crafted pair of ids must not be able to hide a run.
-pub(super) fn run_key(run_id: &str) -> u128 {
+/// duplicate of another, or count two conversations as one, so the digest is a cryptographic
+/// one: ids are recorded text, and a crafted pair of ids must not be able to hide a run.
+pub(super) fn id_key(id: &str) -> u128 {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(run_id.as_bytes());
+    let digest = Sha256::digest(id.as_bytes());
     let mut first = [0u8; 16];
     first.copy_from_slice(&digest[..16]);
     u128::from_le_bytes(first)
+}
+
+/// The rows (runs plus events) an ingest has stored of each conversation, by [`id_key`]: a
+/// night holds hundreds of thousands of conversations, and the map grows with it. A slot is 24
+/// bytes (the key as two `u64`s: a `u128` is aligned to 16 and would pad it to 32), where an
+/// id's string took 32 with its count and about 40 more on the heap.
+#[derive(Default)]
+pub(super) struct ConversationRows(HashMap<[u64; 2], u64>);
+
+/// [`id_key`] as two halves, aligned to 8.
+fn halves(id: &str) -> [u64; 2] {
+    let key = id_key(id);
+    [key as u64, (key >> 64) as u64]
+}
+
+impl ConversationRows {
+    /// The rows stored of conversation `id` so far (0 if none).
+    pub(super) fn get(&self, id: &str) -> u64 {
+        self.0.get(&halves(id)).copied().unwrap_or(0)
+    }
+
+    pub(super) fn contains(&self, id: &str) -> bool {
+        self.0.contains_key(&halves(id))
+    }
+
+    /// Count `rows` more of conversation `id`; returns whether it is the first of it.
+    pub(super) fn add(&mut self, id: &str, rows: u64) -> bool {
+        let mut first = false;
+        *self.0.entry(halves(id)).or_insert_with(|| {
+            first = true;
+            0
+        }) += rows;
+        first
+    }
+
+    /// The conversations stored.
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// Run the stitcher and turn what it built into the writer's messages.
@@ -102,7 +141,7 @@ pub(super) struct Writer<'a> {
     pub(super) sizes: &'a [u64],
     pub(super) counts: Counts,
     pub(super) entries: Vec<InputEntry>,
-    /// The runs stored so far by this ingest, by [`run_key`]: a night holds hundreds of
+    /// The runs stored so far by this ingest, by [`id_key`]: a night holds hundreds of
     /// thousands of run ids, and this set grows with it.
     pub(super) seen_runs: HashSet<u128>,
     /// The runs an earlier generation of the store holds, with their events: one read again is
@@ -111,7 +150,7 @@ pub(super) struct Writer<'a> {
     /// The held runs replaced by a longer copy.
     pub(super) replaced_runs: HashSet<String>,
     /// Rows (runs plus events) stored of each conversation so far.
-    pub(super) seen_conversations: HashMap<String, u64>,
+    pub(super) seen_conversations: ConversationRows,
     /// [`crate::ingest::Limits::conversation_rows`], and what was left out of the
     /// conversations that reached it.
     pub(super) conversation_row_limit: u64,
@@ -305,10 +344,10 @@ impl Writer<'_> {
                 Some(&stored) if r.events.len() as u64 > stored as u64 => {
                     held.remove(&r.run_id);
                     replaced.insert(r.run_id.clone());
-                    seen.insert(run_key(&r.run_id))
+                    seen.insert(id_key(&r.run_id))
                 }
                 Some(_) => false,
-                None => seen.insert(run_key(&r.run_id)),
+                None => seen.insert(id_key(&r.run_id)),
             };
             if !fresh {
                 skipped.push(r.run_id.clone());
@@ -338,16 +377,12 @@ impl Writer<'_> {
             }
             return result;
         }
-        let first = !self.seen_conversations.contains_key(&conversation.id);
         let rows: u64 = conversation
             .runs
             .iter()
             .map(|r| 1 + r.events.len() as u64)
             .sum();
-        *self
-            .seen_conversations
-            .entry(conversation.id.clone())
-            .or_default() += rows;
+        let first = self.seen_conversations.add(&conversation.id, rows);
         self.counts.user_turn_runs +=
             conversation.runs.iter().filter(|r| r.turn >= 1).count() as u64;
         let result = result.and(self.store.write(&conversation, origin));
@@ -378,11 +413,7 @@ impl Writer<'_> {
         let fit = if self.left_out.contains_key(&conversation.id) {
             0
         } else {
-            let mut rows = self
-                .seen_conversations
-                .get(&conversation.id)
-                .copied()
-                .unwrap_or(0);
+            let mut rows = self.seen_conversations.get(&conversation.id);
             conversation
                 .runs
                 .iter()
@@ -418,7 +449,7 @@ impl Writer<'_> {
         let mut list: Vec<(&String, &LeftOut)> = self.left_out.iter().collect();
         list.sort_by_key(|(id, l)| (l.input, l.record, id.as_str()));
         for (id, l) in list {
-            let stored = self.seen_conversations.get(id).copied().unwrap_or(0);
+            let stored = self.seen_conversations.get(id);
             let q = Quarantined {
                 file: self.displays[l.input].clone(),
                 locator: Locator::Record(l.record),
@@ -543,12 +574,26 @@ pub(super) fn write_quarantine(out: &mut impl Write, q: &Quarantined) -> io::Res
 mod tests {
     /// The first 128 bits of SHA-256, little-endian: the vector of FIPS 180-2 for "abc".
     #[test]
-    fn a_run_key_is_the_first_half_of_the_ids_sha256() {
+    fn an_id_key_is_the_first_half_of_the_ids_sha256() {
         let digest: [u8; 16] = [
             0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea, 0x41, 0x41, 0x40, 0xde, 0x5d, 0xae,
             0x22, 0x23,
         ];
-        assert_eq!(super::run_key("abc"), u128::from_le_bytes(digest));
-        assert_ne!(super::run_key("abc"), super::run_key("abd"));
+        assert_eq!(super::id_key("abc"), u128::from_le_bytes(digest));
+        assert_ne!(super::id_key("abc"), super::id_key("abd"));
+    }
+
+    #[test]
+    fn conversation_rows_add_up_by_id() {
+        let mut rows = super::ConversationRows::default();
+        assert!(rows.add("c-1", 3));
+        assert!(!rows.add("c-1", 4));
+        assert!(rows.add("c-2", 1));
+        assert_eq!(
+            (rows.get("c-1"), rows.get("c-2"), rows.get("c-3")),
+            (7, 1, 0)
+        );
+        assert!(rows.contains("c-2") && !rows.contains("c-3"));
+        assert_eq!(rows.len(), 2);
     }
 }
