@@ -291,13 +291,14 @@ pub mod output {
 
 /// The allocator's settings, for the programs that make mimalloc their global allocator.
 ///
-/// mimalloc gives freed pages back to the kernel a second after they are freed (its purge
-/// delay); the command line shortens that to 250 ms for an ingest, audit or compaction
-/// ([`for_batch`](allocator::for_batch)) and to 10 ms for a report
-/// ([`for_reports`](allocator::for_reports)). Keeping pages longer makes an audit a little
-/// faster and its peak higher (docs/performance.md has both). An operator's
-/// `MIMALLOC_PURGE_DELAY` (milliseconds; -1 keeps freed pages) is read by mimalloc itself and
-/// wins everywhere.
+/// The command line sets them before a command starts its threads: for an ingest, audit or
+/// compaction ([`for_batch`](allocator::for_batch)) and for a report
+/// ([`for_reports`](allocator::for_reports)). Both keep memory in 4 KB pages, never in 2 MB
+/// transparent huge pages, and shorten the delay after which mimalloc gives freed pages back
+/// to the kernel (a second by default): 250 ms for a batch, 10 ms for a report. Huge pages and
+/// pages kept longer make an audit a little faster and its peak higher (docs/performance.md has
+/// both). An operator's `MIMALLOC_ALLOW_THP` (1 allows huge pages) and `MIMALLOC_PURGE_DELAY`
+/// (milliseconds; -1 keeps freed pages), read by mimalloc itself, win everywhere.
 pub mod allocator {
     /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (its header numbers the options; the
     /// Rust binding names only some), in milliseconds; -1 is "never purge".
@@ -306,37 +307,48 @@ pub mod allocator {
     /// The settings of a report (`report`, `diff`, `explain`, `trend`): a short command that
     /// reads a little of many regions (each slice, each Polars thread) and whose steps free
     /// what the next does not reuse. Call before the work starts its threads.
-    /// - Memory is faulted in as 4 KB pages only, never as 2 MB transparent huge pages, for
-    ///   the rest of the process (Linux's `PR_SET_THP_DISABLE`; elsewhere nothing): mimalloc
-    ///   asks for huge pages on its arenas, and the kernel backed every region touched with a
-    ///   whole 2 MB page.
+    /// - No transparent huge pages ([`small_pages_only`]).
     /// - Freed pages go back to the kernel after 10 ms instead of being kept: kept, each
     ///   step's pages added to the next one's peak. An operator's `MIMALLOC_PURGE_DELAY` wins.
-    ///
-    /// A batch ([`for_batch`]) keeps huge pages: it fills what it touches, and they save it 2-4%
-    /// of its time.
     pub fn for_reports() {
+        small_pages_only();
+        purge_after(10);
+    }
+
+    /// The settings of an ingest, audit or compaction. Call before the work starts its threads.
+    /// - No transparent huge pages ([`small_pages_only`]): the readers, builders and parts
+    ///   each touch a little of many 2 MB regions, and a region backed by a huge page is
+    ///   resident whole. Without them a 2 GB audit peaks 15-40 MB lower, for 2-6% more CPU
+    ///   time (more TLB misses).
+    /// - Freed pages go back to the kernel after 250 ms instead of mimalloc's 1,000: the
+    ///   readers, builders and parts free memory in bursts that the next burst does not all
+    ///   reuse; kept for a second, those pages added 15-50 MB to a 2 GB audit's peak, for 1-6%
+    ///   of a raw audit's time and 6-22% of a store audit's.
+    pub fn for_batch() {
+        small_pages_only();
+        purge_after(250);
+    }
+
+    /// Memory is faulted in as 4 KB pages only for the rest of the process and its children
+    /// (Linux's `PR_SET_THP_DISABLE`; elsewhere nothing), unless the operator set
+    /// `MIMALLOC_ALLOW_THP`. mimalloc asks for huge pages on its arenas, and where the kernel
+    /// grants them (`enabled` set to `always`, or `madvise` as here) every region touched is
+    /// backed by a whole 2 MB page.
+    pub fn small_pages_only() {
         #[cfg(target_os = "linux")]
-        // SAFETY: sets a flag of this process; no memory is passed.
-        unsafe {
-            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
-        }
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-            // SAFETY: sets one integer option; not thread safe, hence before threads start.
-            unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 10) }
+        if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+            // SAFETY: sets a flag of this process; no memory is passed.
+            unsafe {
+                libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+            }
         }
     }
 
-    /// The settings of an ingest, audit or compaction: freed pages go back to the kernel after
-    /// 250 ms instead of mimalloc's 1,000. Its readers, builders and parts free memory in
-    /// bursts that the next burst does not all reuse; kept for a second, those pages added
-    /// 15-50 MB to a 2 GB audit's peak, for 1-6% of a raw audit's time and 6-22% of a store
-    /// audit's. An operator's `MIMALLOC_PURGE_DELAY` wins. Call before the work starts its
-    /// threads.
-    pub fn for_batch() {
+    /// mimalloc's purge delay, unless the operator set `MIMALLOC_PURGE_DELAY`.
+    fn purge_after(milliseconds: std::ffi::c_long) {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
             // SAFETY: sets one integer option; not thread safe, hence before threads start.
-            unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 250) }
+            unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, milliseconds) }
         }
     }
 
@@ -344,24 +356,31 @@ pub mod allocator {
     mod tests {
         /// Option 15 is the purge delay: it is the option whose default is 1000 ms (no other
         /// option of mimalloc 3 defaults to 1000), which the settings of a batch and then of a
-        /// report read back as theirs; an operator's delay stands through both. One test, since
-        /// a setting holds for the rest of the process.
+        /// report read back as theirs; an operator's delay stands through both. Huge pages are
+        /// off after a batch's settings, unless the operator allowed them or they were off
+        /// already (the flag is inherited from the parent process). One test, since a setting
+        /// holds for the rest of the process.
         #[test]
-        fn a_batch_and_a_report_shorten_mimalloc_s_purge_delay() {
+        fn a_batch_and_a_report_set_the_allocator() {
             let get = || unsafe { libmimalloc_sys::mi_option_get(15) };
             let operator = std::env::var("MIMALLOC_PURGE_DELAY")
                 .ok()
                 .and_then(|v| v.parse::<std::ffi::c_long>().ok());
             assert_eq!(get(), operator.unwrap_or(1000));
+            #[cfg(target_os = "linux")]
+            let huge_pages_off = || unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
+            #[cfg(target_os = "linux")]
+            let operator_thp = std::env::var_os("MIMALLOC_ALLOW_THP").is_some();
+            #[cfg(target_os = "linux")]
+            let inherited = huge_pages_off();
             super::for_batch();
             assert_eq!(get(), operator.unwrap_or(250));
+            #[cfg(target_os = "linux")]
+            assert_eq!(huge_pages_off(), if operator_thp { inherited } else { 1 });
             super::for_reports();
             assert_eq!(get(), operator.unwrap_or(10));
             #[cfg(target_os = "linux")]
-            assert_eq!(
-                unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) },
-                1
-            );
+            assert_eq!(huge_pages_off(), if operator_thp { inherited } else { 1 });
         }
     }
 }
