@@ -22,7 +22,7 @@ use std::time::Instant;
 use super::ingest::{ingest, ingest_into, part_rows, parts_for, Extension, IngestOptions};
 use super::inputs::{find_inputs, FoundInputs, InputFile};
 use super::remote::Grown;
-use super::writer::ConversationRows;
+use super::writer::{halves, id_key, ConversationRows, HeldRuns};
 
 /// What an append did.
 #[derive(Debug, Clone)]
@@ -356,7 +356,7 @@ fn append_store_to(
             let events = concat(&events, crate::store::schema::events_schema())?;
             let (dropped, longer) = held_runs(&runs, &known_runs)?;
             for run in longer {
-                known_runs.remove(&run);
+                known_runs.remove(&halves(id_key(&run)));
                 replaced.insert(run);
             }
             for (run, source, record) in &dropped {
@@ -447,7 +447,7 @@ pub fn fresh_inputs(inputs: &[PathBuf], store: &Path) -> io::Result<(Vec<InputFi
 #[allow(clippy::type_complexity)]
 fn held_runs(
     runs: &RecordBatch,
-    held: &HashMap<String, u32>,
+    held: &HeldRuns,
 ) -> io::Result<(Vec<(String, String, u64)>, Vec<String>)> {
     if runs.num_rows() == 0 {
         return Ok((Vec::new(), Vec::new()));
@@ -468,7 +468,7 @@ fn held_runs(
         .ok_or_else(|| io::Error::other("runs have no `events` column"))?;
     let (mut dropped, mut longer) = (Vec::new(), Vec::new());
     for i in 0..runs.num_rows() {
-        let Some(&stored) = held.get(ids.value(i)) else {
+        let Some(&stored) = held.get(&halves(id_key(ids.value(i)))) else {
             continue;
         };
         if events.value(i) > stored {
@@ -642,15 +642,17 @@ fn not_yet_ingested(
 }
 
 /// The live runs of a store with the events each holds, and the part holding each live
-/// conversation.
-fn live_index(store: &Store) -> io::Result<(HashMap<String, u32>, HashMap<String, u32>)> {
-    let keys = store.run_keys()?;
-    let mut runs = HashMap::with_capacity(keys.len());
-    let mut conversations = HashMap::new();
-    for key in keys {
-        conversations.entry(key.conversation_id).or_insert(key.part);
-        runs.insert(key.run_id, key.events);
-    }
+/// conversation. Runs are keyed by their ids' digests, as the ingest keeps them: a store grows
+/// night by night, and an id's string and its copy took some 150 bytes a run.
+fn live_index(store: &Store) -> io::Result<(HeldRuns, HashMap<String, u32>)> {
+    let mut runs = HeldRuns::new();
+    let mut conversations: HashMap<String, u32> = HashMap::new();
+    store.for_each_run_key(|run_id, conversation_id, part, events| {
+        if !conversations.contains_key(conversation_id) {
+            conversations.insert(conversation_id.to_string(), part);
+        }
+        runs.insert(halves(id_key(run_id)), events);
+    })?;
     Ok((runs, conversations))
 }
 

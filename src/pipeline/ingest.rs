@@ -24,7 +24,7 @@ use super::inputs::{find_inputs, spool, FoundInputs};
 use super::queue::{ByteBound, TapQueue};
 use super::reader::{read_one, Inputs, Message, Reading};
 use super::tap::{Tap, TapFiles, Tapped};
-use super::writer::{write_skipped, ConversationRows, Stitchers, Writer};
+use super::writer::{write_skipped, ConversationRows, HeldRuns, Stitchers, Writer};
 
 /// Input bytes per events part (an audit holds one part in memory at a time, so this bounds its
 /// memory whatever the size of the input). Parts share the store writer's buffer budget, so
@@ -174,7 +174,7 @@ pub(super) struct Written {
 /// the runs it replaced).
 pub(super) struct Extension<'a> {
     pub first_input: u32,
-    pub known_runs: HashMap<String, u32>,
+    pub known_runs: HeldRuns,
     pub before_finish: &'a mut BeforeFinish<'a>,
 }
 

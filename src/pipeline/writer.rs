@@ -33,26 +33,30 @@ pub(super) fn id_key(id: &str) -> u128 {
 #[derive(Default)]
 pub(super) struct ConversationRows(HashMap<[u64; 2], u64>);
 
-/// [`id_key`] as two halves, aligned to 8.
-fn halves(id: &str) -> [u64; 2] {
-    let key = id_key(id);
+/// [`id_key`] as two halves, aligned to 8: the key of a map whose values are narrower than 16
+/// bytes.
+pub(super) fn halves(key: u128) -> [u64; 2] {
     [key as u64, (key >> 64) as u64]
 }
+
+/// The runs a store holds already, by their ids' [`halves`], with the events each holds: an
+/// append to a store of millions of runs holds one entry a run.
+pub(super) type HeldRuns = HashMap<[u64; 2], u32>;
 
 impl ConversationRows {
     /// The rows stored of conversation `id` so far (0 if none).
     pub(super) fn get(&self, id: &str) -> u64 {
-        self.0.get(&halves(id)).copied().unwrap_or(0)
+        self.0.get(&halves(id_key(id))).copied().unwrap_or(0)
     }
 
     pub(super) fn contains(&self, id: &str) -> bool {
-        self.0.contains_key(&halves(id))
+        self.0.contains_key(&halves(id_key(id)))
     }
 
     /// Count `rows` more of conversation `id`; returns whether it is the first of it.
     pub(super) fn add(&mut self, id: &str, rows: u64) -> bool {
         let mut first = false;
-        *self.0.entry(halves(id)).or_insert_with(|| {
+        *self.0.entry(halves(id_key(id))).or_insert_with(|| {
             first = true;
             0
         }) += rows;
@@ -146,7 +150,7 @@ pub(super) struct Writer<'a> {
     pub(super) seen_runs: HashSet<u128>,
     /// The runs an earlier generation of the store holds, with their events: one read again is
     /// a duplicate, unless it has more events (then it replaces the stored one).
-    pub(super) held_runs: HashMap<String, u32>,
+    pub(super) held_runs: HeldRuns,
     /// The held runs replaced by a longer copy.
     pub(super) replaced_runs: HashSet<String>,
     /// Rows (runs plus events) stored of each conversation so far.
@@ -339,15 +343,16 @@ impl Writer<'_> {
             &mut self.replaced_runs,
         );
         conversation.runs.retain(|r| {
-            let fresh = match held.get(&r.run_id) {
+            let key = id_key(&r.run_id);
+            let fresh = match held.get(&halves(key)) {
                 // Stored cut off (its log was still being written), now read whole.
                 Some(&stored) if r.events.len() as u64 > stored as u64 => {
-                    held.remove(&r.run_id);
+                    held.remove(&halves(key));
                     replaced.insert(r.run_id.clone());
-                    seen.insert(id_key(&r.run_id))
+                    seen.insert(key)
                 }
                 Some(_) => false,
-                None => seen.insert(id_key(&r.run_id)),
+                None => seen.insert(key),
             };
             if !fresh {
                 skipped.push(r.run_id.clone());

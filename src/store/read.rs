@@ -556,6 +556,20 @@ impl Store {
     /// of what the store holds.
     pub fn run_keys(&self) -> io::Result<Vec<RunKey>> {
         let mut keys = Vec::new();
+        self.for_each_run_key(|run_id, conversation_id, part, events| {
+            keys.push(RunKey {
+                run_id: run_id.to_string(),
+                conversation_id: conversation_id.to_string(),
+                part,
+                events,
+            })
+        })?;
+        Ok(keys)
+    }
+
+    /// [`Store::run_keys`] a run at a time, as `(run id, conversation id, part, events)`,
+    /// without holding them: a store of millions of runs has as many keys.
+    pub fn for_each_run_key(&self, mut each: impl FnMut(&str, &str, u32, u32)) -> io::Result<()> {
         for generation in &self.generations {
             let superseded = &generation.files.superseded;
             for file in generation.all_runs()? {
@@ -577,17 +591,17 @@ impl Store {
                         if superseded.contains(conversation) {
                             continue;
                         }
-                        keys.push(RunKey {
-                            run_id: runs.value(i).to_string(),
-                            conversation_id: conversation.to_string(),
-                            part: parts.value(i) + generation.files.first_part,
-                            events: events.value(i),
-                        });
+                        each(
+                            runs.value(i),
+                            conversation,
+                            parts.value(i) + generation.files.first_part,
+                            events.value(i),
+                        );
                     }
                 }
             }
         }
-        Ok(keys)
+        Ok(())
     }
 
     /// The conversations of one part, in stable order, with every event loaded.
