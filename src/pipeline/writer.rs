@@ -26,13 +26,6 @@ pub(super) fn id_key(id: &str) -> u128 {
     u128::from_le_bytes(first)
 }
 
-/// The rows (runs plus events) an ingest has stored of each conversation, by [`id_key`]: a
-/// night holds hundreds of thousands of conversations, and the map grows with it. A slot is 24
-/// bytes (the key as two `u64`s: a `u128` is aligned to 16 and would pad it to 32), where an
-/// id's string took 32 with its count and about 40 more on the heap.
-#[derive(Default)]
-pub(super) struct ConversationRows(HashMap<[u64; 2], u64>);
-
 /// [`id_key`] as two halves, aligned to 8: the key of a map whose values are narrower than 16
 /// bytes.
 pub(super) fn halves(key: u128) -> [u64; 2] {
@@ -42,6 +35,13 @@ pub(super) fn halves(key: u128) -> [u64; 2] {
 /// The runs a store holds already, by their ids' [`halves`], with the events each holds: an
 /// append to a store of millions of runs holds one entry a run.
 pub(super) type HeldRuns = HashMap<[u64; 2], u32>;
+
+/// The rows (runs plus events) an ingest has stored of each conversation, by [`id_key`]: a
+/// night holds hundreds of thousands of conversations, and the map grows with it. A slot is 24
+/// bytes (the key as two `u64`s: a `u128` is aligned to 16 and would pad it to 32), where an
+/// id's string took 32 with its count and about 40 more on the heap.
+#[derive(Default)]
+pub(super) struct ConversationRows(HashMap<[u64; 2], u64>);
 
 impl ConversationRows {
     /// The rows stored of conversation `id` so far (0 if none).
@@ -586,6 +586,8 @@ mod tests {
         ];
         assert_eq!(super::id_key("abc"), u128::from_le_bytes(digest));
         assert_ne!(super::id_key("abc"), super::id_key("abd"));
+        // Low half first, as the key's little-endian bytes read.
+        assert_eq!(super::halves((1u128 << 64) | 7), [7, 1]);
     }
 
     #[test]
