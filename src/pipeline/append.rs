@@ -373,7 +373,7 @@ fn append_store_to(
                 .and_then(|c| c.as_string_opt::<i32>())
                 .ok_or_else(|| io::Error::other("runs have no `conversation_id` column"))?;
             for id in ids.iter().flatten() {
-                seen.add(id, 1);
+                seen.add(ConversationRows::key(id), 1);
             }
             distribute(&mut writer, &[runs], &[events], &mut own)?;
         }
@@ -648,9 +648,7 @@ fn live_index(store: &Store) -> io::Result<(HeldRuns, HashMap<String, u32>)> {
     let mut runs = HeldRuns::new();
     let mut conversations: HashMap<String, u32> = HashMap::new();
     store.for_each_run_key(|run_id, conversation_id, part, events| {
-        if !conversations.contains_key(conversation_id) {
-            conversations.insert(conversation_id.to_string(), part);
-        }
+        conversations.entry_ref(conversation_id).or_insert(part);
         runs.insert(halves(id_key(run_id)), events);
     })?;
     Ok((runs, conversations))
@@ -708,7 +706,7 @@ impl Continued {
     ) -> io::Result<()> {
         let mut by_part: BTreeMap<u32, std::collections::HashSet<String>> = BTreeMap::new();
         for (id, &part) in index {
-            if seen.contains(id) {
+            if seen.contains(ConversationRows::key(id)) {
                 by_part.entry(part).or_default().insert(id.clone());
             }
         }

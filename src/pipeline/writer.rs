@@ -44,19 +44,25 @@ pub(super) type HeldRuns = HashMap<[u64; 2], u32>;
 pub(super) struct ConversationRows(HashMap<[u64; 2], u64>);
 
 impl ConversationRows {
-    /// The rows stored of conversation `id` so far (0 if none).
-    pub(super) fn get(&self, id: &str) -> u64 {
-        self.0.get(&halves(id_key(id))).copied().unwrap_or(0)
+    /// The key of conversation `id` in the map: worked out once per conversation read, as it
+    /// is a SHA-256.
+    pub(super) fn key(id: &str) -> [u64; 2] {
+        halves(id_key(id))
     }
 
-    pub(super) fn contains(&self, id: &str) -> bool {
-        self.0.contains_key(&halves(id_key(id)))
+    /// The rows stored of the conversation of `key` so far (0 if none).
+    pub(super) fn get(&self, key: [u64; 2]) -> u64 {
+        self.0.get(&key).copied().unwrap_or(0)
     }
 
-    /// Count `rows` more of conversation `id`; returns whether it is the first of it.
-    pub(super) fn add(&mut self, id: &str, rows: u64) -> bool {
+    pub(super) fn contains(&self, key: [u64; 2]) -> bool {
+        self.0.contains_key(&key)
+    }
+
+    /// Count `rows` more of the conversation of `key`; returns whether it is the first of it.
+    pub(super) fn add(&mut self, key: [u64; 2], rows: u64) -> bool {
         let mut first = false;
-        *self.0.entry(halves(id_key(id))).or_insert_with(|| {
+        *self.0.entry(key).or_insert_with(|| {
             first = true;
             0
         }) += rows;
@@ -360,7 +366,8 @@ impl Writer<'_> {
             fresh
         });
         let mut skipped_none = skipped.is_empty();
-        if self.cut_to_the_row_limit(i, &mut conversation, record) {
+        let key = ConversationRows::key(&conversation.id);
+        if self.cut_to_the_row_limit(i, &mut conversation, key, record) {
             skipped_none = false;
         }
         for run_id in skipped {
@@ -387,7 +394,7 @@ impl Writer<'_> {
             .iter()
             .map(|r| 1 + r.events.len() as u64)
             .sum();
-        let first = self.seen_conversations.add(&conversation.id, rows);
+        let first = self.seen_conversations.add(key, rows);
         self.counts.user_turn_runs +=
             conversation.runs.iter().filter(|r| r.turn >= 1).count() as u64;
         let result = result.and(self.store.write(&conversation, origin));
@@ -412,13 +419,14 @@ impl Writer<'_> {
         &mut self,
         i: usize,
         conversation: &mut Conversation,
+        key: [u64; 2],
         record: u64,
     ) -> bool {
         let limit = self.conversation_row_limit;
         let fit = if self.left_out.contains_key(&conversation.id) {
             0
         } else {
-            let mut rows = self.seen_conversations.get(&conversation.id);
+            let mut rows = self.seen_conversations.get(key);
             conversation
                 .runs
                 .iter()
@@ -454,7 +462,7 @@ impl Writer<'_> {
         let mut list: Vec<(&String, &LeftOut)> = self.left_out.iter().collect();
         list.sort_by_key(|(id, l)| (l.input, l.record, id.as_str()));
         for (id, l) in list {
-            let stored = self.seen_conversations.get(id);
+            let stored = self.seen_conversations.get(ConversationRows::key(id));
             let q = Quarantined {
                 file: self.displays[l.input].clone(),
                 locator: Locator::Record(l.record),
@@ -592,15 +600,14 @@ mod tests {
 
     #[test]
     fn conversation_rows_add_up_by_id() {
-        let mut rows = super::ConversationRows::default();
-        assert!(rows.add("c-1", 3));
-        assert!(!rows.add("c-1", 4));
-        assert!(rows.add("c-2", 1));
-        assert_eq!(
-            (rows.get("c-1"), rows.get("c-2"), rows.get("c-3")),
-            (7, 1, 0)
-        );
-        assert!(rows.contains("c-2") && !rows.contains("c-3"));
+        use super::ConversationRows;
+        let [c1, c2, c3] = ["c-1", "c-2", "c-3"].map(ConversationRows::key);
+        let mut rows = ConversationRows::default();
+        assert!(rows.add(c1, 3));
+        assert!(!rows.add(c1, 4));
+        assert!(rows.add(c2, 1));
+        assert_eq!((rows.get(c1), rows.get(c2), rows.get(c3)), (7, 1, 0));
+        assert!(rows.contains(c2) && !rows.contains(c3));
         assert_eq!(rows.len(), 2);
     }
 }

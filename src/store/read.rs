@@ -26,17 +26,6 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// What [`Store::run_keys`] tells of one live run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunKey {
-    pub run_id: String,
-    pub conversation_id: String,
-    /// The part holding it, numbered across the store's generations.
-    pub part: u32,
-    /// How many events it holds.
-    pub events: u32,
-}
-
 /// Every live row of the store's runs tables (those of every generation, without the rows a
 /// later generation supersedes).
 #[cfg(test)]
@@ -551,24 +540,10 @@ impl Store {
         Ok(rows)
     }
 
-    /// Every live run's key: its id, its conversation's, its part (the store's number) and how
-    /// many events it holds, read from those four columns only: what an append needs to know
-    /// of what the store holds.
-    pub fn run_keys(&self) -> io::Result<Vec<RunKey>> {
-        let mut keys = Vec::new();
-        self.for_each_run_key(|run_id, conversation_id, part, events| {
-            keys.push(RunKey {
-                run_id: run_id.to_string(),
-                conversation_id: conversation_id.to_string(),
-                part,
-                events,
-            })
-        })?;
-        Ok(keys)
-    }
-
-    /// [`Store::run_keys`] a run at a time, as `(run id, conversation id, part, events)`,
-    /// without holding them: a store of millions of runs has as many keys.
+    /// Every live run's key, a run at a time: its id, its conversation's, its part (the
+    /// store's number) and how many events it holds, read from those four columns only. What an
+    /// append needs to know of what the store holds; the keys are not collected, as a store of
+    /// millions of runs has as many.
     pub fn for_each_run_key(&self, mut each: impl FnMut(&str, &str, u32, u32)) -> io::Result<()> {
         for generation in &self.generations {
             let superseded = &generation.files.superseded;
