@@ -1,28 +1,28 @@
-//! One table file of a store's part, written in pieces and joined into one file when closed.
+//! One table file of a store's part, written in pieces and given one footer when closed.
 //!
 //! A Parquet writer keeps the metadata of every row group it has written until its file is
 //! closed (about 16 KB a row group of the events' 24 columns), and a store writer keeps all its
 //! parts open until the last input is read. Its memory then grew with the number of row groups,
-//! so with the input. [`PieceWriter::roll`] closes the file written so far as a piece, which
-//! frees that metadata, and goes on in a new file; [`PieceWriter::close`] joins the pieces
-//! (their column chunks copied as they are, one footer written for all) into the part's file.
-//! The joined file has the same bytes one writer would have written, so no reader of a store
-//! knows pieces existed; a part never rolled is closed in place, with nothing copied.
+//! so with the input. [`PieceWriter::roll`] closes the writer of the piece written so far, which
+//! frees that metadata, and goes on with a new writer. Every piece's row groups go into the
+//! part's own file, one after the other; what a piece's writer writes besides them (its leading
+//! magic, after the first piece, and its footer) does not: the footer goes to a small file
+//! beside the part. [`PieceWriter::close`] reads those footers back and writes the one footer
+//! of the whole file after the row groups. The file has the same bytes one writer would have
+//! written, so no reader of a store knows pieces existed, and no row group is copied.
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter, ArrowWriter};
 use parquet::column::writer::ColumnCloseResult;
-use parquet::file::metadata::{
-    ColumnChunkMetaData, ParquetMetaDataOptions, ParquetMetaDataReader, RowGroupMetaData,
-};
+use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaDataOptions, ParquetMetaDataReader};
 use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::statistics::Statistics;
 use parquet::file::writer::SerializedFileWriter;
 use std::fs::File;
-use std::io::{self, BufWriter};
+use std::io::{self, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,14 +30,19 @@ fn to_io(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error {
     io::Error::other(e)
 }
 
+/// The bytes of a Parquet file's leading magic, which only the first piece puts in the file.
+const MAGIC_BYTES: u64 = 4;
+
 /// A Parquet file written as a row group at a time, in pieces (see the module's note).
 pub struct PieceWriter {
-    /// The file being written; the pieces, once closed, are renamed out of its way.
+    /// The part's file: every piece's row groups, then the footer.
     path: PathBuf,
+    /// The part's file, positioned after the row groups written to it.
+    file: File,
     schema: SchemaRef,
     props: WriterProperties,
-    writer: ArrowWriter<File>,
-    /// The closed pieces, in the order written.
+    writer: ArrowWriter<PieceSink>,
+    /// The closed pieces' footers, in the order written.
     pieces: Vec<PathBuf>,
     columns: usize,
 }
@@ -45,9 +50,11 @@ pub struct PieceWriter {
 impl PieceWriter {
     /// Start writing `path` (created, or emptied).
     pub fn create(path: &Path, schema: SchemaRef, props: WriterProperties) -> io::Result<Self> {
-        let writer = Self::writer(path, &schema, &props)?;
+        let file = File::create(path)?;
+        let writer = Self::writer(&file, 0, &schema, &props)?;
         Ok(PieceWriter {
             path: path.to_path_buf(),
+            file,
             columns: schema.fields().len(),
             schema,
             props,
@@ -56,13 +63,21 @@ impl PieceWriter {
         })
     }
 
+    /// A writer of one piece into `file`, leaving out the first `skip` bytes it writes.
     fn writer(
-        path: &Path,
+        file: &File,
+        skip: u64,
         schema: &SchemaRef,
         props: &WriterProperties,
-    ) -> io::Result<ArrowWriter<File>> {
-        let file = File::create(path)?;
-        ArrowWriter::try_new(file, schema.clone(), Some(props.clone())).map_err(to_io)
+    ) -> io::Result<ArrowWriter<PieceSink>> {
+        let sink = PieceSink {
+            file: file.try_clone()?,
+            at: 0,
+            skip,
+            footer_from: u64::MAX,
+            footer: None,
+        };
+        ArrowWriter::try_new(sink, schema.clone(), Some(props.clone())).map_err(to_io)
     }
 
     /// Write `batch` as a row group (several when it has more rows than the properties' row
@@ -91,43 +106,53 @@ impl PieceWriter {
         if self.writer.flushed_row_groups().is_empty() {
             return Ok(());
         }
-        // The open piece is always the file at `path`: moved aside (its writer writes on to
-        // the same file), so that the next piece, and in the end the joined file, can take it.
-        let piece = self.piece_path(self.pieces.len());
-        std::fs::rename(&self.path, &piece)?;
-        self.pieces.push(piece);
-        let next = Self::writer(&self.path, &self.schema, &self.props)?;
-        std::mem::replace(&mut self.writer, next)
-            .close()
-            .map_err(to_io)?;
-        Ok(())
+        // The new writer's first bytes (the magic it leaves out) stay in its buffer until it
+        // writes a row group, so the piece closed after it is made still ends the file.
+        let next = Self::writer(&self.file, MAGIC_BYTES, &self.schema, &self.props)?;
+        let done = std::mem::replace(&mut self.writer, next);
+        self.close_piece(done)
     }
 
-    /// Where piece `k` waits to be joined: a hidden file beside the part's.
+    /// Close `writer`, its row groups ending the part's file and its footer put aside.
+    fn close_piece(&mut self, mut writer: ArrowWriter<PieceSink>) -> io::Result<()> {
+        let piece = self.piece_path(self.pieces.len());
+        let footer = File::create(&piece)?;
+        self.pieces.push(piece);
+        // Every row group is flushed: what the writer writes from here on is its footer.
+        let rows_written = writer.bytes_written() as u64;
+        let sink = writer.inner_mut();
+        sink.footer = Some(BufWriter::new(footer));
+        sink.footer_from = rows_written;
+        let sink = writer.into_inner().map_err(to_io)?;
+        writer_done(sink)
+    }
+
+    /// Where piece `k`'s footer waits: a hidden file beside the part's.
     fn piece_path(&self, k: usize) -> PathBuf {
         let name = self.path.file_name().unwrap_or_default().to_string_lossy();
         self.path.with_file_name(format!(".{name}.piece-{k}"))
     }
 
-    /// Close the file: the open piece, then, when pieces were rolled before it, join them all
-    /// into the part's path and remove them.
-    pub fn close(self) -> io::Result<()> {
+    /// Close the file: when pieces were rolled before, the last is closed as they were and
+    /// the footer of the whole file is written from theirs (which are then removed).
+    pub fn close(mut self) -> io::Result<()> {
         if self.pieces.is_empty() {
             return self.writer.close().map(drop).map_err(to_io);
         }
-        let last = self.piece_path(self.pieces.len());
+        let last = Self::writer(&self.file, MAGIC_BYTES, &self.schema, &self.props)?;
+        let done = std::mem::replace(&mut self.writer, last);
+        self.close_piece(done)?;
         let PieceWriter {
             path,
+            mut file,
             schema,
             props,
-            writer,
-            mut pieces,
+            pieces,
             ..
         } = self;
-        std::fs::rename(&path, &last)?;
-        writer.close().map_err(to_io)?;
-        pieces.push(last);
-        join(&pieces, &path, &schema, props)?;
+        let rows_end = file.stream_position()?;
+        write_footer(&pieces, file, rows_end, &schema, props)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         for piece in &pieces {
             std::fs::remove_file(piece)?;
         }
@@ -135,12 +160,68 @@ impl PieceWriter {
     }
 }
 
-/// Write the row groups of `pieces`, in order, to `out` as one Parquet file of `schema`: every
-/// column chunk's bytes copied as written, and the footer of one [`ArrowWriter`] with `props`
-/// (the same Parquet schema, converted from `schema`, and the same Arrow schema in its metadata).
-pub fn join(
+/// The end of a writer's sink: its footer, if it had one, on disk.
+fn writer_done(sink: PieceSink) -> io::Result<()> {
+    match sink.footer {
+        Some(footer) => footer.into_inner().map(drop).map_err(|e| e.into_error()),
+        None => Ok(()),
+    }
+}
+
+/// Where one piece's writer writes: its row groups to the part's file (after the pieces
+/// before it), its leading magic nowhere (after the first piece), its footer to `footer`.
+struct PieceSink {
+    /// The part's file; every piece's handle shares its position.
+    file: File,
+    /// Bytes the writer has written here.
+    at: u64,
+    /// The writer's first bytes, left out: its magic, which the file already begins with.
+    skip: u64,
+    /// From this count of bytes on, the writer writes its footer.
+    footer_from: u64,
+    footer: Option<BufWriter<File>>,
+}
+
+impl Write for PieceSink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut rest = buf;
+        let left_out = rest.len().min(self.skip.saturating_sub(self.at) as usize);
+        rest = &rest[left_out..];
+        let rows = rest
+            .len()
+            .min(self.footer_from.saturating_sub(self.at + left_out as u64) as usize);
+        self.file.write_all(&rest[..rows])?;
+        rest = &rest[rows..];
+        if !rest.is_empty() {
+            let footer = self
+                .footer
+                .as_mut()
+                .ok_or_else(|| io::Error::other("a piece's footer has nowhere to go"))?;
+            footer.write_all(rest)?;
+        }
+        self.at += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.footer {
+            Some(footer) => footer.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Write the footer of the file whose row groups are the `pieces`' (footers read from those
+/// files, in order) and end at `rows_end` of `file`: the footer of one [`ArrowWriter`] with
+/// `props` (the same Parquet schema, converted from `schema`, and the same Arrow schema in its
+/// metadata). The footer is made by a file writer that is handed every column chunk again as
+/// if it were copying it, while what it writes before the footer is left out: its offsets
+/// are those the chunks already have in the file, which is checked before the footer is
+/// written.
+fn write_footer(
     pieces: &[PathBuf],
-    out: &Path,
+    file: File,
+    rows_end: u64,
     schema: &SchemaRef,
     mut props: WriterProperties,
 ) -> io::Result<()> {
@@ -150,7 +231,14 @@ pub fn join(
         .map_err(to_io)?;
     let descr = Arc::new(descr);
     add_encoded_arrow_schema_to_metadata(schema, &mut props);
-    let sink = BufWriter::with_capacity(1 << 20, File::create(out)?);
+    // Until the offsets are checked, a byte past the row groups has nowhere to go.
+    let sink = PieceSink {
+        file: file.try_clone()?,
+        at: 0,
+        skip: rows_end,
+        footer_from: rows_end,
+        footer: None,
+    };
     let mut writer =
         SerializedFileWriter::new(sink, descr.root_schema_ptr(), Arc::new(props)).map_err(to_io)?;
     // Pieces are read with the writer's own Parquet schema (their footers' would read back
@@ -160,13 +248,12 @@ pub fn join(
         .with_schema(descr.clone())
         .with_encoding_stats_as_mask(false);
     for piece in pieces {
-        let file = File::open(piece)?;
+        let footer = File::open(piece)?;
         let meta = ParquetMetaDataReader::new()
             .with_metadata_options(Some(options.clone()))
-            .parse_and_finish(&file)
+            .parse_and_finish(&footer)
             .map_err(|e| io::Error::other(format!("{}: {e}", piece.display())))?;
         for group in meta.row_groups() {
-            let window = Window::read(&file, group)?;
             let mut to = writer.next_row_group().map_err(to_io)?;
             for chunk in group.columns() {
                 let close = ColumnCloseResult {
@@ -177,75 +264,51 @@ pub fn join(
                     column_index: None,
                     offset_index: None,
                 };
-                to.append_column(&window, close).map_err(to_io)?;
+                to.append_column(&InPlace, close).map_err(to_io)?;
             }
             to.close().map_err(to_io)?;
         }
     }
+    let counted = writer.bytes_written() as u64;
+    if counted != rows_end {
+        return Err(io::Error::other(format!(
+            "the pieces' footers give {counted} bytes of row groups where the file has \
+             {rows_end}; no footer was written"
+        )));
+    }
+    writer.inner_mut().footer = Some(BufWriter::new(file));
     let sink = writer.into_inner().map_err(to_io)?;
-    sink.into_inner().map(drop).map_err(|e| e.into_error())
+    writer_done(sink)
 }
 
-/// The bytes of one row group of a file, read at once (a column chunk read through the file
-/// itself costs a descriptor, a seek and a read every 8 KB), at the file's offsets.
-struct Window {
-    start: u64,
-    bytes: Bytes,
-}
+/// The column chunks as [`write_footer`]'s writer reads them: already in place in the file,
+/// so nothing is read. Its reads return as many bytes as asked without writing them, and the
+/// writer's sink leaves out everything it is given before the footer.
+struct InPlace;
 
-impl Window {
-    fn read(file: &File, group: &RowGroupMetaData) -> io::Result<Window> {
-        let (mut start, mut end) = (u64::MAX, 0u64);
-        for chunk in group.columns() {
-            let (from, len) = chunk.byte_range();
-            start = start.min(from);
-            end = end.max(from + len);
-        }
-        if start > end {
-            return Ok(Window {
-                start: 0,
-                bytes: Bytes::new(),
-            });
-        }
-        let bytes = file
-            .get_bytes(start, (end - start) as usize)
-            .map_err(to_io)?;
-        Ok(Window { start, bytes })
-    }
-
-    fn slice(&self, start: u64, len: Option<usize>) -> parquet::errors::Result<Bytes> {
-        let outside = || {
-            parquet::errors::ParquetError::General(format!(
-                "offset {start} is outside the row group read ({} bytes at {})",
-                self.bytes.len(),
-                self.start
-            ))
-        };
-        let from = start.checked_sub(self.start).ok_or_else(outside)? as usize;
-        let to = from.checked_add(len.unwrap_or(self.bytes.len().saturating_sub(from)));
-        match to {
-            Some(to) if to <= self.bytes.len() => Ok(self.bytes.slice(from..to)),
-            _ => Err(outside()),
-        }
-    }
-}
-
-impl Length for Window {
+impl Length for InPlace {
     fn len(&self) -> u64 {
-        self.start + self.bytes.len() as u64
+        u64::MAX
     }
 }
 
-impl ChunkReader for Window {
-    type T = bytes::buf::Reader<Bytes>;
+impl Read for InPlace {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        Ok(buf.len())
+    }
+}
 
-    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        use bytes::Buf;
-        Ok(self.slice(start, None)?.reader())
+impl ChunkReader for InPlace {
+    type T = InPlace;
+
+    fn get_read(&self, _start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(InPlace)
     }
 
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        self.slice(start, Some(length))
+    fn get_bytes(&self, _start: u64, _length: usize) -> parquet::errors::Result<Bytes> {
+        Err(parquet::errors::ParquetError::General(
+            "a column chunk in place is not read".to_string(),
+        ))
     }
 }
 
@@ -413,6 +476,27 @@ mod tests {
         writer.close().unwrap();
         assert!(path.exists());
         assert_eq!(entries(dir.path()), 1);
+    }
+
+    /// Footers that do not add up to the row groups in the file (here one piece's footer put
+    /// in place of another's) leave the file without a footer rather than with a wrong one.
+    #[test]
+    fn footers_that_do_not_match_the_file_write_no_footer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("part-00000.parquet");
+        let mut writer = PieceWriter::create(&path, schema(), store_writer_properties()).unwrap();
+        for group in 0..3 {
+            writer
+                .write_row_group(&batch(group, 40 + group * 30))
+                .unwrap();
+            writer.roll().unwrap();
+        }
+        let piece = |k: usize| dir.path().join(format!(".part-00000.parquet.piece-{k}"));
+        std::fs::copy(piece(2), piece(0)).unwrap();
+        let rows_end = std::fs::metadata(&path).unwrap().len();
+        let err = writer.close().unwrap_err().to_string();
+        assert!(err.contains("no footer was written"), "{err}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), rows_end);
     }
 
     /// A piece that is not the Parquet it should be stops the join, named.

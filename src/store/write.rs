@@ -47,7 +47,7 @@ const PART_SHARE_FLOOR: usize = 1 << 20;
 /// last input is read, and each part's row groups are its share of the buffer budget, so
 /// without this bound the metadata grew with the input: 160 MB on an 8 GB tau2 night (9,913
 /// row groups). The bench's 512 MB stores (56-208 row groups) never reach it; a part rolled
-/// into pieces is copied once more when it is closed.
+/// into pieces costs a small footer file a piece, read back when the part is closed.
 const OPEN_CHUNKS: usize = 32 * 1024;
 
 /// Parquet settings for corpus tables: zstd for every column unless said otherwise below.
