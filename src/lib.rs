@@ -324,9 +324,32 @@ pub mod allocator {
     ///   readers, builders and parts free memory in bursts that the next burst does not all
     ///   reuse; kept for a second, those pages added 15-50 MB to a 2 GB audit's peak, for 1-6%
     ///   of a raw audit's time and 6-22% of a store audit's.
+    /// - The C heap keeps freed blocks up to 16 MB for reuse ([`c_heap_keeps_blocks`]).
     pub fn for_batch() {
         small_pages_only();
         purge_after(250);
+        c_heap_keeps_blocks();
+    }
+
+    /// glibc's `malloc` (which C libraries use, not the global allocator) serves blocks up to
+    /// 16 MB from its heap and gives its heap's top back to the kernel only past 64 MB, unless
+    /// the operator set `MALLOC_MMAP_THRESHOLD_` or `MALLOC_TRIM_THRESHOLD_` (glibc's own
+    /// variables). zstd's contexts come from it: the `parquet` crate makes a compression and a
+    /// decompression context for every compressed column chunk it writes or reads, and their
+    /// workspaces, over glibc's 128 KB default, were each mapped, faulted in page by page and
+    /// unmapped again (every unmap stopping the other cores to flush their TLBs). Elsewhere
+    /// than glibc on Linux, nothing.
+    pub fn c_heap_keeps_blocks() {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            // SAFETY: mallopt sets a parameter of glibc's allocator; no memory is passed.
+            if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+                unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 16 << 20) };
+            }
+            if std::env::var_os("MALLOC_TRIM_THRESHOLD_").is_none() {
+                unsafe { libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20) };
+            }
+        }
     }
 
     /// Memory is faulted in as 4 KB pages only for the rest of the process and its children
@@ -354,11 +377,26 @@ pub mod allocator {
 
     #[cfg(test)]
     mod tests {
+        /// Whether glibc serves a C block of `size` bytes by a mapping of its own: the flag
+        /// glibc keeps in the size word before every block (`IS_MMAPPED`, 2).
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        fn c_block_is_mapped(size: usize) -> bool {
+            // SAFETY: the word read is the block's header, which glibc puts before it.
+            unsafe {
+                let block = libc::malloc(size);
+                assert!(!block.is_null());
+                let mapped = *(block as *const usize).sub(1) & 2 != 0;
+                libc::free(block);
+                mapped
+            }
+        }
+
         /// Option 15 is the purge delay: it is the option whose default is 1000 ms (no other
         /// option of mimalloc 3 defaults to 1000), which the settings of a batch and then of a
         /// report read back as theirs; an operator's delay stands through both. Huge pages are
         /// off after a batch's settings, unless the operator allowed them or they were off
-        /// already (the flag is inherited from the parent process). One test, since a setting
+        /// already (the flag is inherited from the parent process), and a 4 MB block of the C heap is
+        /// not mapped alone, unless the operator set glibc's threshold. One test, since a setting
         /// holds for the rest of the process.
         #[test]
         fn a_batch_and_a_report_set_the_allocator() {
@@ -377,6 +415,13 @@ pub mod allocator {
             assert_eq!(get(), operator.unwrap_or(250));
             #[cfg(target_os = "linux")]
             assert_eq!(huge_pages_off(), if operator_thp { inherited } else { 1 });
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+                assert!(
+                    !c_block_is_mapped(4 << 20),
+                    "a 4 MB C block is mapped alone"
+                );
+            }
             super::for_reports();
             assert_eq!(get(), operator.unwrap_or(10));
             #[cfg(target_os = "linux")]
