@@ -110,46 +110,25 @@ impl PieceWriter {
         // writes a row group, so the piece closed after it is made still ends the file.
         let next = Self::writer(&self.file, MAGIC_BYTES, &self.schema, &self.props)?;
         let done = std::mem::replace(&mut self.writer, next);
-        self.close_piece(done)
-    }
-
-    /// Close `writer`, its row groups ending the part's file and its footer put aside.
-    fn close_piece(&mut self, mut writer: ArrowWriter<PieceSink>) -> io::Result<()> {
-        let piece = self.piece_path(self.pieces.len());
-        let footer = File::create(&piece)?;
-        self.pieces.push(piece);
-        // Every row group is flushed: what the writer writes from here on is its footer.
-        let rows_written = writer.bytes_written() as u64;
-        let sink = writer.inner_mut();
-        sink.footer = Some(BufWriter::new(footer));
-        sink.footer_from = rows_written;
-        let sink = writer.into_inner().map_err(to_io)?;
-        writer_done(sink)
-    }
-
-    /// Where piece `k`'s footer waits: a hidden file beside the part's.
-    fn piece_path(&self, k: usize) -> PathBuf {
-        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
-        self.path.with_file_name(format!(".{name}.piece-{k}"))
+        close_piece(&self.path, &mut self.pieces, done)
     }
 
     /// Close the file: when pieces were rolled before, the last is closed as they were and
     /// the footer of the whole file is written from theirs (which are then removed).
-    pub fn close(mut self) -> io::Result<()> {
-        if self.pieces.is_empty() {
-            return self.writer.close().map(drop).map_err(to_io);
-        }
-        let last = Self::writer(&self.file, MAGIC_BYTES, &self.schema, &self.props)?;
-        let done = std::mem::replace(&mut self.writer, last);
-        self.close_piece(done)?;
+    pub fn close(self) -> io::Result<()> {
         let PieceWriter {
             path,
             mut file,
             schema,
             props,
-            pieces,
+            writer,
+            mut pieces,
             ..
         } = self;
+        if pieces.is_empty() {
+            return writer.close().map(drop).map_err(to_io);
+        }
+        close_piece(&path, &mut pieces, writer)?;
         let rows_end = file.stream_position()?;
         write_footer(&pieces, file, rows_end, &schema, props)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
@@ -158,6 +137,31 @@ impl PieceWriter {
         }
         Ok(())
     }
+}
+
+/// Close `writer`, the writer of the part at `path` after `pieces`: its row groups end the
+/// part's file, and its footer is put aside as the next piece's.
+fn close_piece(
+    path: &Path,
+    pieces: &mut Vec<PathBuf>,
+    mut writer: ArrowWriter<PieceSink>,
+) -> io::Result<()> {
+    let piece = piece_path(path, pieces.len());
+    let footer = File::create(&piece)?;
+    pieces.push(piece);
+    // Every row group is flushed: what the writer writes from here on is its footer.
+    let rows_written = writer.bytes_written() as u64;
+    let sink = writer.inner_mut();
+    sink.footer = Some(BufWriter::new(footer));
+    sink.footer_from = rows_written;
+    let sink = writer.into_inner().map_err(to_io)?;
+    writer_done(sink)
+}
+
+/// Where the footer of the piece `k` of the part at `path` waits: a hidden file beside it.
+fn piece_path(path: &Path, k: usize) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(".{name}.piece-{k}"))
 }
 
 /// The end of a writer's sink: its footer, if it had one, on disk.
