@@ -106,8 +106,8 @@ impl PieceWriter {
         if self.writer.flushed_row_groups().is_empty() {
             return Ok(());
         }
-        // The new writer's first bytes (the magic it leaves out) stay in its buffer until it
-        // writes a row group, so the piece closed after it is made still ends the file.
+        // The new writer puts nothing in the file before its first row group (its magic is
+        // left out), so the piece closed after it is made still ends the file.
         let next = Self::writer(&self.file, MAGIC_BYTES, &self.schema, &self.props)?;
         let done = std::mem::replace(&mut self.writer, next);
         close_piece(&self.path, &mut self.pieces, done)
