@@ -395,9 +395,9 @@ pub mod allocator {
         /// option of mimalloc 3 defaults to 1000), which the settings of a batch and then of a
         /// report read back as theirs; an operator's delay stands through both. Huge pages are
         /// off after a batch's settings, unless the operator allowed them or they were off
-        /// already (the flag is inherited from the parent process), and a 4 MB block of the C heap is
-        /// not mapped alone, unless the operator set glibc's threshold. One test, since a setting
-        /// holds for the rest of the process.
+        /// already (the flag is inherited from the parent process), and a 4 MB block of the C
+        /// heap is not mapped alone, unless the operator set glibc's threshold. One test, since
+        /// a setting holds for the rest of the process.
         #[test]
         fn a_batch_and_a_report_set_the_allocator() {
             let get = || unsafe { libmimalloc_sys::mi_option_get(15) };

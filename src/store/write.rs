@@ -1053,52 +1053,50 @@ mod tests {
         writer.finish().unwrap();
     }
 
-    /// The parts' open pieces hold at most their limit of column chunks' metadata: past it, the
-    /// fullest file is closed as a piece. The store written is the same, byte for byte, as one
-    /// whose files were never cut, and no piece is left beside its part.
-    #[test]
-    fn open_pieces_stay_under_their_limit_and_the_store_is_the_same() {
+    /// Write `conversations` to a store of 6 parts in `dir`, its open pieces held to `limit`
+    /// column chunks and, when `share` is given, each part's events written every `share`
+    /// bytes. Checks the limit after every conversation; returns the most column chunks held at
+    /// once and whether a piece's footer was ever seen beside a part.
+    fn write_cut(
+        dir: &Path,
+        conversations: impl Iterator<Item = Conversation>,
+        limit: usize,
+        share: Option<usize>,
+    ) -> (usize, bool) {
         let spec = crate::pipeline::store_spec();
-        let write = |dir: &Path, limit: usize| {
-            let mut writer = StoreWriter::create(dir, 6, spec).unwrap();
-            writer.open_chunk_limit = limit;
-            let mut most = 0;
-            let mut pieces_seen = false;
-            for i in 0..600 {
-                let origin = Origin {
-                    input_index: 0,
-                    record_index: i,
-                };
-                let text = 20_000 + (i as usize * 7919) % 60_000;
-                writer
-                    .write(
-                        &conversation(&format!("c{i}"), 1 + i as usize % 4, text),
-                        origin,
-                    )
-                    .unwrap();
-                let held: usize = writer
-                    .parts
-                    .iter()
-                    .map(|p| p.writer.open_chunks() + p.runs_writer.open_chunks())
-                    .sum();
-                assert_eq!(held, writer.open_chunks);
-                assert!(held <= limit, "{held} column chunks open, limit {limit}");
-                most = most.max(held);
-                pieces_seen |= std::fs::read_dir(dir.join("events"))
-                    .unwrap()
-                    .any(|e| e.unwrap().file_name().to_string_lossy().contains(".piece-"));
+        let mut writer = StoreWriter::create(dir, 6, spec).unwrap();
+        writer.open_chunk_limit = limit;
+        if let Some(share) = share {
+            for part in &mut writer.parts {
+                part.builder = EventsBuilder::new(spec.clone(), share);
             }
-            writer.finish().unwrap();
-            (most, pieces_seen)
-        };
-        let whole = tempfile::tempdir().unwrap();
-        let (most, pieces) = write(whole.path(), usize::MAX);
-        assert!(!pieces);
-        let cut = tempfile::tempdir().unwrap();
-        // A twentieth of what the uncut writer held at its most: files are cut many times.
-        let limit = most / 20;
-        let (_, pieces) = write(cut.path(), limit);
-        assert!(pieces);
+        }
+        let (mut most, mut pieces_seen) = (0, false);
+        for (i, conversation) in conversations.enumerate() {
+            let origin = Origin {
+                input_index: 0,
+                record_index: i as u64,
+            };
+            writer.write(&conversation, origin).unwrap();
+            let held: usize = writer
+                .parts
+                .iter()
+                .map(|p| p.writer.open_chunks() + p.runs_writer.open_chunks())
+                .sum();
+            assert_eq!(held, writer.open_chunks);
+            assert!(held <= limit, "{held} column chunks open, limit {limit}");
+            most = most.max(held);
+            pieces_seen |= std::fs::read_dir(dir.join("events"))
+                .unwrap()
+                .any(|e| e.unwrap().file_name().to_string_lossy().contains(".piece-"));
+        }
+        writer.finish().unwrap();
+        (most, pieces_seen)
+    }
+
+    /// The stores in `whole` and `cut` have the same 6 part files of each table, byte for byte,
+    /// and nothing else (no piece's footer is left beside a part).
+    fn assert_same_parts(whole: &Path, cut: &Path) {
         for table in ["events", "runs"] {
             let names = |dir: &Path| {
                 let mut names: Vec<_> = std::fs::read_dir(dir.join(table))
@@ -1108,16 +1106,85 @@ mod tests {
                 names.sort();
                 names
             };
-            assert_eq!(names(whole.path()), names(cut.path()));
-            assert_eq!(names(cut.path()).len(), 6);
-            for name in names(whole.path()) {
+            assert_eq!(names(whole), names(cut));
+            assert_eq!(names(cut).len(), 6);
+            for name in names(whole) {
                 let read = |dir: &Path| std::fs::read(dir.join(table).join(&name)).unwrap();
-                assert!(
-                    read(whole.path()) == read(cut.path()),
-                    "{table}/{name:?} differs"
-                );
+                assert!(read(whole) == read(cut), "{table}/{name:?} differs");
             }
         }
+    }
+
+    /// The parts' open pieces hold at most their limit of column chunks' metadata: past it, the
+    /// fullest file is closed as a piece. The store written is the same, byte for byte, as one
+    /// whose files were never cut, and no piece is left beside its part.
+    #[test]
+    fn open_pieces_stay_under_their_limit_and_the_store_is_the_same() {
+        let conversations = || {
+            (0..600).map(|i| {
+                let text = 20_000 + (i * 7919) % 60_000;
+                conversation(&format!("c{i}"), 1 + i % 4, text)
+            })
+        };
+        let whole = tempfile::tempdir().unwrap();
+        let (most, pieces) = write_cut(whole.path(), conversations(), usize::MAX, None);
+        assert!(!pieces);
+        let cut = tempfile::tempdir().unwrap();
+        // A twentieth of what the uncut writer held at its most: files are cut many times.
+        let limit = most / 20;
+        let (_, pieces) = write_cut(cut.path(), conversations(), limit, None);
+        assert!(pieces);
+        assert_same_parts(whole.path(), cut.path());
+    }
+
+    /// The same on real recordings: every excerpt in `testdata` (each format's, with their
+    /// payloads, arguments, verdicts and times), read by its adapter. They are a few MB, so each
+    /// part writes its events every 16 KB to make row groups enough to cut.
+    #[test]
+    fn real_recordings_cut_into_pieces_make_the_same_store() {
+        use crate::ingest::{read_file, read_head, Collect, Format, Input};
+        let mut files = Vec::new();
+        let mut folders = vec![std::path::PathBuf::from("testdata")];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    // Hostile files and schemas are not recordings.
+                    if !matches!(name.as_str(), "bad" | "schemas") {
+                        folders.push(path);
+                    }
+                } else {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        let mut read = Collect::default();
+        let mut formats = std::collections::BTreeSet::new();
+        for path in &files {
+            let head = read_head(path).unwrap();
+            let Some(format) = Format::detect_file(path, &head) else {
+                continue;
+            };
+            formats.insert(format.name());
+            let display = path.display().to_string();
+            read_file(format, &Input::new(path, &display), &mut read).unwrap();
+        }
+        assert_eq!(formats.len(), 16, "formats read: {formats:?}");
+        let conversations = || read.conversations.iter().map(|(c, _)| c.clone());
+        let share = Some(16 << 10);
+        let whole = tempfile::tempdir().unwrap();
+        let (most, pieces) = write_cut(whole.path(), conversations(), usize::MAX, share);
+        assert!(!pieces);
+        assert!(
+            most > 20 * 24,
+            "{most} column chunks: too few row groups to cut"
+        );
+        let cut = tempfile::tempdir().unwrap();
+        let (_, pieces) = write_cut(cut.path(), conversations(), most / 20, share);
+        assert!(pieces);
+        assert_same_parts(whole.path(), cut.path());
     }
 
     /// Rows copied from another store wait for the part's next row group with the rows built
