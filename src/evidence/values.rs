@@ -123,7 +123,7 @@ pub fn classify_token(token: &str, cfg: &CompiledEvidence) -> Option<Candidate> 
 /// reading skips them, and the gate's recorded `candidates` count includes them.
 pub fn answer_values(answer: &str, cfg: &CompiledEvidence) -> Vec<Candidate> {
     let mut out: Vec<Candidate> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = hashbrown::HashSet::new();
     let mut budget = cfg.max_answer_tokens;
     for_each_token(answer, |token| {
         if budget == 0 {
@@ -154,7 +154,7 @@ pub fn answer_values_from_digest(
         return None;
     }
     let mut out: Vec<Candidate> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = hashbrown::HashSet::new();
     for token in digest.forms.split('\n').filter(|f| !f.is_empty()) {
         if let Some(c) = classify_token(token, cfg) {
             if seen.insert(c.value.clone()) {

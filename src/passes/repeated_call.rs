@@ -18,7 +18,8 @@ use crate::model::{Conversation, Event, EventKind, LandingFlags, Run};
 use crate::passes::{Pass, PassContext, RunOutcome};
 use serde_json::{json, Value};
 use std::borrow::Cow;
-use std::collections::HashMap;
+// foldhash (seeded per process), not SipHash: a part has a call map for every run.
+use hashbrown::HashMap;
 
 pub struct RepeatedCall;
 

@@ -18,7 +18,7 @@ use crate::corpus::{finding_id, DispositionRow, Finding, LedgerRow};
 use crate::ingest::Format;
 use crate::model::vocab::source_family;
 use crate::model::Conversation;
-use crate::passes::{agreement_rows, select, Pass, PassContext};
+use crate::passes::{agreement_rows, select, Pass, PassContext, RunOutcome};
 use crate::store::atomic::{write_file, AtomicDir};
 use crate::store::{Origin, Store, StoreManifest};
 use rayon::prelude::*;
@@ -138,47 +138,50 @@ fn try_audit_conversation(
             pass.check(conversation, ctx)
         };
         debug_assert_eq!(outcomes.len(), conversation.runs.len());
-        out.dispositions.push(
-            outcomes
-                .iter()
-                .map(|o| (o.disposition, o.reason.clone()))
-                .collect(),
-        );
-        for (i, (key, outcome)) in out.runs.iter().zip(&outcomes).enumerate() {
+        let mut dispositions = Vec::with_capacity(outcomes.len());
+        // Outcomes are moved into the rows: a part has a disposition for every run and check.
+        for (i, (key, outcome)) in out.runs.iter().zip(outcomes).enumerate() {
             let source = &key.source;
-            for draft in &outcome.findings {
+            out.agreement.extend(agreement_rows(
+                pass.name(),
+                conversation,
+                i,
+                source,
+                &outcome,
+            ));
+            let RunOutcome {
+                disposition,
+                reason,
+                findings,
+                rows,
+                ..
+            } = outcome;
+            dispositions.push((disposition, reason));
+            for draft in findings {
                 out.findings.push(Finding {
-                    finding_id: finding_id(pass.name(), &key.run_id, draft),
+                    finding_id: finding_id(pass.name(), &key.run_id, &draft),
                     check: pass.name().to_string(),
-                    kind: draft.kind.clone(),
-                    seam: draft.seam.clone(),
-                    predicate: draft.predicate.clone(),
+                    kind: draft.kind,
+                    seam: draft.seam,
+                    predicate: draft.predicate,
                     advisory: draft.advisory,
                     source: source.clone(),
                     conversation_id: conversation.id.clone(),
                     run_id: key.run_id.clone(),
                     turn: key.turn,
                     iteration: draft.iteration,
-                    subjects: draft.subjects.clone(),
-                    witnesses: draft.witnesses.clone(),
-                    message: draft.message.clone(),
-                    columns: draft.columns.clone(),
+                    subjects: draft.subjects,
+                    witnesses: draft.witnesses,
+                    message: draft.message,
+                    columns: draft.columns,
                 });
             }
             out.rows.extend(
-                outcome
-                    .rows
-                    .iter()
-                    .map(|(table, row)| (table.to_string(), row.clone())),
+                rows.into_iter()
+                    .map(|(table, row)| (table.to_string(), row)),
             );
-            out.agreement.extend(agreement_rows(
-                pass.name(),
-                conversation,
-                i,
-                source,
-                outcome,
-            ));
         }
+        out.dispositions.push(dispositions);
     }
     Some(out)
 }

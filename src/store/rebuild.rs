@@ -149,7 +149,10 @@ pub(super) fn gather(
             let pieces = slot.into_inner().unwrap_or_else(|e| e.into_inner());
             let mut run = row.run;
             run.events = pieces.events;
-            run.events.sort_by_key(|e| e.seq);
+            // Pieces mostly arrive in order already; checking is cheaper than sorting events.
+            if !run.events.is_sorted_by_key(|e| e.seq) {
+                run.events.sort_by_key(|e| e.seq);
+            }
             if !pieces.borrowed.is_empty() {
                 lend_texts(&mut run.events, &pieces.borrowed);
             }
