@@ -127,16 +127,24 @@ pub(super) fn read_one(
             let got = std::fs::create_dir_all(&fetched_folder)
                 .map_err(|e| atomic::with_path(e, "cannot create", &fetched_folder))
                 .and_then(|()| crate::source::object::fetch(remote, &copy));
-            if let Err(e) = got {
-                let _ = std::fs::remove_dir_all(&fetched_folder);
-                return sink.fail(e.to_string());
+            match got {
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&fetched_folder);
+                    return sink.fail(e.to_string());
+                }
+                // The object was hashed as it arrived: its copy is read without hashing it again.
+                Ok(got) => sink.digest = Some(got.sha256),
             }
             fetched = copy;
             sink.etag = remote.etag.clone();
             fetched.as_path()
         }
     };
-    read_local(inputs, i, path, reading, sink);
+    if sink.digest.is_some() {
+        crate::source::hashing::unhashed(|| read_local(inputs, i, path, reading, sink));
+    } else {
+        read_local(inputs, i, path, reading, sink);
+    }
     let _ = std::fs::remove_dir_all(&fetched_folder);
 }
 
@@ -200,7 +208,8 @@ pub(super) fn read_local(
             let unpacked = Unpacked {
                 compression,
                 bytes: made.bytes,
-                sha256: made.sha256,
+                // A fetched object's digest, taken as it arrived (its copy is read unhashed).
+                sha256: sink.digest.take().unwrap_or(made.sha256),
             };
             let name = compression.inner_name(&original);
             read_plain(
