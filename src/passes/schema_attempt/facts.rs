@@ -289,7 +289,13 @@ fn candidates_of(run: &Run) -> Vec<Candidate> {
         }
         // The neutral mark an ingest writes on a model call whose response was a would-be-final
         // answer: `{"answer": {"text": ..., "tool": ...}, "stopReason": ...}`.
-        let Some(p) = e.payload.as_deref().and_then(|t| js::parse_json(t).ok()) else {
+        // Only the two members read are built: every model call's envelope comes this way.
+        let Some(p) = e
+            .payload
+            .as_deref()
+            .and_then(|t| js::parse_members(t, &["answer", "stopReason"]))
+            .map(Value::Object)
+        else {
             continue;
         };
         if let Some(answer) = p.get("answer").filter(|a| a.is_object()) {
