@@ -168,6 +168,22 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// Point this process's own object-store clients at this server: they read their
+    /// settings from the environment. (The tests that start processes pass them theirs.)
+    /// Tests that call this hold the one server at a time, so they do not race on the
+    /// environment.
+    fn serve_this_process(&self) {
+        for (key, value) in [
+            ("AWS_ACCESS_KEY_ID", KEY_ID),
+            ("AWS_SECRET_ACCESS_KEY", SECRET),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ENDPOINT_URL", self.endpoint().as_str()),
+            ("AWS_ALLOW_HTTP", "true"),
+        ] {
+            std::env::set_var(key, value);
+        }
+    }
+
     /// traceaudit with the S3 environment of this server and planted credentials.
     fn traceaudit(&self, args: &[&str]) -> Output {
         let out = Command::new(env!("CARGO_BIN_EXE_traceaudit"))
@@ -872,17 +888,7 @@ fn an_append_to_a_bucket_is_refused_where_it_would_replace_objects() {
 fn shards_merged_into_a_bucket_make_the_store_a_local_merge_makes() {
     use traceaudit::distributed::{ingest_shard, merge_shards, plan_ingest};
     let Some(server) = moto() else { return };
-    // This process's own object-store clients read their settings from the environment; the
-    // other tests of this file pass theirs to the processes they start.
-    for (key, value) in [
-        ("AWS_ACCESS_KEY_ID", KEY_ID),
-        ("AWS_SECRET_ACCESS_KEY", SECRET),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ENDPOINT_URL", server.endpoint().as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-    ] {
-        std::env::set_var(key, value);
-    }
+    server.serve_this_process();
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("local");
     server.put("/nightly", b"");
@@ -949,4 +955,51 @@ fn shards_merged_into_a_bucket_make_the_store_a_local_merge_makes() {
     assert!(again.to_string().contains("already holds"), "{again}");
     assert_no_secret("the refusal", &again.to_string());
     assert_eq!(server.keys("stores", "merged/"), keys);
+}
+
+/// A night in a bucket is cut into the parts its local copy is, though an object is not read
+/// before it is fetched: the plan reads each object's head with a ranged request (the format,
+/// so dense logs get parts by rows) and a gzip'd object's trailer (the size it decompresses
+/// to). Counted by their sizes alone, both nights below got one part, which the ingest then
+/// read back and rewrote to cut it by rows.
+#[test]
+fn a_night_in_a_bucket_is_planned_as_its_local_copy() {
+    use traceaudit::distributed::plan_ingest;
+    let Some(server) = moto() else { return };
+    server.serve_this_process();
+    let dir = tempfile::tempdir().unwrap();
+    // 80 MB of agentfootprint NDJSON (its head a real recording, the rest zeros: the plan
+    // reads no further): 1 part by bytes, 222,222 rows of 360 bytes, so 2 parts by rows.
+    let mut dense = std::fs::read(testdata(
+        "agentfootprint/ndjson/f_prior_turn_evidence.ndjson",
+    ))
+    .unwrap();
+    dense.resize(80_000_000, 0);
+    // A gzip'd log that states 140 MB in its trailer: 2 parts of 128 MiB, where its 140 KB
+    // counted six times over made 1.
+    let mut gzipped = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzipped.write_all(b"{}\n").unwrap();
+    gzipped.write_all(&vec![b' '; 140_000_000]).unwrap();
+    let gzipped = gzipped.finish().unwrap();
+    assert!(gzipped.len() < 1_000_000);
+    // The same bytes in 100 objects: the plan probes 64 (142,222 rows), and counts the other
+    // 36 as dense as those, not as bytes (which would make 185,143 rows, one part).
+    let mut small = dense.clone();
+    small.truncate(800_000);
+    let many = (0..100).map(|i| (format!("many/af-{i:02}.ndjson"), &small));
+    server.put("/plans", b"");
+    let nights = [("dense/af.ndjson".to_string(), &dense)].into_iter();
+    let nights = nights.chain([("gzip/log.jsonl.gz".to_string(), &gzipped)]);
+    for (key, body) in nights.chain(many) {
+        server.put(&format!("/plans/{key}"), body);
+        let local = dir.path().join(key);
+        std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+        std::fs::write(&local, body).unwrap();
+    }
+    for night in ["dense", "gzip", "many"] {
+        let local = plan_ingest(&[dir.path().join(night)], 0).unwrap();
+        let bucket = plan_ingest(&[format!("s3://plans/{night}/").into()], 0).unwrap();
+        assert_eq!(local.parts, 2, "{night}");
+        assert_eq!(bucket.parts, local.parts, "{night}");
+    }
 }

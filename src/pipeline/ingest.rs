@@ -309,16 +309,20 @@ pub(super) fn part_rows(part_rows: u64) -> u64 {
 /// The parts of a store of `inputs` (each a local file or an object, and its size): one per
 /// `part_bytes` (0: the default) of what they are expected to decompress to, or more when
 /// their formats are expected to give more than [`crate::store::split::PART_ROWS`] rows a part
-/// ([`Format::input_bytes_per_row`], of the format detected from a local file's head; an
-/// object's is not known before it is fetched, nor is its size decompressed but by its name).
-/// The distributed ingest's plan makes the same count from the same files, whatever format or
-/// row limit the readers are given. Each local file is opened once; its head is read only when
-/// the inputs could hold more than a part's rows of the densest format.
+/// ([`Format::input_bytes_per_row`], of the format detected from each input's head). The
+/// distributed ingest's plan makes the same count from the same files, whatever format or row
+/// limit the readers are given, and a night of up to [`PROBED_OBJECTS`] objects gets the count
+/// its local copy gets (past that, the largest objects stand for the rest): counted by their
+/// sizes alone, dense logs in a bucket got too few parts, each then read back and rewritten to
+/// be cut by rows. Each local file is opened once; heads are read only when the inputs could
+/// hold more than a part's rows of the densest format (an object's with a ranged request,
+/// [`crate::source::object::probe_objects`]).
 pub(crate) fn planned_parts<'a>(
     inputs: impl Iterator<Item = (&'a Path, Option<&'a crate::source::object::Remote>, u64)>,
     part_bytes: u64,
 ) -> u32 {
-    use crate::source::compression::{expected_size_by_name, probe, EXPECTED_RATIO};
+    use crate::source::compression::{expected_size_by_name, probe, Probe, EXPECTED_RATIO};
+    use crate::source::object::probe_objects;
     let part_bytes = resolved_part_bytes(part_bytes);
     let part_rows = u128::from(crate::store::split::PART_ROWS);
     let inputs: Vec<_> = inputs.collect();
@@ -334,28 +338,63 @@ pub(crate) fn planned_parts<'a>(
         }
         _ => 0,
     };
-    let (mut bytes, mut dense_rows, mut dense_bytes) = (0u64, 0u128, 0u64);
-    for (path, remote, size) in inputs {
-        let (expected, per_row) = match remote {
-            Some(r) => (expected_size_by_name(&r.file_name(), size), None),
-            None => {
-                let probe = probe(path, size, head_bytes);
-                let per_row = Format::detect(&probe.head).and_then(Format::input_bytes_per_row);
-                (probe.expected, per_row)
-            }
+    // Objects are probed together, a few requests in flight at once, and at most
+    // `PROBED_OBJECTS` of them, the largest: a night of many small objects is planned from a
+    // sample, where a request for each would cost more than the rewrite it avoids. With no
+    // heads to read, only objects named as compressed are probed (for the size their trailer
+    // or header states).
+    let mut probed: Vec<usize> = (0..inputs.len())
+        .filter(|&k| {
+            inputs[k].1.is_some_and(|r| {
+                head_bytes > 0 || expected_size_by_name(&r.file_name(), r.size) != r.size
+            })
+        })
+        .collect();
+    probed.sort_by_key(|&k| (std::cmp::Reverse(inputs[k].2), k));
+    probed.truncate(PROBED_OBJECTS);
+    let remotes: Vec<_> = probed.iter().filter_map(|&k| inputs[k].1).collect();
+    let mut object_probes: Vec<Option<Probe>> = vec![None; inputs.len()];
+    for (k, got) in probed.into_iter().zip(probe_objects(&remotes, head_bytes)) {
+        object_probes[k] = got;
+    }
+    // Bytes expected of the inputs read (or probed), of those of a dense format, and of the
+    // objects not probed.
+    let (mut bytes, mut dense_rows, mut dense_bytes, mut unprobed) = (0u64, 0u128, 0u64, 0u64);
+    for (k, (path, remote, size)) in inputs.into_iter().enumerate() {
+        let probe = match remote {
+            Some(r) => match object_probes[k].take() {
+                Some(probe) => probe,
+                None => {
+                    unprobed += expected_size_by_name(&r.file_name(), size);
+                    continue;
+                }
+            },
+            None => probe(path, size, head_bytes),
         };
+        let per_row = Format::detect(&probe.head).and_then(Format::input_bytes_per_row);
+        let expected = probe.expected;
         bytes += expected;
         if let Some(per_row) = per_row {
             dense_rows += u128::from(expected / per_row.max(1));
             dense_bytes += expected;
         }
     }
-    let by_bytes = parts_for(bytes, part_bytes);
-    // The other inputs count as many rows as would fill parts of `part_bytes` exactly.
-    let rows = dense_rows + u128::from(bytes - dense_bytes) * part_rows / u128::from(part_bytes);
+    // The other inputs count as many rows as would fill parts of `part_bytes` exactly, and the
+    // objects not probed as many rows a byte as those that were, on average.
+    let mut rows =
+        dense_rows + u128::from(bytes - dense_bytes) * part_rows / u128::from(part_bytes);
+    rows += match bytes {
+        0 => u128::from(unprobed) * part_rows / u128::from(part_bytes),
+        _ => u128::from(unprobed) * rows / u128::from(bytes),
+    };
+    let by_bytes = parts_for(bytes + unprobed, part_bytes);
     let by_rows = rows.div_ceil(part_rows.max(1));
     u32::try_from(by_rows.max(u128::from(by_bytes))).unwrap_or(u32::MAX)
 }
+
+/// The most objects an ingest's plan probes (two small requests each at most; see
+/// [`planned_parts`]).
+const PROBED_OBJECTS: usize = 64;
 
 /// `part_bytes` as asked, or the default for 0.
 fn resolved_part_bytes(part_bytes: u64) -> u64 {

@@ -89,7 +89,7 @@ impl Compression {
 /// JSON agent logs compress 5-10x under gzip or zstd (the tau2 recordings 6.6x).
 pub const EXPECTED_RATIO: u64 = 6;
 
-/// What an ingest's plan reads of a local input before anything else is read: the bytes it is
+/// What an ingest's plan reads of an input before anything else is read: the bytes it is
 /// expected to hold once decompressed, and its first bytes, decompressed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
@@ -122,17 +122,11 @@ pub fn probe(path: &Path, size: u64, head_bytes: usize) -> Probe {
         return unread;
     };
     let compression = Compression::sniff(start);
-    let stated = match compression {
-        None => Some(size),
-        Some(Compression::Zstd) => zstd::zstd_safe::get_frame_content_size(start)
-            .ok()
-            .flatten(),
+    let zstd_stated = zstd_stated_size(compression, start);
+    let expected = expected_size(compression, size, || match compression {
         Some(Compression::Gzip) => gzip_trailer_size(&mut file, size),
-    };
-    let expected = match stated {
-        Some(bytes) if bytes > size || compression.is_none() => bytes,
-        _ => size.saturating_mul(EXPECTED_RATIO),
-    };
+        _ => zstd_stated,
+    });
     let head = match head_bytes {
         0 => Vec::new(),
         n => decompressed_head(file, compression, n),
@@ -140,11 +134,69 @@ pub fn probe(path: &Path, size: u64, head_bytes: usize) -> Probe {
     Probe { expected, head }
 }
 
+/// Probe an input of `size` bytes that is not a local file (an object in a bucket) from its
+/// first bytes, `start`, and, when those announce gzip, its last four, `trailer`. `start` is
+/// the whole input or a prefix of it; [`probe`] of a local copy gives the same, provided
+/// `start` is long enough to decompress to `head_bytes` ([`probe_prefix`] bytes are).
+pub fn probe_start(start: &[u8], trailer: Option<[u8; 4]>, size: u64, head_bytes: usize) -> Probe {
+    let compression = Compression::sniff(start);
+    let expected = expected_size(compression, size, || match compression {
+        Some(Compression::Gzip) if size >= GZIP_SMALLEST => {
+            trailer.map(|t| u64::from(u32::from_le_bytes(t)))
+        }
+        Some(Compression::Gzip) => None,
+        _ => zstd_stated_size(compression, start),
+    });
+    let head = match head_bytes {
+        0 => Vec::new(),
+        n => decompressed_head(BufReader::new(start), compression, n),
+    };
+    Probe { expected, head }
+}
+
+/// How much of an input's start [`probe_start`] needs for a head of `head_bytes`: that and a
+/// margin, so that a compressed input's prefix decompresses to the whole head (neither
+/// format expands stored data by more than a few bytes a block), and never less than a zstd
+/// frame header.
+pub fn probe_prefix(head_bytes: usize) -> usize {
+    head_bytes + (4 << 10)
+}
+
+/// The smallest gzip file with a trailer worth reading: a header and a trailer, 10 and 8 bytes.
+pub const GZIP_SMALLEST: u64 = 18;
+
+/// The content size a zstd frame header states, if `start` begins one that states it.
+fn zstd_stated_size(compression: Option<Compression>, start: &[u8]) -> Option<u64> {
+    match compression {
+        Some(Compression::Zstd) => zstd::zstd_safe::get_frame_content_size(start)
+            .ok()
+            .flatten(),
+        _ => None,
+    }
+}
+
+/// The bytes an input of `size` bytes compressed with `compression` is expected to decompress
+/// to: what it states (`stated`, asked only of a compressed input), when that is more than
+/// its size, or [`EXPECTED_RATIO`] times its size.
+fn expected_size(
+    compression: Option<Compression>,
+    size: u64,
+    stated: impl FnOnce() -> Option<u64>,
+) -> u64 {
+    if compression.is_none() {
+        return size;
+    }
+    match stated() {
+        Some(bytes) if bytes > size => bytes,
+        _ => size.saturating_mul(EXPECTED_RATIO),
+    }
+}
+
 /// The size a gzip file's trailer states: of its last member, modulo 2^32. `file` is left at
 /// its start.
 fn gzip_trailer_size(file: &mut BufReader<std::fs::File>, size: u64) -> Option<u64> {
     use std::io::{Seek, SeekFrom};
-    if size < 18 {
+    if size < GZIP_SMALLEST {
         return None;
     }
     file.seek(SeekFrom::End(-4)).ok()?;
@@ -155,15 +207,15 @@ fn gzip_trailer_size(file: &mut BufReader<std::fs::File>, size: u64) -> Option<u
     Some(u64::from(u32::from_le_bytes(isize)))
 }
 
-/// The first `n` bytes read from `file` (at its start), through its decoder if compressed.
-fn decompressed_head(
-    file: BufReader<std::fs::File>,
+/// The first `n` bytes read from `input` (at its start), through its decoder if compressed.
+fn decompressed_head<'a>(
+    input: impl BufRead + 'a,
     compression: Option<Compression>,
     n: usize,
 ) -> Vec<u8> {
-    let mut reader: Box<dyn Read> = match compression {
-        None => Box::new(file),
-        Some(c) => match c.decoder(file) {
+    let mut reader: Box<dyn Read + 'a> = match compression {
+        None => Box::new(input),
+        Some(c) => match c.decoder(input) {
             Ok(decoder) => decoder,
             Err(_) => return Vec::new(),
         },
@@ -380,6 +432,63 @@ mod tests {
         assert_eq!(expected(&one, "a.jsonl").0, len);
         assert_eq!(expected(&one, "a.jsonl").1, one.len() as u64);
         assert_eq!(expected(b"", "empty.gz").0, 0);
+    }
+
+    /// An object is probed from a prefix and, when gzip'd, its last four bytes (two ranged
+    /// requests): that gives what probing its local copy gives, heads and expected sizes,
+    /// whether the data compresses well or not at all.
+    #[test]
+    fn a_prefix_and_a_trailer_probe_as_the_whole_file_does() {
+        let text = b"{\"a\": 1}\n".repeat(20_000);
+        // Bytes no compressor shrinks: the prefix must still decompress to the whole head.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let noise: Vec<u8> = (0..300_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let mut two = gzip(&text);
+        two.extend(gzip(b"{}\n"));
+        let mut streamed = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        streamed.write_all(&text).unwrap();
+        let mut cut = gzip(&noise);
+        cut.truncate(cut.len() / 2);
+        let files = [
+            ("plain", text.clone()),
+            ("gzip", gzip(&text)),
+            ("two members", two),
+            ("gzip noise", gzip(&noise)),
+            ("zstd sized", zstd::bulk::compress(&text, 3).unwrap()),
+            ("zstd noise", zstd::bulk::compress(&noise, 3).unwrap()),
+            ("zstd streamed", streamed.finish().unwrap()),
+            ("gzip cut", cut),
+            ("tiny gzip", gzip(b"{}")),
+            ("empty", Vec::new()),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        for (name, file) in files {
+            let path = dir.path().join("copy");
+            std::fs::write(&path, &file).unwrap();
+            let size = file.len() as u64;
+            for head_bytes in [0, 1000, 64 << 10] {
+                let start = &file[..file.len().min(probe_prefix(head_bytes))];
+                let trailer = (Compression::sniff(start) == Some(Compression::Gzip)
+                    && size >= GZIP_SMALLEST)
+                    .then(|| file[file.len() - 4..].try_into().unwrap());
+                let local = probe(&path, size, head_bytes);
+                if name.contains("noise") && head_bytes > 0 {
+                    assert_eq!(local.head, &noise[..head_bytes], "{name}");
+                }
+                assert_eq!(
+                    probe_start(start, trailer, size, head_bytes),
+                    local,
+                    "{name}, a head of {head_bytes}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! signature) never leave this module, and errors of the object store are reduced to their
 //! kind, since their text can hold the request URL.
 
+use super::compression::{probe_prefix, probe_start, Compression, Probe, GZIP_SMALLEST};
 use sha2::Digest;
 use std::io::{self, Write};
 use std::path::Path as FsPath;
@@ -231,6 +232,50 @@ fn list_under(bucket: &Bucket, key: &ObjectPath, shown: &str) -> io::Result<Vec<
         .collect();
     found.sort_by(|a, b| a.location.cmp(&b.location));
     Ok(found)
+}
+
+/// Objects probed at once by [`probe_objects`]: each probe is a small request, so latency,
+/// not bandwidth, is what they cost.
+const PROBES_AT_ONCE: usize = 16;
+
+/// What an ingest's plan reads of each of `remotes` before any is fetched, as
+/// [`crate::source::compression::probe`] reads of a local file: the first `head_bytes` of it
+/// decompressed (a ranged request for its first [`probe_prefix`] bytes), and a gzip'd object's
+/// last four bytes (a second one). `None` for an object these requests fail on: the plan
+/// counts it by its name, and its fetch reports the failure.
+pub fn probe_objects(remotes: &[&Remote], head_bytes: usize) -> Vec<Option<Probe>> {
+    use futures::StreamExt;
+    let Ok(rt) = runtime() else {
+        return remotes.iter().map(|_| None).collect();
+    };
+    let probes = remotes.iter().map(|remote| async move {
+        let store = &remote.bucket.store;
+        let size = remote.size;
+        let want = probe_prefix(head_bytes) as u64;
+        let start = match size {
+            0 => bytes::Bytes::new(),
+            _ => store
+                .get_range(&remote.location, 0..size.min(want))
+                .await
+                .ok()?,
+        };
+        let trailer = match Compression::sniff(&start) {
+            Some(Compression::Gzip) if size >= GZIP_SMALLEST => {
+                let last = store
+                    .get_range(&remote.location, size - 4..size)
+                    .await
+                    .ok()?;
+                Some(<[u8; 4]>::try_from(last.as_ref()).ok()?)
+            }
+            _ => None,
+        };
+        Some(probe_start(&start, trailer, size, head_bytes))
+    });
+    rt.block_on(
+        futures::stream::iter(probes)
+            .buffered(PROBES_AT_ONCE)
+            .collect(),
+    )
 }
 
 /// What fetching an object gave.
