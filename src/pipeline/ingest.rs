@@ -340,9 +340,9 @@ pub(crate) fn planned_parts<'a>(
     };
     // Objects are probed together, a few requests in flight at once, and at most
     // `PROBED_OBJECTS` of them, the largest: a night of many small objects is planned from a
-    // sample, where a request for each would cost more than the rewrite it avoids. With no
-    // heads to read, only objects named as compressed are probed (for the size their trailer
-    // or header states).
+    // sample, where a request for each (thousands, at a bucket's latency) could cost more than
+    // the rewrite it avoids. With no heads to read, only objects named as compressed are
+    // probed (for the size their trailer or header states).
     let mut probed: Vec<usize> = (0..inputs.len())
         .filter(|&k| {
             inputs[k].1.is_some_and(|r| {

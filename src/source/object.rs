@@ -245,6 +245,9 @@ const PROBES_AT_ONCE: usize = 16;
 /// counts it by its name, and its fetch reports the failure.
 pub fn probe_objects(remotes: &[&Remote], head_bytes: usize) -> Vec<Option<Probe>> {
     use futures::StreamExt;
+    if remotes.is_empty() {
+        return Vec::new();
+    }
     let Ok(rt) = runtime() else {
         return remotes.iter().map(|_| None).collect();
     };
