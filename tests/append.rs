@@ -677,3 +677,55 @@ fn a_store_of_schema_9_grows_and_compacts_into_runs_by_part() {
     append(&folders[..1], &store, &ingest_opts()).unwrap();
     assert!(!store.join("runs.parquet").exists());
 }
+
+/// A compaction knows its rows (the manifest counts every live one), so it makes the parts
+/// the row limit needs from the start, an eighth to spare, where counting by input bytes
+/// alone made too few parts and then read each back to split it.
+#[test]
+fn a_compaction_makes_the_parts_its_rows_need() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("generated");
+    let mut opts = GenOptions::new(GenFormat::Tau2, 7);
+    opts.runs = Some(2_000);
+    gen::generate(&opts, &corpus).expect("generate");
+    let store = dir.path().join("store");
+    let ingested = ingest(
+        &[corpus.join(gen::INPUT_DIR)],
+        &store,
+        &IngestOptions::default(),
+    )
+    .unwrap();
+    let rows = ingested.manifest.counts.runs + ingested.manifest.counts.events;
+    // By bytes one part; by rows four (three would leave less than an eighth to spare).
+    let part_rows = rows / 3;
+    let opts = IngestOptions {
+        part_rows,
+        ..IngestOptions::default()
+    };
+    let compacted = compact(&store, &opts).unwrap();
+    assert_eq!(compacted.parts_after, 4, "{rows} rows");
+    assert_eq!(compacted.manifest.counts, ingested.manifest.counts);
+    // Made as four parts, not one split in four: each conversation is in the part an ingest
+    // into four parts (by bytes) puts it in, where a split moves conversations by its own plan.
+    let four = dir.path().join("four");
+    let by_bytes = IngestOptions {
+        part_bytes: ingested.manifest.counts.bytes.div_ceil(4),
+        ..IngestOptions::default()
+    };
+    ingest(&[corpus.join(gen::INPUT_DIR)], &four, &by_bytes).unwrap();
+    let parts = |store: &Path| -> BTreeMap<String, u32> {
+        let runs = Store::open(store).unwrap().runs().unwrap();
+        runs.into_iter()
+            .map(|r| (r.run.conversation_id, r.part))
+            .collect()
+    };
+    let (compacted, four) = (parts(&store), parts(&four));
+    assert_eq!(four.values().max(), Some(&3));
+    assert_eq!(compacted.len(), four.len());
+    let moved = four.iter().filter(|(id, p)| compacted.get(*id) != Some(p));
+    assert_eq!(
+        moved.count(),
+        0,
+        "conversations in another part than by hash"
+    );
+}

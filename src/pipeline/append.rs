@@ -853,7 +853,8 @@ pub struct CompactSummary {
 }
 
 /// Rewrite the live rows of every generation of the store at `dir` into one new generation of
-/// parts near the part size (`opts.part_bytes` of input each, split at `opts.part_rows`), and
+/// parts near the part size (`opts.part_bytes` of input each, or more when their rows need
+/// more under `opts.part_rows`; a part still over it is split), and
 /// retire the files it replaces (deleted by the next append or compaction). Readers see the
 /// store before or after; an audit of it gives the same results.
 pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
@@ -876,7 +877,17 @@ pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
         .iter()
         .map(|i| i.decompressed_size.unwrap_or(i.size))
         .sum();
-    let parts = parts_for(input_bytes, opts.part_bytes);
+    // The rows are known here (the manifest counts every live one): parts that would be over
+    // the row limit are made from the start, with an eighth to spare for conversations that
+    // do not share out evenly, rather than written and then split.
+    let rows = store.manifest.counts.runs + store.manifest.counts.events;
+    let max_rows = part_rows(opts.part_rows);
+    let by_rows = u32::try_from(
+        rows.saturating_mul(8)
+            .div_ceil(max_rows.saturating_mul(7).max(1)),
+    )
+    .unwrap_or(u32::MAX);
+    let parts = parts_for(input_bytes, opts.part_bytes).max(by_rows);
     let mut writer = StoreWriter::create(&out, parts, super::store_spec())?;
     let mut copied = Copied::default();
     for part in 0..store.parts {
@@ -884,7 +895,7 @@ pub fn compact(dir: &Path, opts: &IngestOptions) -> io::Result<CompactSummary> {
         distribute(&mut writer, &runs, &events, &mut copied)?;
     }
     writer.finish()?;
-    let split = crate::store::split::split_large_parts(&out, parts, part_rows(opts.part_rows))?;
+    let split = crate::store::split::split_large_parts(&out, parts, max_rows)?;
     // Every generation's quarantine, in order: what could not be used stays on record.
     let mut quarantine = Vec::new();
     for generation in store.generations() {
