@@ -312,11 +312,11 @@ pub(super) fn part_rows(part_rows: u64) -> u64 {
 /// ([`Format::input_bytes_per_row`], of the format detected from each input's head). The
 /// distributed ingest's plan makes the same count from the same files, whatever format or row
 /// limit the readers are given, and a night of up to [`PROBED_OBJECTS`] objects gets the count
-/// its local copy gets (past that, the largest objects stand for the rest): counted by their
-/// sizes alone, dense logs in a bucket got too few parts, each then read back and rewritten to
-/// be cut by rows. Each local file is opened once; heads are read only when the inputs could
-/// hold more than a part's rows of the densest format (an object's with a ranged request,
-/// [`crate::source::object::probe_objects`]).
+/// its local copy gets (past that, or where a probe fails, the objects probed stand for the
+/// rest): counted by their sizes alone, dense logs in a bucket got too few parts, each then
+/// read back and rewritten to be cut by rows. Each local file is opened once; heads are read
+/// only when the inputs could hold more than a part's rows of the densest format (an object's
+/// with a ranged request, [`crate::source::object::probe_objects`]).
 pub(crate) fn planned_parts<'a>(
     inputs: impl Iterator<Item = (&'a Path, Option<&'a crate::source::object::Remote>, u64)>,
     part_bytes: u64,

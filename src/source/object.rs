@@ -242,7 +242,7 @@ const PROBES_AT_ONCE: usize = 16;
 /// [`crate::source::compression::probe`] reads of a local file: the first `head_bytes` of it
 /// decompressed (a ranged request for its first [`probe_prefix`] bytes), and a gzip'd object's
 /// last four bytes (a second one). `None` for an object these requests fail on: the plan
-/// counts it by its name, and its fetch reports the failure.
+/// counts it as it counts the objects it did not probe, and its fetch reports the failure.
 pub fn probe_objects(remotes: &[&Remote], head_bytes: usize) -> Vec<Option<Probe>> {
     use futures::StreamExt;
     if remotes.is_empty() {
