@@ -675,6 +675,42 @@ mod tests {
         assert_eq!(plan(std::slice::from_ref(&over)), 2);
     }
 
+    /// An object whose probe fails (gone since it was listed) counts as the objects not probed
+    /// do: as many rows a byte as the objects probed, or by its bytes when none was probed.
+    #[test]
+    fn an_object_whose_probe_fails_counts_at_the_density_of_those_probed() {
+        use crate::source::object::{Bucket, Remote};
+        let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+        let mut head =
+            std::fs::read(testdata.join("agentfootprint/ndjson/a_repeated_identical_call.ndjson"))
+                .unwrap();
+        // Past the probe's prefix; the listed size says how large each object is.
+        head.resize(128 << 10, 0);
+        let names: Vec<String> = (0..3).map(|i| format!("af-{i}.ndjson")).collect();
+        let objects: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &head[..])).collect();
+        let bucket = Bucket::in_memory(&objects);
+        let mb = 1_000_000;
+        let remote = |key: &str| Remote {
+            bucket: bucket.clone(),
+            location: key.into(),
+            size: 100 * mb,
+            etag: None,
+        };
+        let plan = |keys: &[&str]| {
+            let remotes: Vec<Remote> = keys.iter().map(|k| remote(k)).collect();
+            planned_parts(remotes.iter().map(|r| (Path::new(""), Some(r), r.size)), 0)
+        };
+        // As the local files of the test above: 833,333 rows of 360 bytes, 5 parts.
+        assert_eq!(plan(&["af-0.ndjson", "af-1.ndjson", "af-2.ndjson"]), 5);
+        // One gone: the two probed stand for it.
+        assert_eq!(plan(&["af-0.ndjson", "af-1.ndjson", "gone.ndjson"]), 5);
+        // All gone: by their 300 MB alone, 3 parts of 128 MiB.
+        assert_eq!(
+            plan(&["gone-0.ndjson", "gone-1.ndjson", "gone-2.ndjson"]),
+            3
+        );
+    }
+
     /// Keeps each conversation's id, and panics on one of them.
     struct Panicky;
 

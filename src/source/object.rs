@@ -54,6 +54,25 @@ impl std::fmt::Debug for Bucket {
     }
 }
 
+#[cfg(test)]
+impl Bucket {
+    /// A bucket held in this process (`object_store`'s in-memory store) with `objects` in it,
+    /// for tests that need no server.
+    pub(crate) fn in_memory(objects: &[(&str, &[u8])]) -> Bucket {
+        let store = object_store::memory::InMemory::new();
+        let rt = runtime().expect("a runtime");
+        for (key, body) in objects {
+            let payload = object_store::PutPayload::from(body.to_vec());
+            rt.block_on(store.put(&ObjectPath::from(*key), payload))
+                .expect("an object put in memory");
+        }
+        Bucket {
+            store: Arc::new(store),
+            base: "memory://test/".into(),
+        }
+    }
+}
+
 /// One object to read.
 #[derive(Debug, Clone)]
 pub struct Remote {
