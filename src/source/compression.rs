@@ -154,13 +154,23 @@ pub fn probe_start(start: &[u8], trailer: Option<[u8; 4]>, size: u64, head_bytes
     Probe { expected, head }
 }
 
-/// How much of an input's start [`probe_start`] needs for a head of `head_bytes`: that and a
-/// margin, so that a compressed input's prefix decompresses to the whole head (neither
-/// format expands stored data by more than a few bytes a block), and never less than a zstd
-/// frame header.
+/// How much of an input's start [`probe_start`] needs for a head of `head_bytes`: never less
+/// than a zstd frame header, and for a head, enough that a compressed prefix decompresses to
+/// all of it. A gzip stream gives its bytes as they are read, and neither format expands
+/// stored data by more than a few bytes a block; but zstd gives none of a block until the
+/// whole block is read, and a compressed block holds up to [`ZSTD_BLOCK_MAX`] bytes (a block
+/// of text that compresses less than 2x, such as base64 attachments, is longer than a 64 KiB
+/// head), so a head's prefix takes one more whole block.
 pub fn probe_prefix(head_bytes: usize) -> usize {
-    head_bytes + (4 << 10)
+    match head_bytes {
+        0 => 4 << 10,
+        n => n + ZSTD_BLOCK_MAX + (4 << 10),
+    }
 }
+
+/// The most bytes a zstd block decompresses to, and so the most a compressed block holds
+/// (the format's `Block_Maximum_Size`).
+const ZSTD_BLOCK_MAX: usize = 128 << 10;
 
 /// The smallest gzip file with a trailer worth reading: a header and a trailer, 10 and 8 bytes.
 pub const GZIP_SMALLEST: u64 = 18;
@@ -450,6 +460,13 @@ mod tests {
                 state as u8
             })
             .collect();
+        // Text that compresses less than 2x (base64, as of an attachment in a log): a zstd
+        // block of it is longer than a 64 KiB head.
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let base64: Vec<u8> = noise
+            .iter()
+            .map(|b| alphabet[usize::from(b % 64)])
+            .collect();
         let mut two = gzip(&text);
         two.extend(gzip(b"{}\n"));
         let mut streamed = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
@@ -464,12 +481,37 @@ mod tests {
             ("zstd sized", zstd::bulk::compress(&text, 3).unwrap()),
             ("zstd noise", zstd::bulk::compress(&noise, 3).unwrap()),
             ("zstd streamed", streamed.finish().unwrap()),
+            ("zstd base64", zstd::bulk::compress(&base64, 3).unwrap()),
+            ("gzip base64", gzip(&base64)),
             ("gzip cut", cut),
             ("tiny gzip", gzip(b"{}")),
             ("empty", Vec::new()),
         ];
+        // Real recordings too, as they are and compressed, each longer than the prefix: two
+        // agentfootprint Recording documents, and the bundled NDJSON logs one after another.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/agentfootprint");
+        let mut logs: Vec<_> = std::fs::read_dir(root.join("ndjson"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        logs.sort();
+        let log: Vec<u8> = logs
+            .iter()
+            .flat_map(|p| std::fs::read(p).unwrap())
+            .collect();
+        let mut real = Vec::new();
+        for bytes in [
+            std::fs::read(root.join("recordings/g-01-sess-g-retry-pass-turn1.json")).unwrap(),
+            std::fs::read(root.join("recordings/g-02-sess-g-exhausted-turn1.json")).unwrap(),
+            log,
+        ] {
+            assert!(bytes.len() > probe_prefix(64 << 10));
+            real.push(("real gzip", gzip(&bytes)));
+            real.push(("real zstd", zstd::bulk::compress(&bytes, 3).unwrap()));
+            real.push(("real plain", bytes));
+        }
         let dir = tempfile::tempdir().unwrap();
-        for (name, file) in files {
+        for (name, file) in files.into_iter().chain(real) {
             let path = dir.path().join("copy");
             std::fs::write(&path, &file).unwrap();
             let size = file.len() as u64;
