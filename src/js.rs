@@ -310,7 +310,9 @@ impl<'de> serde::de::Visitor<'de> for Fields {
         f.write_str("an object")
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut kept = Map::new();
+        // At most every name wanted is kept: room for them all, so the map is not grown
+        // member by member.
+        let mut kept = Map::with_capacity(self.0.len());
         while let Some(index) = map.next_key_seed(Key(self.0))? {
             match index {
                 Some(i) => {

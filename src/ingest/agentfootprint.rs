@@ -147,7 +147,7 @@ fn model_text(v: &Value) -> String {
 
 impl Assembler {
     /// Take one envelope.
-    fn push(&mut self, envelope: Value, raw: Option<&str>, at: At) -> Pushed {
+    fn push(&mut self, envelope: Envelope, raw: &str, at: At) -> Pushed {
         match self.push_inner(envelope, raw, at) {
             Ok(pushed) => pushed,
             Err(reason) => Pushed::Dropped(reason.to_string()),
@@ -156,29 +156,17 @@ impl Assembler {
 
     fn push_inner(
         &mut self,
-        envelope: Value,
-        raw: Option<&str>,
+        envelope: Envelope,
+        raw: &str,
         At { record, offset }: At,
     ) -> crate::error::Result<Pushed> {
-        check_envelope(&envelope)?;
-        // The row keeps the envelope as recorded; the parsed value is then taken apart
-        // (moved, not copied).
-        let envelope_text = match raw {
-            Some(text) => text.to_string(),
-            None => js::stringify(&envelope),
-        };
-        let Value::Object(mut obj) = envelope else {
-            unreachable!("checked above")
-        };
-        let Some(Value::String(kind)) = obj.remove("type") else {
-            unreachable!("checked above")
-        };
+        let (kind, meta, mut payload) = envelope.checked()?;
+        // The row keeps the envelope as recorded.
+        let envelope_text = raw.to_string();
         let short = &kind[PREFIX.len()..];
-        let meta = obj.remove("meta").unwrap_or(Value::Null);
         let Some(run_id) = str_field(&meta, "runId") else {
             return Err(Error::Malformed(format!("{kind} event has no meta.runId")));
         };
-        let mut payload = obj.remove("payload").unwrap_or(Value::Null);
         let new_run = !self.open.contains_key(run_id);
         if new_run {
             if self.closed.contains(run_id) {
@@ -311,16 +299,50 @@ impl Assembler {
     }
 }
 
-/// Refuse what is not an agentfootprint event envelope: a JSON object whose `type` is one of
-/// agentfootprint's.
-fn check_envelope(envelope: &Value) -> crate::error::Result<()> {
-    let why = match envelope.get("type") {
-        _ if !envelope.is_object() => "not an event envelope (expected a JSON object)".into(),
-        Some(Value::String(kind)) if kind.starts_with(PREFIX) => return Ok(()),
-        Some(Value::String(kind)) => format!("event type {kind:?} is not an agentfootprint event"),
-        _ => "event envelope has no string `type`".into(),
-    };
-    Err(Error::Malformed(why))
+/// The members of an event envelope the assembler reads, taken out of it. An agentfootprint
+/// event envelope is a JSON object whose `type` is one of agentfootprint's
+/// ([`Envelope::checked`] refuses anything else).
+#[derive(Debug, Default, PartialEq)]
+struct Envelope {
+    /// The record was a JSON object.
+    object: bool,
+    kind: Option<Value>,
+    meta: Option<Value>,
+    payload: Option<Value>,
+}
+
+impl Envelope {
+    /// The members read of a parsed record.
+    fn of(record: Value) -> Envelope {
+        match record {
+            // What is left of the object is dropped unread, so its order need not be kept
+            // (a swap removal is constant time, a shifting one moves every later member).
+            Value::Object(mut obj) => Envelope {
+                object: true,
+                kind: obj.swap_remove("type"),
+                meta: obj.swap_remove("meta"),
+                payload: obj.swap_remove("payload"),
+            },
+            _ => Envelope::default(),
+        }
+    }
+
+    /// The event type (with its prefix), meta and payload (null when absent), or why the
+    /// record is not an agentfootprint event envelope.
+    fn checked(self) -> crate::error::Result<(String, Value, Value)> {
+        let why = match self.kind {
+            _ if !self.object => "not an event envelope (expected a JSON object)".into(),
+            Some(Value::String(kind)) if kind.starts_with(PREFIX) => {
+                let or_null = |v: Option<Value>| v.unwrap_or(Value::Null);
+                return Ok((kind, or_null(self.meta), or_null(self.payload)));
+            }
+            Some(Value::String(kind)) => {
+                format!("event type {kind:?} is not an agentfootprint event")
+            }
+            _ => "event envelope has no string `type`".into(),
+        };
+        Err(Error::Malformed(why))
+    }
 }
 
 /// Read event `short` (its type without the prefix) of a run into `event` and the run's
@@ -595,17 +617,46 @@ const META_FIELDS: &[&str] = &["runId", "sessionId", "wallClockMs"];
 
 /// A line's envelope as the assembler takes it, parsed in one pass: its `meta` keeps the
 /// fields read ([`META_FIELDS`]), and its payload too when its type says which
-/// ([`payload_fields`]). Most of an NDJSON file's bytes are fields no step reads (composed
-/// slots, tokens, evaluations, routes, the meta's stage ids and paths), so building them as
-/// values was most of the reader's time. Anything else, a line that is not an object, a
-/// `meta` or payload that is not one, or a `type` given again after a payload it decided, is an
-/// error, and the caller parses the line whole instead.
-struct Skimmed(Value);
+/// ([`payload_fields`]); other members are skipped unbuilt. Most of an NDJSON file's bytes are
+/// fields no step reads (composed slots, tokens, evaluations, routes, the meta's stage ids and
+/// paths), so building them as values was most of the reader's time. Anything else, a line
+/// that is not an object, a `meta` or payload that is not one, or a `type` given again after a
+/// payload it decided, is an error, and the caller parses the line whole instead.
+struct Skimmed(Envelope);
+
+/// An envelope's member, by name.
+enum Member {
+    Type,
+    Meta,
+    Payload,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = Member;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Member, E> {
+                Ok(match name {
+                    "type" => Member::Type,
+                    "meta" => Member::Meta,
+                    "payload" => Member::Payload,
+                    _ => Member::Other,
+                })
+            }
+        }
+        d.deserialize_str(Name)
+    }
+}
 
 impl<'de> serde::Deserialize<'de> for Skimmed {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Skimmed, D::Error> {
-        struct Envelope;
-        impl<'de> serde::de::Visitor<'de> for Envelope {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
             type Value = Skimmed;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("an event envelope")
@@ -614,41 +665,51 @@ impl<'de> serde::Deserialize<'de> for Skimmed {
                 self,
                 mut map: A,
             ) -> Result<Skimmed, A::Error> {
-                let mut obj = serde_json::Map::new();
+                let mut envelope = Envelope {
+                    object: true,
+                    ..Envelope::default()
+                };
                 // The fields of the payload the type seen so far reads.
                 let mut fields: Option<&'static [&'static str]> = None;
                 let mut skimmed = false;
-                while let Some(key) = map.next_key::<String>()? {
-                    let value = match (key.as_str(), fields) {
-                        ("payload", Some(names)) => {
+                // Of a member given twice, the last stands, as in a parse of the whole line.
+                while let Some(member) = map.next_key::<Member>()? {
+                    match (member, fields) {
+                        (Member::Payload, Some(names)) => {
                             skimmed = true;
-                            map.next_value_seed(js::Fields(names))?
+                            envelope.payload = Some(map.next_value_seed(js::Fields(names))?);
                         }
-                        ("meta", _) => map.next_value_seed(js::Fields(META_FIELDS))?,
-                        ("type", _) if skimmed => {
+                        (Member::Payload, None) => envelope.payload = Some(map.next_value()?),
+                        (Member::Meta, _) => {
+                            envelope.meta = Some(map.next_value_seed(js::Fields(META_FIELDS))?)
+                        }
+                        (Member::Type, _) if skimmed => {
                             return Err(serde::de::Error::custom("type after a skimmed payload"))
                         }
-                        _ => map.next_value::<Value>()?,
-                    };
-                    if key == "type" {
-                        fields = value
-                            .as_str()
-                            .and_then(|k| k.strip_prefix(PREFIX))
-                            .and_then(payload_fields);
+                        (Member::Type, _) => {
+                            let kind: Value = map.next_value()?;
+                            fields = kind
+                                .as_str()
+                                .and_then(|k| k.strip_prefix(PREFIX))
+                                .and_then(payload_fields);
+                            envelope.kind = Some(kind);
+                        }
+                        (Member::Other, _) => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
                     }
-                    obj.insert(key, value);
                 }
-                Ok(Skimmed(Value::Object(obj)))
+                Ok(Skimmed(envelope))
             }
         }
-        d.deserialize_map(Envelope)
+        d.deserialize_map(Members)
     }
 }
 
 fn report_push(
     assembler: &mut Assembler,
-    envelope: Value,
-    raw: Option<&str>,
+    envelope: Envelope,
+    raw: &str,
     at: At,
     locator: Locator,
     input: &Input<'_>,
@@ -731,13 +792,13 @@ pub fn read_ndjson(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result<()
         };
         let parsed = match serde_json::from_str::<Skimmed>(text) {
             Ok(Skimmed(envelope)) => Ok(envelope),
-            Err(_) => js::parse_json(text),
+            Err(_) => js::parse_json(text).map(Envelope::of),
         };
         match parsed {
             Ok(envelope) => report_push(
                 &mut assembler,
                 envelope,
-                Some(text),
+                text,
                 At {
                     record: line_no,
                     offset,
@@ -829,10 +890,12 @@ pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result
     let mut assembler = Assembler::default();
     for (i, envelope) in events.iter().enumerate() {
         sink.records_read(1);
+        // The row keeps the envelope as `JSON.stringify` writes it.
+        let text = js::stringify(envelope);
         report_push(
             &mut assembler,
-            envelope.clone(),
-            None,
+            Envelope::of(envelope.clone()),
+            &text,
             At {
                 record: i as u64,
                 offset: 0,
@@ -1026,7 +1089,8 @@ mod tests {
                 panic!("{line} is an envelope");
             };
             let whole = js::parse_json(line).unwrap();
-            assert_eq!(skimmed["type"], whole["type"]);
+            assert!(skimmed.object);
+            assert_eq!(skimmed.kind.as_ref(), Some(&whole["type"]));
             let short = whole["type"]
                 .as_str()
                 .unwrap()
@@ -1041,14 +1105,14 @@ mod tests {
                         .collect(),
                 )
             };
-            assert_eq!(skimmed["meta"], only(&whole["meta"], META_FIELDS));
+            assert_eq!(skimmed.meta, Some(only(&whole["meta"], META_FIELDS)));
             let names = payload_fields(short).unwrap();
             let payload = if trimmed {
                 only(&whole["payload"], names)
             } else {
                 whole["payload"].clone()
             };
-            assert_eq!(skimmed["payload"], payload);
+            assert_eq!(skimmed.payload, Some(payload));
         }
         // A field no step reads is skipped unbuilt, so a number beyond f64 or nesting deeper
         // than serde_json builds is stored there (JavaScript's JSON.parse takes both); in a
@@ -1058,11 +1122,13 @@ mod tests {
             r#"{"type":"agentfootprint.stream.token","payload":{"iteration":1,"big":1e400},"meta":{"runId":"r1","sessionId":"s1"}}"#.to_string(),
             format!(r#"{{"type":"agentfootprint.stream.token","payload":{{"deep":{deep}}},"meta":{{"runId":"r1","sessionId":"s1"}}}}"#),
             r#"{"type":"agentfootprint.stream.tool_start","payload":{"toolName":"t","toolCallId":"c","args":{"n":1e400}},"meta":{"runId":"r1","sessionId":"s1"}}"#.to_string(),
+            // A member of the envelope beside its type, meta and payload is not read either.
+            r#"{"type":"agentfootprint.stream.llm_end","extra":{"n":1e400},"payload":{"iteration":1},"meta":{"runId":"r1","sessionId":"s1"}}"#.to_string(),
         ];
         let lines: Vec<String> = unread.iter().map(|l| format!("{l}\n")).collect();
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let sink = ndjson(&refs);
-        assert_eq!(sink.conversations[0].0.runs[0].events.len(), 2);
+        assert_eq!(sink.conversations[0].0.runs[0].events.len(), 3);
         assert_eq!(sink.quarantined.len(), 1, "{:?}", sink.quarantined);
         assert!(sink.quarantined[0].reason.contains("number out of range"));
         assert_eq!(payload_fields("stream.tool_start"), None);
@@ -1106,17 +1172,17 @@ mod tests {
                     record: i as u64,
                     offset: 0,
                 };
-                let parsed = js::parse_json(line).unwrap();
+                let parsed = Envelope::of(js::parse_json(line).unwrap());
                 let fast = match serde_json::from_str::<Skimmed>(line) {
                     Ok(Skimmed(v)) => {
                         skimmed_lines += usize::from(v != parsed);
                         v
                     }
-                    Err(_) => parsed.clone(),
+                    Err(_) => Envelope::of(js::parse_json(line).unwrap()),
                 };
                 assert_eq!(
-                    outcome(skim.push(fast, Some(line), at)),
-                    outcome(whole.push(parsed, Some(line), at)),
+                    outcome(skim.push(fast, line, at)),
+                    outcome(whole.push(parsed, line, at)),
                     "{} line {}",
                     path.display(),
                     i + 1
