@@ -164,7 +164,7 @@ impl Assembler {
         // The row keeps the envelope as recorded.
         let envelope_text = raw.to_string();
         let short = &kind[PREFIX.len()..];
-        let Some(run_id) = str_field(&meta, "runId") else {
+        let Some(run_id) = meta.run_id() else {
             return Err(Error::Malformed(format!("{kind} event has no meta.runId")));
         };
         let new_run = !self.open.contains_key(run_id);
@@ -187,7 +187,7 @@ impl Assembler {
         state.last_offset = offset;
         let mut new_session = false;
         if state.session.is_none() {
-            state.session = str_field(&meta, "sessionId").map(str::to_string);
+            state.session = meta.session_id().map(str::to_string);
             new_session = state.session.is_some();
         }
         if new_run || new_session {
@@ -198,10 +198,7 @@ impl Assembler {
                 .or_insert(state.first_record);
             *first = (*first).min(state.first_record);
         }
-        let timestamp = meta
-            .get("wallClockMs")
-            .and_then(Value::as_f64)
-            .map(|t| t as i64);
+        let timestamp = meta.wall_clock_ms().map(|t| t as i64);
         if let Some(ts) = timestamp {
             let run = &mut state.run;
             run.started_ms = Some(run.started_ms.map_or(ts, |s| s.min(ts)));
@@ -307,7 +304,7 @@ struct Envelope {
     /// The record was a JSON object.
     object: bool,
     kind: Option<Value>,
-    meta: Option<Value>,
+    meta: Option<Meta>,
     payload: Option<Value>,
 }
 
@@ -320,7 +317,7 @@ impl Envelope {
             Value::Object(mut obj) => Envelope {
                 object: true,
                 kind: obj.swap_remove("type"),
-                meta: obj.swap_remove("meta"),
+                meta: obj.swap_remove("meta").map(Meta::of),
                 payload: obj.swap_remove("payload"),
             },
             _ => Envelope::default(),
@@ -329,12 +326,12 @@ impl Envelope {
 
     /// The event type (with its prefix), meta and payload (null when absent), or why the
     /// record is not an agentfootprint event envelope.
-    fn checked(self) -> crate::error::Result<(String, Value, Value)> {
+    fn checked(self) -> crate::error::Result<(String, Meta, Value)> {
         let why = match self.kind {
             _ if !self.object => "not an event envelope (expected a JSON object)".into(),
             Some(Value::String(kind)) if kind.starts_with(PREFIX) => {
-                let or_null = |v: Option<Value>| v.unwrap_or(Value::Null);
-                return Ok((kind, or_null(self.meta), or_null(self.payload)));
+                let payload = self.payload.unwrap_or(Value::Null);
+                return Ok((kind, self.meta.unwrap_or_default(), payload));
             }
             Some(Value::String(kind)) => {
                 format!("event type {kind:?} is not an agentfootprint event")
@@ -613,10 +610,106 @@ fn payload_fields(short: &str) -> Option<&'static [&'static str]> {
 }
 
 /// The fields of an envelope's `meta` the assembler reads.
-const META_FIELDS: &[&str] = &["runId", "sessionId", "wallClockMs"];
+/// The fields of an envelope's `meta` the assembler reads, as recorded (absent when not).
+#[derive(Debug, Default, PartialEq)]
+struct Meta {
+    run_id: Option<Value>,
+    session_id: Option<Value>,
+    wall_clock_ms: Option<Value>,
+}
+
+/// A field of an envelope's meta, by name: (run id, session id, wall clock) or another.
+fn meta_field(name: &str) -> Option<usize> {
+    ["runId", "sessionId", "wallClockMs"]
+        .iter()
+        .position(|n| *n == name)
+}
+
+impl Meta {
+    /// The fields read of a parsed meta (none when it is not an object).
+    fn of(meta: Value) -> Meta {
+        let mut read = Meta::default();
+        if let Value::Object(fields) = meta {
+            for (name, value) in fields {
+                if let Some(field) = meta_field(&name) {
+                    *read.slot(field) = Some(value);
+                }
+            }
+        }
+        read
+    }
+
+    /// Where field `field` ([`meta_field`]) is kept.
+    fn slot(&mut self, field: usize) -> &mut Option<Value> {
+        match field {
+            0 => &mut self.run_id,
+            1 => &mut self.session_id,
+            _ => &mut self.wall_clock_ms,
+        }
+    }
+
+    fn run_id(&self) -> Option<&str> {
+        self.run_id.as_ref().and_then(Value::as_str)
+    }
+
+    fn session_id(&self) -> Option<&str> {
+        self.session_id.as_ref().and_then(Value::as_str)
+    }
+
+    fn wall_clock_ms(&self) -> Option<f64> {
+        self.wall_clock_ms.as_ref().and_then(Value::as_f64)
+    }
+}
+
+/// A name in an envelope's meta: the field it is ([`meta_field`]), if one read.
+struct MetaKey(Option<usize>);
+
+impl<'de> serde::Deserialize<'de> for MetaKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MetaKey, D::Error> {
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = MetaKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<MetaKey, E> {
+                Ok(MetaKey(meta_field(name)))
+            }
+        }
+        d.deserialize_str(Name)
+    }
+}
+
+/// A meta's fields read, parsed in one pass: the others are skipped unbuilt. Anything but an
+/// object is an error (the caller then parses the line whole).
+impl<'de> serde::Deserialize<'de> for Meta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Meta, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Meta;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an envelope's meta")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Meta, A::Error> {
+                let mut meta = Meta::default();
+                // Of a field given twice, the last stands, as in a parse of the whole line.
+                while let Some(MetaKey(field)) = map.next_key()? {
+                    match field {
+                        Some(field) => *meta.slot(field) = Some(map.next_value()?),
+                        None => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(meta)
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
 
 /// A line's envelope as the assembler takes it, parsed in one pass: its `meta` keeps the
-/// fields read ([`META_FIELDS`]), and its payload too when its type says which
+/// fields read ([`Meta`]), and its payload too when its type says which
 /// ([`payload_fields`]); other members are skipped unbuilt. Most of an NDJSON file's bytes are
 /// fields no step reads (composed slots, tokens, evaluations, routes, the meta's stage ids and
 /// paths), so building them as values was most of the reader's time. Anything else, a line
@@ -680,9 +773,7 @@ impl<'de> serde::Deserialize<'de> for Skimmed {
                             envelope.payload = Some(map.next_value_seed(js::Fields(names))?);
                         }
                         (Member::Payload, None) => envelope.payload = Some(map.next_value()?),
-                        (Member::Meta, _) => {
-                            envelope.meta = Some(map.next_value_seed(js::Fields(META_FIELDS))?)
-                        }
+                        (Member::Meta, _) => envelope.meta = Some(map.next_value()?),
                         (Member::Type, _) if skimmed => {
                             return Err(serde::de::Error::custom("type after a skimmed payload"))
                         }
@@ -1105,7 +1196,8 @@ mod tests {
                         .collect(),
                 )
             };
-            assert_eq!(skimmed.meta, Some(only(&whole["meta"], META_FIELDS)));
+            assert_eq!(skimmed.meta, Some(Meta::of(whole["meta"].clone())));
+            assert!(skimmed.meta.as_ref().unwrap().run_id().is_some());
             let names = payload_fields(short).unwrap();
             let payload = if trimmed {
                 only(&whole["payload"], names)
@@ -1137,9 +1229,69 @@ mod tests {
         assert!(serde_json::from_str::<Skimmed>("[1]").is_err());
     }
 
+    /// Envelopes whose meta or members are odd give the same outcome skimmed (or, when the skim
+    /// gives up, parsed whole) as parsed whole: what is stored, or why it is not.
+    #[test]
+    fn odd_envelopes_are_taken_alike_skimmed_and_parsed_whole() {
+        let outcome = |p: Pushed| match p {
+            Pushed::Stored => "stored".to_string(),
+            Pushed::OrphanResult => "orphan".to_string(),
+            Pushed::Dropped(reason) => reason,
+        };
+        let t = r#""type":"agentfootprint.stream.token""#;
+        let lines = [
+            format!(r#"{{{t},"meta":5}}"#),
+            format!(r#"{{{t},"meta":{{"runId":7,"sessionId":"s"}}}}"#),
+            format!(r#"{{{t},"meta":{{"runId":"a","runId":"b","wallClockMs":"x"}}}}"#),
+            format!(r#"{{{t},"meta":{{"runId":"c"}},"meta":{{"sessionId":"s"}}}}"#),
+            format!(r#"{{{t}}}"#),
+            format!(r#"{{{t},"meta":{{"runId":"d","sessionId":5,"wallClockMs":1.7e12}}}}"#),
+            r#"{"meta":{"runId":"e"}}"#.to_string(),
+            r#"{"type":7,"meta":{"runId":"e"}}"#.to_string(),
+            r#"{"type":"other.kind","meta":{"runId":"e"}}"#.to_string(),
+            r#"[{"type":"agentfootprint.stream.token"}]"#.to_string(),
+        ];
+        let (mut skim, mut whole) = (Assembler::default(), Assembler::default());
+        let mut stored = 0;
+        for (i, line) in lines.iter().enumerate() {
+            let at = At {
+                record: i as u64,
+                offset: 0,
+            };
+            let parsed = Envelope::of(js::parse_json(line).unwrap());
+            let fast = match serde_json::from_str::<Skimmed>(line) {
+                Ok(Skimmed(v)) => v,
+                Err(_) => Envelope::of(js::parse_json(line).unwrap()),
+            };
+            let (a, b) = (
+                outcome(skim.push(fast, line, at)),
+                outcome(whole.push(parsed, line, at)),
+            );
+            assert_eq!(a, b, "{line}");
+            stored += usize::from(a == "stored");
+        }
+        // Run ids "b" (the last of two), "d", and the meta given last (no run id): refused.
+        assert_eq!(stored, 2);
+        let how = Finishing {
+            format: "agentfootprint-ndjson",
+            snapshot_history: None,
+            injected_prompts: &[],
+        };
+        let input = Input::new(std::path::Path::new("odd.ndjson"), "odd.ndjson");
+        let (skim, whole) = (skim.finish(&how, &input), whole.finish(&how, &input));
+        assert_eq!(skim, whole);
+        let runs: Vec<&str> = skim
+            .iter()
+            .flat_map(|(c, _)| &c.runs)
+            .map(|r| r.run_id.as_str())
+            .collect();
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert!(runs.contains(&"b") && runs.contains(&"d"), "{runs:?}");
+    }
+
     /// Every line of a real recording pushed as the reader skims it and as a whole parse gives
     /// it: the same outcome for each line, and the same conversations. This is what holds
-    /// [`payload_fields`] and [`META_FIELDS`] to what the assembler reads.
+    /// [`payload_fields`] and [`Meta`] to what the assembler reads.
     #[test]
     fn real_recordings_assemble_the_same_skimmed_and_parsed_whole() {
         let how = Finishing {
