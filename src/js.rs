@@ -277,8 +277,9 @@ fn write_stringify(out: &mut String, v: &Value) {
 #[derive(Clone, Copy)]
 pub struct Fields(pub &'static [&'static str]);
 
-/// An object key: its index in the names wanted, or `None`.
-struct Key(&'static [&'static str]);
+/// An object key, read without copying it: its index in the names wanted, or `None`.
+#[derive(Clone, Copy)]
+pub struct Key(pub &'static [&'static str]);
 
 impl<'de> serde::de::DeserializeSeed<'de> for Key {
     type Value = Option<usize>;

@@ -618,11 +618,12 @@ struct Meta {
     wall_clock_ms: Option<Value>,
 }
 
-/// A field of an envelope's meta, by name: (run id, session id, wall clock) or another.
+/// The fields of an envelope's meta the assembler reads: run id, session id, wall clock.
+const META_FIELDS: &[&str] = &["runId", "sessionId", "wallClockMs"];
+
+/// A field of an envelope's meta, by name: its index in [`META_FIELDS`], if one read.
 fn meta_field(name: &str) -> Option<usize> {
-    ["runId", "sessionId", "wallClockMs"]
-        .iter()
-        .position(|n| *n == name)
+    META_FIELDS.iter().position(|n| *n == name)
 }
 
 impl Meta {
@@ -661,25 +662,6 @@ impl Meta {
     }
 }
 
-/// A name in an envelope's meta: the field it is ([`meta_field`]), if one read.
-struct MetaKey(Option<usize>);
-
-impl<'de> serde::Deserialize<'de> for MetaKey {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MetaKey, D::Error> {
-        struct Name;
-        impl serde::de::Visitor<'_> for Name {
-            type Value = MetaKey;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<MetaKey, E> {
-                Ok(MetaKey(meta_field(name)))
-            }
-        }
-        d.deserialize_str(Name)
-    }
-}
-
 /// A meta's fields read, parsed in one pass: the others are skipped unbuilt. Anything but an
 /// object is an error (the caller then parses the line whole).
 impl<'de> serde::Deserialize<'de> for Meta {
@@ -693,7 +675,7 @@ impl<'de> serde::Deserialize<'de> for Meta {
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Meta, A::Error> {
                 let mut meta = Meta::default();
                 // Of a field given twice, the last stands, as in a parse of the whole line.
-                while let Some(MetaKey(field)) = map.next_key()? {
+                while let Some(field) = map.next_key_seed(js::Key(META_FIELDS))? {
                     match field {
                         Some(field) => *meta.slot(field) = Some(map.next_value()?),
                         None => {
@@ -717,34 +699,11 @@ impl<'de> serde::Deserialize<'de> for Meta {
 /// payload it decided, is an error, and the caller parses the line whole instead.
 struct Skimmed(Envelope);
 
-/// An envelope's member, by name.
-enum Member {
-    Type,
-    Meta,
-    Payload,
-    Other,
-}
-
-impl<'de> serde::Deserialize<'de> for Member {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
-        struct Name;
-        impl serde::de::Visitor<'_> for Name {
-            type Value = Member;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Member, E> {
-                Ok(match name {
-                    "type" => Member::Type,
-                    "meta" => Member::Meta,
-                    "payload" => Member::Payload,
-                    _ => Member::Other,
-                })
-            }
-        }
-        d.deserialize_str(Name)
-    }
-}
+/// The members of an envelope the assembler reads, by their index: type, meta, payload.
+const ENVELOPE_MEMBERS: &[&str] = &["type", "meta", "payload"];
+const TYPE: Option<usize> = Some(0);
+const META: Option<usize> = Some(1);
+const PAYLOAD: Option<usize> = Some(2);
 
 impl<'de> serde::Deserialize<'de> for Skimmed {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Skimmed, D::Error> {
@@ -766,18 +725,18 @@ impl<'de> serde::Deserialize<'de> for Skimmed {
                 let mut fields: Option<&'static [&'static str]> = None;
                 let mut skimmed = false;
                 // Of a member given twice, the last stands, as in a parse of the whole line.
-                while let Some(member) = map.next_key::<Member>()? {
+                while let Some(member) = map.next_key_seed(js::Key(ENVELOPE_MEMBERS))? {
                     match (member, fields) {
-                        (Member::Payload, Some(names)) => {
+                        (PAYLOAD, Some(names)) => {
                             skimmed = true;
                             envelope.payload = Some(map.next_value_seed(js::Fields(names))?);
                         }
-                        (Member::Payload, None) => envelope.payload = Some(map.next_value()?),
-                        (Member::Meta, _) => envelope.meta = Some(map.next_value()?),
-                        (Member::Type, _) if skimmed => {
+                        (PAYLOAD, None) => envelope.payload = Some(map.next_value()?),
+                        (META, _) => envelope.meta = Some(map.next_value()?),
+                        (TYPE, _) if skimmed => {
                             return Err(serde::de::Error::custom("type after a skimmed payload"))
                         }
-                        (Member::Type, _) => {
+                        (TYPE, _) => {
                             let kind: Value = map.next_value()?;
                             fields = kind
                                 .as_str()
@@ -785,7 +744,7 @@ impl<'de> serde::Deserialize<'de> for Skimmed {
                                 .and_then(payload_fields);
                             envelope.kind = Some(kind);
                         }
-                        (Member::Other, _) => {
+                        _ => {
                             map.next_value::<serde::de::IgnoredAny>()?;
                         }
                     }
