@@ -299,7 +299,7 @@ impl Assembler {
 /// The members of an event envelope the assembler reads, taken out of it. An agentfootprint
 /// event envelope is a JSON object whose `type` is one of agentfootprint's
 /// ([`Envelope::checked`] refuses anything else).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Envelope {
     /// The record was a JSON object.
     object: bool,
@@ -609,9 +609,8 @@ fn payload_fields(short: &str) -> Option<&'static [&'static str]> {
     }
 }
 
-/// The fields of an envelope's `meta` the assembler reads.
 /// The fields of an envelope's `meta` the assembler reads, as recorded (absent when not).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Meta {
     run_id: Option<Value>,
     session_id: Option<Value>,
@@ -1220,7 +1219,7 @@ mod tests {
             let parsed = Envelope::of(js::parse_json(line).unwrap());
             let fast = match serde_json::from_str::<Skimmed>(line) {
                 Ok(Skimmed(v)) => v,
-                Err(_) => Envelope::of(js::parse_json(line).unwrap()),
+                Err(_) => parsed.clone(),
             };
             let (a, b) = (
                 outcome(skim.push(fast, line, at)),
@@ -1289,7 +1288,7 @@ mod tests {
                         skimmed_lines += usize::from(v != parsed);
                         v
                     }
-                    Err(_) => Envelope::of(js::parse_json(line).unwrap()),
+                    Err(_) => parsed.clone(),
                 };
                 assert_eq!(
                     outcome(skim.push(fast, line, at)),
