@@ -400,13 +400,15 @@ fn finding(run: &Run, reading: &Reading, include_values: bool) -> Draft {
     }
 }
 
-/// The recorded verdict payloads of one canonical name, in order.
-fn recorded(run: &Run, name: &str) -> Vec<Value> {
-    run.events_of(EventKind::Verdict)
-        .filter(|e| e.text.as_deref() == Some(name))
-        .filter_map(|e| js::parse_json(e.payload.as_deref()?).ok())
-        .filter_map(|mut envelope| envelope.get_mut("payload").map(Value::take))
-        .collect()
+/// The recorded verdict payloads of one canonical name, in order, each parsed only when asked
+/// for: a run records a disposition and an evidence judgement per turn, and only one of each is
+/// read. Of an envelope only its payload is built ([`js::parse_members`]).
+fn recorded<'a>(run: &'a Run, name: &'a str) -> impl DoubleEndedIterator<Item = Value> + 'a {
+    run.events
+        .iter()
+        .filter(move |e| e.kind() == EventKind::Verdict && e.text.as_deref() == Some(name))
+        .filter_map(|e| js::parse_members(e.payload.as_deref()?, &["payload"]))
+        .filter_map(|mut envelope| envelope.swap_remove("payload"))
 }
 
 /// Compare with what the framework recorded: the evidence gate's last judgement of the answer
@@ -418,7 +420,7 @@ fn agreement(
     disposition: Disposition,
 ) -> Vec<(String, Agreement, Option<String>)> {
     let mut rows = Vec::new();
-    if let Some(gate) = recorded(run, "evidence-checked").last() {
+    if let Some(gate) = recorded(run, "evidence-checked").next_back() {
         let candidates = gate.get("candidates").and_then(Value::as_u64);
         let mut recorded_unsupported: Vec<String> = gate
             .get("unsupported")
@@ -463,9 +465,8 @@ fn agreement(
         });
     }
     let recorded_finding = recorded(run, "context-error")
-        .iter()
         .any(|f| f.get("kind").and_then(Value::as_str) == Some("prior-turn-evidence"));
-    let recorded_row = recorded(run, "disposition").iter().find_map(|d| {
+    let recorded_row = recorded(run, "disposition").find_map(|d| {
         d.get("rows")?.as_array()?.iter().find_map(|row| {
             (row.get("check").and_then(Value::as_str) == Some("prior-turn-evidence"))
                 .then(|| row_disposition(row))
