@@ -583,29 +583,40 @@ fn history_message(m: &Value) -> Option<HistoryRow> {
 }
 
 /// The fields of an envelope's payload the assembler reads, by type (`short`: the type without
-/// its prefix; see [`Assembler::push`]); `None`: all of them may be.
-fn payload_fields(short: &str) -> Option<&'static [&'static str]> {
+/// its prefix; see [`Assembler::push`] and [`read_event`]): every type's iteration, and what
+/// its event takes. A field left out here is never seen by the assembler, so this list and
+/// `read_event` change together (the equivalence tests over real recordings hold them to it).
+fn payload_fields(short: &str) -> &'static [&'static str] {
+    // Every event takes its iteration from one of these.
     const ITERATION: &[&str] = &["iteration", "iterIndex"];
-    const INJECTED: &[&str] = &[
-        "iteration",
-        "iterIndex",
-        "sourceId",
-        "slot",
-        "rawContent",
-        "asRole",
-        "position",
-    ];
     match short {
-        "agent.run_configured"
-        | "agent.turn_start"
-        | "agent.turn_end"
-        | "agent.iteration_end"
-        | "stream.llm_end"
-        | "stream.tool_start"
-        | "stream.tool_end" => None,
-        "context.injected" => Some(INJECTED),
-        _ if verdict_name(short).is_some() => None,
-        _ => Some(ITERATION),
+        "agent.run_configured" => &["iteration", "iterIndex", "agentId", "llm"],
+        "agent.turn_start" => &["iteration", "iterIndex", "userPrompt"],
+        "agent.turn_end" => &["iteration", "iterIndex", "finalContent", "durationMs"],
+        "agent.iteration_end" => &["iteration", "iterIndex", "history"],
+        "context.injected" => &[
+            "iteration",
+            "iterIndex",
+            "sourceId",
+            "slot",
+            "rawContent",
+            "asRole",
+            "position",
+        ],
+        "stream.llm_end" => &["iteration", "iterIndex", "content", "durationMs"],
+        "stream.tool_start" => &["iteration", "iterIndex", "toolName", "toolCallId", "args"],
+        "stream.tool_end" => &[
+            "iteration",
+            "iterIndex",
+            "toolCallId",
+            "modelResult",
+            "result",
+            "error",
+            "durationMs",
+            "changedArgKeys",
+        ],
+        _ if verdict_name(short).is_some() => &["iteration", "iterIndex", "toolName", "toolCallId"],
+        _ => ITERATION,
     }
 }
 
@@ -690,10 +701,11 @@ impl<'de> serde::Deserialize<'de> for Meta {
 }
 
 /// A line's envelope as the assembler takes it, parsed in one pass: its `meta` keeps the
-/// fields read ([`Meta`]), and its payload too when its type says which
-/// ([`payload_fields`]); other members are skipped unbuilt. Most of an NDJSON file's bytes are
-/// fields no step reads (composed slots, tokens, evaluations, routes, the meta's stage ids and
-/// paths), so building them as values was most of the reader's time. Anything else, a line
+/// fields read ([`Meta`]), and its payload too when an agentfootprint type comes before it
+/// ([`payload_fields`]; a payload read before its type is built whole); other members are
+/// skipped unbuilt. Most of an NDJSON file's bytes are fields no step reads (composed slots,
+/// tokens, evaluations, routes, dispositions, the meta's stage ids and paths), so building them
+/// as values was most of the reader's time. Anything else, a line
 /// that is not an object, a `meta` or payload that is not one, or a `type` given again after a
 /// payload it decided, is an error, and the caller parses the line whole instead.
 struct Skimmed(Envelope);
@@ -720,7 +732,8 @@ impl<'de> serde::Deserialize<'de> for Skimmed {
                     object: true,
                     ..Envelope::default()
                 };
-                // The fields of the payload the type seen so far reads.
+                // The fields of the payload the type seen so far reads (none before a type,
+                // or after another framework's: the payload is then built whole).
                 let mut fields: Option<&'static [&'static str]> = None;
                 let mut skimmed = false;
                 // Of a member given twice, the last stands, as in a parse of the whole line.
@@ -740,7 +753,7 @@ impl<'de> serde::Deserialize<'de> for Skimmed {
                             fields = kind
                                 .as_str()
                                 .and_then(|k| k.strip_prefix(PREFIX))
-                                .and_then(payload_fields);
+                                .map(payload_fields);
                             envelope.kind = Some(kind);
                         }
                         _ => {
@@ -1156,7 +1169,7 @@ mod tests {
             };
             assert_eq!(skimmed.meta, Some(Meta::of(whole["meta"].clone())));
             assert!(skimmed.meta.as_ref().unwrap().run_id().is_some());
-            let names = payload_fields(short).unwrap();
+            let names = payload_fields(short);
             let payload = if trimmed {
                 only(&whole["payload"], names)
             } else {
@@ -1181,8 +1194,6 @@ mod tests {
         assert_eq!(sink.conversations[0].0.runs[0].events.len(), 3);
         assert_eq!(sink.quarantined.len(), 1, "{:?}", sink.quarantined);
         assert!(sink.quarantined[0].reason.contains("number out of range"));
-        assert_eq!(payload_fields("stream.tool_start"), None);
-        assert_eq!(payload_fields("integrity.disposition"), None);
         assert!(serde_json::from_str::<Skimmed>(twice.trim_end()).is_err());
         assert!(serde_json::from_str::<Skimmed>("[1]").is_err());
     }
