@@ -58,13 +58,35 @@ pub(crate) fn is_single_token(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| is_token_byte(b) && b != b',')
 }
 
+/// What a byte is to the tokeniser, by value: [`SEPARATOR`], [`ALNUM`] or [`PUNCT`]. The
+/// tokeniser reads every byte of every text a check digests, so a byte's class is one load.
+const BYTE_CLASS: [u8; 256] = {
+    let mut class = [SEPARATOR; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() {
+            class[b] = ALNUM;
+        } else if matches!(
+            c,
+            b':' | b'_' | b'-' | b'/' | b'.' | b',' | b'%' | b'+' | b'@' | b'#' | b'$'
+        ) {
+            class[b] = PUNCT;
+        }
+        b += 1;
+    }
+    class
+};
+/// A byte that separates tokens.
+const SEPARATOR: u8 = 0;
+/// An ASCII letter or digit.
+const ALNUM: u8 = 1;
+/// A token byte that is not a letter or digit (`:_-/.,%+@#$`).
+const PUNCT: u8 = 2;
+
 /// Characters a token may contain; every other character separates tokens.
 pub(crate) fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-        || matches!(
-            b,
-            b':' | b'_' | b'-' | b'/' | b'.' | b',' | b'%' | b'+' | b'@' | b'#' | b'$'
-        )
+    BYTE_CLASS[b as usize] != SEPARATOR
 }
 
 /// How many ASCII digits `s` holds.
@@ -151,15 +173,24 @@ pub fn normalize_token(raw: &str) -> String {
 
 /// [`normalize_token`] into a buffer the caller reuses (cleared first).
 pub fn normalize_into(raw: &str, out: &mut String) {
+    normalize_known(raw, is_alnum(raw), out);
+}
+
+/// Is `raw` a non-empty run of ASCII letters and digits?
+fn is_alnum(raw: &str) -> bool {
+    !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// [`normalize_into`] of a token for which the caller knows [`is_alnum`] (`alnum`).
+fn normalize_known(raw: &str, alnum: bool, out: &mut String) {
     out.clear();
     // Most tokens are plain words and identifiers: ASCII letters and digits, nothing to trim or
     // strip. They only need lower-casing, unless all digits, where the number rule may apply
     // (leading zeros, more than 15 digits): those take the full path.
-    let b = raw.as_bytes();
-    if !b.is_empty() && b.iter().all(u8::is_ascii_alphanumeric) {
-        let digits_only = b.iter().all(u8::is_ascii_digit);
+    if alnum {
+        let b = raw.as_bytes();
         let canonical_number = b.len() <= MAX_CANONICAL_DIGITS && (b.len() == 1 || b[0] != b'0');
-        if !digits_only || canonical_number {
+        if canonical_number || !b.iter().all(u8::is_ascii_digit) {
             out.push_str(raw);
             out.make_ascii_lowercase();
             return;
@@ -210,20 +241,35 @@ fn normalize_slow(raw: &str, out: &mut String) {
 /// `fc1/3,fc1/4` and `done,` split).
 pub fn for_each_token(text: &str, mut f: impl FnMut(&str) -> bool) {
     let mut norm = String::new();
-    let mut emit = |part: &str| -> bool {
-        normalize_into(part, &mut norm);
+    // `alnum`: the caller saw that `part` is nothing but letters and digits.
+    let mut emit = |part: &str, alnum: bool| -> bool {
+        normalize_known(part, alnum || is_alnum(part), &mut norm);
         norm.is_empty() || f(&norm)
     };
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        if !is_token_byte(bytes[i]) {
+        if BYTE_CLASS[bytes[i] as usize] == SEPARATOR {
             i += 1;
             continue;
         }
         let start = i;
-        while i < bytes.len() && is_token_byte(bytes[i]) {
+        // The piece's classes, or'ed: ALNUM alone says no punctuation, so no comma to cut at
+        // and nothing to strip.
+        let mut classes = 0;
+        while i < bytes.len() {
+            let class = BYTE_CLASS[bytes[i] as usize];
+            if class == SEPARATOR {
+                break;
+            }
+            classes |= class;
             i += 1;
+        }
+        if classes == ALNUM {
+            if !emit(&text[start..i], true) {
+                return;
+            }
+            continue;
         }
         // `piece` is ASCII, so byte offsets are char offsets.
         let piece = &bytes[start..i];
@@ -237,12 +283,12 @@ pub fn for_each_token(text: &str, mut f: impl FnMut(&str) -> bool) {
             if digit_before && digit_after {
                 continue;
             }
-            if !emit(&text[start + from..start + k]) {
+            if !emit(&text[start + from..start + k], false) {
                 return;
             }
             from = k + 1;
         }
-        if !emit(&text[start + from..i]) {
+        if !emit(&text[start + from..i], false) {
             return;
         }
     }
@@ -342,6 +388,13 @@ mod tests {
             ]
         );
         assert!(tokenize(" \t\n.,;").is_empty());
+        // Tokens of letters and digits only are lower-cased as they stand, but the number rule
+        // still applies to those of digits only (leading zeros, more than 15 digits), alone
+        // or cut at a comma.
+        assert_eq!(
+            tokenize("007 0 10 000000000000001 9007199254740993 ABC123 a,007 007,x"),
+            ["7", "0", "10", "1", "9007199254740993", "abc123", "a", "7", "7", "x"]
+        );
     }
 
     #[test]
