@@ -352,6 +352,14 @@ pub fn parse_members(text: &str, names: &'static [&'static str]) -> Option<Map<S
     }
 }
 
+/// Whether JSON text `text` may hold the string `s` (which holds no `"` or `\\`) anywhere, as
+/// a key or a value: `false` only when it cannot, as `s` does not occur in it and no escape
+/// does either (an escape could spell `s`'s characters). A scan for this costs far less than a
+/// parse, so a reader that looks for one name can pass over texts without it.
+pub fn may_hold_string(text: &str, s: &str) -> bool {
+    text.contains(s) || text.contains('\\')
+}
+
 /// Parse JSON text as JavaScript's `JSON.parse` would, including unpaired surrogate escapes
 /// (mapped as the module docs say). Returns serde_json's error when the text is not JSON.
 pub fn parse_json(text: &str) -> Result<Value, serde_json::Error> {
@@ -585,6 +593,28 @@ mod tests {
             stable_string(&v),
             r#"{"a":{"c":[3,{"y":0,"z":0}],"d":1},"b":1}"#
         );
+    }
+
+    /// A text that holds the string, as written or spelled by escapes, is never passed over.
+    #[test]
+    fn a_string_held_is_never_missed() {
+        let name = "prior-turn-evidence";
+        for text in [
+            r#"{"rows":[{"check":"prior-turn-evidence","checked":1}]}"#,
+            r#"{"rows":[{"check":"prior\u002dturn-evidence"}]}"#,
+            r#"{"kind":"\u0070rior-turn-evidence"}"#,
+            r#"{"prior-turn-evidence":1}"#,
+        ] {
+            assert!(may_hold_string(text, name), "{text}");
+            let holds = |v: &Value| v.to_string().contains(name);
+            assert!(holds(&parse_json(text).unwrap()), "{text}");
+        }
+        assert!(!may_hold_string(
+            r#"{"rows":[{"check":"unsupported-claim","checked":0}]}"#,
+            name
+        ));
+        // An escape that spells something else still cannot be ruled out by a scan.
+        assert!(may_hold_string(r#"{"check":"\n"}"#, name));
     }
 
     #[test]

@@ -80,9 +80,12 @@ impl Digest for EvidenceForms {
     }
 }
 
+/// The check's name, as the framework records it in its findings and disposition rows.
+const CHECK: &str = "prior-turn-evidence";
+
 impl Pass for PriorTurnEvidence {
     fn name(&self) -> &'static str {
-        "prior-turn-evidence"
+        CHECK
     }
 
     fn seam(&self) -> &'static str {
@@ -401,13 +404,21 @@ fn finding(run: &Run, reading: &Reading, include_values: bool) -> Draft {
 }
 
 /// The recorded verdict payloads of one canonical name, in order, each parsed only when asked
-/// for: a run records a disposition and an evidence judgement per turn, and only one of each is
-/// read. Of an envelope only its payload is built ([`js::parse_members`]).
-fn recorded<'a>(run: &'a Run, name: &'a str) -> impl DoubleEndedIterator<Item = Value> + 'a {
+/// for (the agreement reads the last evidence judgement, and stops at the first disposition
+/// that names this check), and only of envelopes that may hold the string `needle`
+/// ([`js::may_hold_string`]; none: all of them). Of an envelope only its payload is built
+/// ([`js::parse_members`]).
+fn recorded<'a>(
+    run: &'a Run,
+    name: &'a str,
+    needle: Option<&'a str>,
+) -> impl DoubleEndedIterator<Item = Value> + 'a {
     run.events
         .iter()
         .filter(move |e| e.kind() == EventKind::Verdict && e.text.as_deref() == Some(name))
-        .filter_map(|e| js::parse_members(e.payload.as_deref()?, &["payload"]))
+        .filter_map(|e| e.payload.as_deref())
+        .filter(move |text| needle.is_none_or(|s| js::may_hold_string(text, s)))
+        .filter_map(|text| js::parse_members(text, &["payload"]))
         .filter_map(|mut envelope| envelope.swap_remove("payload"))
 }
 
@@ -420,7 +431,7 @@ fn agreement(
     disposition: Disposition,
 ) -> Vec<(String, Agreement, Option<String>)> {
     let mut rows = Vec::new();
-    if let Some(gate) = recorded(run, "evidence-checked").next_back() {
+    if let Some(gate) = recorded(run, "evidence-checked", None).next_back() {
         let candidates = gate.get("candidates").and_then(Value::as_u64);
         let mut recorded_unsupported: Vec<String> = gate
             .get("unsupported")
@@ -464,11 +475,11 @@ fn agreement(
             )
         });
     }
-    let recorded_finding = recorded(run, "context-error")
-        .any(|f| f.get("kind").and_then(Value::as_str) == Some("prior-turn-evidence"));
-    let recorded_row = recorded(run, "disposition").find_map(|d| {
+    let recorded_finding = recorded(run, "context-error", Some(CHECK))
+        .any(|f| f.get("kind").and_then(Value::as_str) == Some(CHECK));
+    let recorded_row = recorded(run, "disposition", Some(CHECK)).find_map(|d| {
         d.get("rows")?.as_array()?.iter().find_map(|row| {
-            (row.get("check").and_then(Value::as_str) == Some("prior-turn-evidence"))
+            (row.get("check").and_then(Value::as_str) == Some(CHECK))
                 .then(|| row_disposition(row))
                 .flatten()
         })
@@ -632,6 +643,82 @@ mod tests {
         assert_eq!(
             PriorTurnEvidence.check_digested(&elided(&framed), &ctx),
             None
+        );
+    }
+
+    /// The framework's own finding and disposition row for this check are found however its
+    /// envelope spells the check's name, and a disposition naming only other checks is not
+    /// compared with.
+    #[test]
+    fn recorded_findings_and_disposition_rows_are_compared() {
+        let verdict = |name: &str, payload: &str| {
+            let mut e = Event::new(EventKind::Verdict);
+            e.text = Some(name.into());
+            e.payload = Some(format!(
+                r#"{{"type":"agentfootprint.x","payload":{payload},"meta":{{"runId":"r"}}}}"#
+            ));
+            e
+        };
+        // Judged as failing: the answer's values were served in the turn before.
+        let agreement = |recorded: Vec<Event>| {
+            let mut events = vec![
+                msg(Role::User, "What arrays do we have?"),
+                msg(
+                    Role::Tool,
+                    r#"{"name":"SHPMAXDLVAP001","capacity_gb":41200}"#,
+                ),
+                msg(Role::User, "How full is it?"),
+            ];
+            events.extend(recorded);
+            let out = judge(
+                &conversation(events, "SHPMAXDLVAP001 is at 41200 GB"),
+                false,
+            );
+            assert_eq!(out.disposition, Disposition::CheckedFail);
+            out.agreement
+        };
+        let other = r#"{"check":"unsupported-claim","checked":1,"findings":0}"#;
+        let agrees = agreement(vec![
+            verdict("context-error", r#"{"kind":"prior\u002dturn-evidence"}"#),
+            verdict(
+                "disposition",
+                &format!(r#"{{"rows":[{other},{{"check":"prior-turn-evidence","findings":1}}]}}"#),
+            ),
+        ]);
+        assert_eq!(
+            agrees,
+            [
+                ("disposition".to_string(), Agreement::Agrees, None),
+                ("finding".to_string(), Agreement::Agrees, None),
+            ]
+        );
+        let unrelated = agreement(vec![
+            verdict("context-error", r#"{"kind":"dangling-reference"}"#),
+            verdict("disposition", &format!(r#"{{"rows":[{other}]}}"#)),
+        ]);
+        assert!(unrelated.is_empty(), "{unrelated:?}");
+        // The first disposition naming the check is the one compared.
+        let differs = agreement(vec![
+            verdict("disposition", &format!(r#"{{"rows":[{other}]}}"#)),
+            verdict(
+                "disposition",
+                r#"{"rows":[{"check":"\u0070rior-turn-evidence","checked":1}]}"#,
+            ),
+            verdict(
+                "disposition",
+                r#"{"rows":[{"check":"prior-turn-evidence","findings":1}]}"#,
+            ),
+        ]);
+        assert_eq!(
+            differs,
+            [
+                (
+                    "disposition".to_string(),
+                    Agreement::Differs,
+                    Some("recorded checked-pass, engine checked-fail".to_string())
+                ),
+                ("finding".to_string(), Agreement::EngineOnly, None),
+            ]
         );
     }
 
