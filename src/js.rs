@@ -352,7 +352,7 @@ pub fn parse_members(text: &str, names: &'static [&'static str]) -> Option<Map<S
     }
 }
 
-/// Whether JSON text `text` may hold the string `s` (which holds no `"` or `\\`) anywhere, as
+/// Whether JSON text `text` may hold the string `s` (which holds no `"` or `\`) anywhere, as
 /// a key or a value: `false` only when it cannot, as `s` does not occur in it and no escape
 /// does either (an escape could spell `s`'s characters). A scan for this costs far less than a
 /// parse, so a reader that looks for one name can pass over texts without it.

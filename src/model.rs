@@ -212,7 +212,7 @@ impl Run {
             .filter(|e| e.kind() == EventKind::Landing)
     }
 
-    pub fn events_of(&self, kind: EventKind) -> impl Iterator<Item = &Event> {
+    pub fn events_of(&self, kind: EventKind) -> impl DoubleEndedIterator<Item = &Event> {
         self.events.iter().filter(move |e| e.kind() == kind)
     }
 

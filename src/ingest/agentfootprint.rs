@@ -916,7 +916,7 @@ pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result
             Error::Malformed(format!("document is not valid JSON: {}", json_error(&e)))
         })
     });
-    let doc = match doc {
+    let mut doc = match doc {
         Ok(Value::Object(doc)) => doc,
         other => {
             let reason = other.err().map_or_else(
@@ -928,7 +928,8 @@ pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result
             return Ok(());
         }
     };
-    let Some(Value::Array(events)) = doc.get("events") else {
+    // Taken out of the document, so each envelope is moved into the assembler, not copied.
+    let Some(Value::Array(events)) = doc.swap_remove("events") else {
         sink.records_read(1);
         sink.quarantine(Quarantined::dropped(
             input.display,
@@ -950,13 +951,13 @@ pub fn read_recording(input: &Input<'_>, sink: &mut dyn Sink) -> std::io::Result
         })
         .unwrap_or_default();
     let mut assembler = Assembler::default();
-    for (i, envelope) in events.iter().enumerate() {
+    for (i, envelope) in events.into_iter().enumerate() {
         sink.records_read(1);
         // The row keeps the envelope as `JSON.stringify` writes it.
-        let text = js::stringify(envelope);
+        let text = js::stringify(&envelope);
         report_push(
             &mut assembler,
-            Envelope::of(envelope.clone()),
+            Envelope::of(envelope),
             &text,
             At {
                 record: i as u64,

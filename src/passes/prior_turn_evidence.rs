@@ -413,9 +413,8 @@ fn recorded<'a>(
     name: &'a str,
     needle: Option<&'a str>,
 ) -> impl DoubleEndedIterator<Item = Value> + 'a {
-    run.events
-        .iter()
-        .filter(move |e| e.kind() == EventKind::Verdict && e.text.as_deref() == Some(name))
+    run.events_of(EventKind::Verdict)
+        .filter(move |e| e.text.as_deref() == Some(name))
         .filter_map(|e| e.payload.as_deref())
         .filter(move |text| needle.is_none_or(|s| js::may_hold_string(text, s)))
         .filter_map(|text| js::parse_members(text, &["payload"]))
