@@ -1,5 +1,5 @@
-//! The hot functions of the prior-turn-evidence check: tokenising text, extracting an answer's
-//! values, and the evidence index (building it from a conversation's tool results, growing it
+//! The hot functions of the prior-turn-evidence check: tokenising text, the digests the ingest
+//! stores of messages and tool results, extracting an answer's values, and the evidence index (building it from a conversation's tool results, growing it
 //! message by message, keeping only the answers' values, and reading an answer against it).
 //! Inputs are tool results from the corpus generator, so their shape is that of the generated
 //! corpora.
@@ -7,8 +7,8 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 use traceaudit::evidence::{
-    answer_values, build_index, build_watching_index, normalize_token, read_answer, tokenize,
-    CompiledEvidence, EvidenceIndex,
+    answer_values, build_index, build_watching_index, digest_result, digest_text, normalize_token,
+    read_answer, tokenize, CompiledEvidence, EvidenceIndex,
 };
 use traceaudit::model::{HistoryMessage, Role};
 use traceaudit_gen::plan::{plan_conversation, Outcome};
@@ -82,6 +82,34 @@ fn tokenising(c: &mut Criterion) {
     });
 }
 
+/// The digests the ingest makes for the store: of every person's message and answer
+/// (`digest_text`) and of every tool result (`digest_result`), over a conversation's worth.
+fn digesting(c: &mut Criterion) {
+    let msgs = messages(20);
+    let mut group = c.benchmark_group("digest");
+    for (name, tool) in [("texts", false), ("tool_results", true)] {
+        let texts: Vec<&str> = msgs
+            .iter()
+            .filter(|(r, _)| (*r == Role::Tool) == tool)
+            .map(|(_, t)| t.as_str())
+            .collect();
+        group.throughput(Throughput::Bytes(
+            texts.iter().map(|t| t.len() as u64).sum(),
+        ));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                for t in &texts {
+                    black_box(match tool {
+                        true => digest_result(black_box(t)),
+                        false => digest_text(black_box(t)),
+                    });
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
 fn evidence_index(c: &mut Criterion) {
     let cfg = CompiledEvidence::default();
     let mut group = c.benchmark_group("evidence_index");
@@ -145,5 +173,5 @@ fn evidence_index(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, tokenising, evidence_index);
+criterion_group!(benches, tokenising, digesting, evidence_index);
 criterion_main!(benches);

@@ -2,7 +2,9 @@
 //! turn that served it, plus the run's exempt forms (what the user, the system prompt and other
 //! injected material supplied).
 
-use super::normalize::{for_each_token, is_token_byte, js_trim, lookup_forms, normalize_into};
+use super::normalize::{
+    for_each_token, for_each_token_or_word, is_token_byte, js_trim, lookup_forms, normalize_into,
+};
 use super::walk::{Gathered, Outcome};
 use super::CompiledEvidence;
 use crate::js;
@@ -317,6 +319,18 @@ impl Collector {
     /// Record every token of `text`; stops reading as soon as the budget is spent, so later
     /// tokens (even ones already present) are not re-stamped.
     fn add_text(&mut self, text: &str) {
+        if let Some(sink) = &mut self.digest {
+            // A digest keeps only the forms that hold a digit and counts the others, so the form
+            // of a word is not made. A digesting collector's budget is unlimited.
+            for_each_token_or_word(text, |token| {
+                match token {
+                    Some(form) => sink.offer(form),
+                    None => sink.offered += 1,
+                }
+                true
+            });
+            return;
+        }
         for_each_token(text, |token| {
             if self.budget == 0 {
                 return false;
@@ -373,6 +387,10 @@ impl Collector {
                 for form in gathered.forms() {
                     self.add_normalized(form);
                 }
+                // Only a digest's reading counts words instead of gathering them.
+                if let Some(sink) = &mut self.digest {
+                    sink.offered += gathered.words();
+                }
             }
             self.gathered = gathered;
             if direct {
@@ -421,6 +439,7 @@ thread_local! {
     /// A digesting collector per thread, its buffers reused from result to result.
     static DIGESTER: std::cell::RefCell<Collector> = std::cell::RefCell::new(Collector {
         digest: Some(DigestSink::default()),
+        gathered: Gathered::counting_words(),
         ..Collector::new(usize::MAX)
     });
 }
@@ -743,5 +762,205 @@ mod direct_walk_tests {
         c.add_result(r#"{"a":"stale","a":"fresh"}"#);
         assert!(c.forms.contains_key("fresh"));
         assert!(!c.forms.contains_key("stale"));
+    }
+}
+
+#[cfg(test)]
+mod digest_tests {
+    use super::{digest_result, digest_text, EvidenceDigest};
+    use crate::evidence::normalize::{is_token_byte, js_trim, normalize_token, tokenize};
+    use crate::evidence::walk::{Gathered, Outcome};
+    use crate::js;
+    use serde_json::Value;
+
+    /// A digest made the long way: every form made, in order, and offered.
+    fn offered_whole(forms: impl IntoIterator<Item = String>) -> EvidenceDigest {
+        let mut kept = Vec::new();
+        let mut offered = 0u32;
+        for form in forms.into_iter().filter(|f| !f.is_empty()) {
+            offered += 1;
+            let b = form.as_bytes();
+            if b.iter().any(u8::is_ascii_digit) && b.iter().all(|&c| is_token_byte(c)) {
+                kept.push(form);
+            }
+        }
+        EvidenceDigest {
+            forms: kept.join("\n"),
+            offered,
+        }
+    }
+
+    /// Every form the reference walk makes of a parsed result, in its order.
+    fn walk_forms(node: &Value, out: &mut Vec<String>) {
+        match node {
+            Value::Null => {}
+            Value::String(s) => {
+                out.push(normalize_token(s));
+                out.extend(tokenize(s));
+            }
+            Value::Number(n) => {
+                out.push(normalize_token(&js::number_to_string(js::number_value(n))))
+            }
+            Value::Bool(b) => out.push(b.to_string()),
+            Value::Array(items) => items.iter().for_each(|item| walk_forms(item, out)),
+            Value::Object(map) => {
+                for (key, value) in js::js_property_order(map) {
+                    out.push(normalize_token(key));
+                    walk_forms(value, out);
+                }
+            }
+        }
+    }
+
+    /// A tool result's digest made the long way: the direct walk's forms when it reads the
+    /// result whole (a leaf that is one token gives its form once), else the reference walk's,
+    /// else the text's tokens.
+    fn result_whole(content: &str) -> EvidenceDigest {
+        let trimmed = js_trim(content);
+        if trimmed.starts_with('{') || trimmed.starts_with('[') {
+            let mut gathered = Gathered::default();
+            if gathered.read(trimmed) == Outcome::Complete {
+                return offered_whole(gathered.forms().map(str::to_string));
+            }
+            if let Ok(parsed) = js::parse_json(trimmed) {
+                let mut forms = Vec::new();
+                walk_forms(&parsed, &mut forms);
+                return offered_whole(forms);
+            }
+        }
+        offered_whole(tokenize(content))
+    }
+
+    /// Pieces that meet every branch of the tokeniser: words in both cases, digits, the number
+    /// rules, decoration, commas between digits and not, `0x` values, non-ASCII letters and
+    /// separators.
+    const PIECES: &[&str] = &[
+        "word",
+        "Word",
+        "WORDS",
+        "x",
+        "abc123",
+        "41,200",
+        "1,250.00",
+        "$5",
+        "($5).",
+        "(x)",
+        "a,b",
+        "done,",
+        ",",
+        ".",
+        "...",
+        "0xEF01",
+        "café",
+        "İstanbul",
+        "-0",
+        "007",
+        "+5",
+        "e.g.",
+        "__init__",
+        "10%",
+        "A-1042",
+        "fc1/3,fc1/4",
+        "1e5",
+        "12345678901234567",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "\u{a0}",
+        "'",
+        "\"",
+        "`",
+        "#",
+        "@home",
+        "ÄÖÜ",
+        "x1",
+        "1x",
+        "a:b",
+        "é1",
+    ];
+
+    /// A small deterministic generator (xorshift), so the texts are the same on every run.
+    struct Texts(u64);
+
+    impl Texts {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn text(&mut self) -> String {
+            let n = (self.next() % 12) as usize;
+            let mut out = String::new();
+            for _ in 0..n {
+                out.push_str(PIECES[(self.next() % PIECES.len() as u64) as usize]);
+                if self.next().is_multiple_of(3) {
+                    out.push(' ');
+                }
+            }
+            out
+        }
+
+        fn value(&mut self, depth: u32) -> Value {
+            match self.next() % if depth > 2 { 4 } else { 6 } {
+                0 => Value::Null,
+                1 => Value::Bool(self.next().is_multiple_of(2)),
+                2 => serde_json::json!((self.next() % 100_000) as f64 / 8.0),
+                3 => Value::String(self.text()),
+                4 => Value::Array(
+                    (0..self.next() % 4)
+                        .map(|_| self.value(depth + 1))
+                        .collect(),
+                ),
+                _ => Value::Object(
+                    (0..self.next() % 4)
+                        .map(|_| (self.text(), self.value(depth + 1)))
+                        .collect(),
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_digest_with_words_unmade_is_the_one_made_with_every_form() {
+        let mut texts = Texts(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..5_000 {
+            let text = texts.text();
+            assert_eq!(
+                digest_text(&text),
+                offered_whole(tokenize(&text)),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_result_digest_with_words_unmade_is_the_one_made_with_every_form() {
+        let mut texts = Texts(0xD1B5_4A32_D192_ED03);
+        let (mut direct, mut reference) = (0, 0);
+        for i in 0..5_000 {
+            let result = match i % 5 {
+                // Text that is not JSON is tokenised.
+                0 => texts.text(),
+                // A repeated key sends the reading to the reference walk.
+                1 => format!(
+                    r#"{{"k":{},"k":{}}}"#,
+                    Value::String(texts.text()),
+                    texts.value(0)
+                ),
+                _ => texts.value(0).to_string(),
+            };
+            assert_eq!(digest_result(&result), result_whole(&result), "{result}");
+            if result.starts_with(['{', '[']) {
+                match Gathered::default().read(&result) {
+                    Outcome::Complete => direct += 1,
+                    Outcome::Fallback => reference += 1,
+                }
+            }
+        }
+        // Both walks were met.
+        assert!(direct > 500 && reference > 500, "{direct} {reference}");
     }
 }

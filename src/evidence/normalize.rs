@@ -58,15 +58,18 @@ pub(crate) fn is_single_token(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| is_token_byte(b) && b != b',')
 }
 
-/// What a byte is to the tokeniser, by value: [`SEPARATOR`], [`ALNUM`] or [`PUNCT`]. The
-/// tokeniser reads every byte of every text a check digests, so a byte's class is one load.
+/// What a byte is to the tokeniser, by value: [`SEPARATOR`], [`LETTER`], [`DIGIT`] or [`PUNCT`].
+/// The tokeniser reads every byte of every text a check digests, so a byte's class is one load;
+/// the classes are bits, so a piece's classes or'ed say what kinds of byte it holds.
 const BYTE_CLASS: [u8; 256] = {
     let mut class = [SEPARATOR; 256];
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
-        if c.is_ascii_alphanumeric() {
-            class[b] = ALNUM;
+        if c.is_ascii_alphabetic() {
+            class[b] = LETTER;
+        } else if c.is_ascii_digit() {
+            class[b] = DIGIT;
         } else if matches!(
             c,
             b':' | b'_' | b'-' | b'/' | b'.' | b',' | b'%' | b'+' | b'@' | b'#' | b'$'
@@ -79,10 +82,12 @@ const BYTE_CLASS: [u8; 256] = {
 };
 /// A byte that separates tokens.
 const SEPARATOR: u8 = 0;
-/// An ASCII letter or digit.
-const ALNUM: u8 = 1;
+/// An ASCII letter.
+const LETTER: u8 = 1;
 /// A token byte that is not a letter or digit (`:_-/.,%+@#$`).
 const PUNCT: u8 = 2;
+/// An ASCII digit.
+const DIGIT: u8 = 4;
 
 /// Characters a token may contain; every other character separates tokens.
 pub(crate) fn is_token_byte(b: u8) -> bool {
@@ -240,12 +245,44 @@ fn normalize_slow(raw: &str, out: &mut String) {
 /// a piece, a comma splits unless it has a digit on both sides (`41,200` stays whole,
 /// `fc1/3,fc1/4` and `done,` split).
 pub fn for_each_token(text: &str, mut f: impl FnMut(&str) -> bool) {
-    let mut norm = String::new();
+    scan_tokens::<false>(text, |token| f(token.expect("every token is normalised")));
+}
+
+/// [`for_each_token`] for a caller that keeps only the forms holding a digit: a token without a
+/// digit (a word) comes as `None`, its form not made, since nothing in normalising adds a
+/// digit. The tokens that come, made or not, are the ones [`for_each_token`] gives (a word
+/// whose form would be empty does not come), in the same order.
+pub fn for_each_token_or_word(text: &str, f: impl FnMut(Option<&str>) -> bool) {
+    scan_tokens::<true>(text, f);
+}
+
+/// Is `raw` an ASCII text without a digit whose form is not empty? Its form then holds no digit
+/// either (normalising adds none), and is not needed by a caller that keeps only forms with
+/// one. For ASCII text, lower-casing changes no length, and the thousands and number rules
+/// need digits, so the form is empty exactly when trimming and stripping leave nothing.
+pub(crate) fn is_ascii_word(raw: &str) -> bool {
+    raw.is_ascii()
+        && !raw.bytes().any(|b| b.is_ascii_digit())
+        && !js_trim(raw)
+            .trim_start_matches(is_leading_decoration)
+            .trim_end_matches(is_trailing_decoration)
+            .is_empty()
+}
+
+/// The tokeniser of [`for_each_token`]; with `WORDS_UNMADE`, a token without a digit is handed
+/// over as `None` instead of normalised.
+fn scan_tokens<const WORDS_UNMADE: bool>(text: &str, mut f: impl FnMut(Option<&str>) -> bool) {
     // `alnum`: the caller saw that `part` is nothing but letters and digits.
-    let mut emit = |part: &str, alnum: bool| -> bool {
-        normalize_known(part, alnum || is_alnum(part), &mut norm);
-        norm.is_empty() || f(&norm)
-    };
+    fn emit(
+        part: &str,
+        alnum: bool,
+        norm: &mut String,
+        f: &mut impl FnMut(Option<&str>) -> bool,
+    ) -> bool {
+        normalize_known(part, alnum || is_alnum(part), norm);
+        norm.is_empty() || f(Some(norm))
+    }
+    let mut norm = String::new();
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -254,8 +291,8 @@ pub fn for_each_token(text: &str, mut f: impl FnMut(&str) -> bool) {
             continue;
         }
         let start = i;
-        // The piece's classes, or'ed: ALNUM alone says no punctuation, so no comma to cut at
-        // and nothing to strip.
+        // The piece's classes, or'ed: without PUNCT there is no comma to cut at and nothing
+        // to strip.
         let mut classes = 0;
         while i < bytes.len() {
             let class = BYTE_CLASS[bytes[i] as usize];
@@ -265,8 +302,24 @@ pub fn for_each_token(text: &str, mut f: impl FnMut(&str) -> bool) {
             classes |= class;
             i += 1;
         }
-        if classes == ALNUM {
-            if !emit(&text[start..i], true) {
+        if WORDS_UNMADE && classes & DIGIT == 0 {
+            // No digit beside any comma, so every comma cuts; a token is a word unless
+            // decoration is all it holds.
+            if classes == LETTER {
+                if !f(None) {
+                    return;
+                }
+                continue;
+            }
+            for token in text[start..i].split(',') {
+                if is_ascii_word(token) && !f(None) {
+                    return;
+                }
+            }
+            continue;
+        }
+        if classes & PUNCT == 0 {
+            if !emit(&text[start..i], true, &mut norm, &mut f) {
                 return;
             }
             continue;
@@ -283,12 +336,12 @@ pub fn for_each_token(text: &str, mut f: impl FnMut(&str) -> bool) {
             if digit_before && digit_after {
                 continue;
             }
-            if !emit(&text[start + from..start + k], false) {
+            if !emit(&text[start + from..start + k], false, &mut norm, &mut f) {
                 return;
             }
             from = k + 1;
         }
-        if !emit(&text[start + from..i], false) {
+        if !emit(&text[start + from..i], false, &mut norm, &mut f) {
             return;
         }
     }

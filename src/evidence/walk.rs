@@ -18,7 +18,9 @@
 //! - text the strict parser refuses (lone surrogate escapes, bad JSON, nesting deeper than the
 //!   parser's limit) is also [`Outcome::Fallback`]: the reference path knows what to do with it.
 
-use super::normalize::{for_each_token, is_single_token, normalize_into};
+use super::normalize::{
+    for_each_token, for_each_token_or_word, is_ascii_word, is_single_token, normalize_into,
+};
 use crate::js;
 use rustc_hash::FxHasher;
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
@@ -43,14 +45,35 @@ pub struct Gathered {
     /// Hashes of the keys of the objects being read, innermost object last.
     key_hashes: Vec<u64>,
     scratch: String,
+    /// `Some`: a digest's reading, which keeps only forms that hold a digit. A key, leaf or
+    /// token that is a word (ASCII, no digit, not all decoration: [`is_ascii_word`]) is then
+    /// counted here instead of gathered.
+    words: Option<usize>,
 }
 
 impl Gathered {
+    /// A reading for a digest: words are counted ([`Gathered::words`]), not gathered.
+    pub fn counting_words() -> Gathered {
+        Gathered {
+            words: Some(0),
+            ..Gathered::default()
+        }
+    }
+
+    /// How many words the last [`read`](Gathered::read) counted instead of gathering (0 for a
+    /// reading that gathers every form).
+    pub fn words(&self) -> usize {
+        self.words.unwrap_or(0)
+    }
+
     /// Read `json` (already trimmed, opening with `{` or `[`).
     pub fn read(&mut self, json: &str) -> Outcome {
         self.text.clear();
         self.ends.clear();
         self.key_hashes.clear();
+        if let Some(words) = &mut self.words {
+            *words = 0;
+        }
         let mut de = serde_json::Deserializer::from_str(json);
         let read = Node(self).deserialize(&mut de).and_then(|()| de.end());
         if read.is_ok() {
@@ -83,8 +106,22 @@ impl Gathered {
         }
     }
 
+    /// Is `raw` a word this reading counts instead of gathering?
+    fn counts_as_word(&mut self, raw: &str) -> bool {
+        match &mut self.words {
+            Some(words) if is_ascii_word(raw) => {
+                *words += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// A leaf or key taken whole.
     fn add(&mut self, raw: &str) {
+        if self.counts_as_word(raw) {
+            return;
+        }
         let mut norm = std::mem::take(&mut self.scratch);
         normalize_into(raw, &mut norm);
         self.push_normalized(&norm);
@@ -101,8 +138,18 @@ impl Gathered {
         if is_single_token(s) {
             return;
         }
-        for_each_token(s, |token| {
-            self.push_normalized(token);
+        if self.words.is_none() {
+            for_each_token(s, |token| {
+                self.push_normalized(token);
+                true
+            });
+            return;
+        }
+        for_each_token_or_word(s, |token| {
+            match token {
+                Some(form) => self.push_normalized(form),
+                None => *self.words.as_mut().expect("a reading that counts words") += 1,
+            }
             true
         });
     }
