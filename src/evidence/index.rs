@@ -767,26 +767,22 @@ mod direct_walk_tests {
 
 #[cfg(test)]
 mod digest_tests {
-    use super::{digest_result, digest_text, EvidenceDigest};
-    use crate::evidence::normalize::{is_token_byte, js_trim, normalize_token, tokenize};
+    use super::{digest_result, digest_text, DigestSink, EvidenceDigest};
+    use crate::evidence::normalize::{js_trim, normalize_token, tokenize};
     use crate::evidence::walk::{Gathered, Outcome};
     use crate::js;
     use serde_json::Value;
 
-    /// A digest made the long way: every form made, in order, and offered.
+    /// A digest made the long way: every form made, in order, and offered to the sink.
     fn offered_whole(forms: impl IntoIterator<Item = String>) -> EvidenceDigest {
-        let mut kept = Vec::new();
-        let mut offered = 0u32;
+        let mut sink = DigestSink::default();
         for form in forms.into_iter().filter(|f| !f.is_empty()) {
-            offered += 1;
-            let b = form.as_bytes();
-            if b.iter().any(u8::is_ascii_digit) && b.iter().all(|&c| is_token_byte(c)) {
-                kept.push(form);
-            }
+            sink.offer(&form);
         }
+        sink.kept.pop();
         EvidenceDigest {
-            forms: kept.join("\n"),
-            offered,
+            forms: sink.kept,
+            offered: sink.offered as u32,
         }
     }
 
