@@ -13,8 +13,8 @@ use arrow::array::{
     StringBuilder, TimestampMillisecondBuilder, UInt32Builder, UInt64Builder,
 };
 use arrow::record_batch::RecordBatch;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
@@ -67,6 +67,15 @@ pub fn store_writer_properties() -> WriterProperties {
     properties(Compression::UNCOMPRESSED)
         .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_offset_index_disabled(true)
+        // Version 2 data pages compress a page's values where they lie. Version 1 pages copy
+        // the values after the levels, then compress them into a buffer the `parquet` crate
+        // makes the page's size and grows to zstd's bound (a copy of untouched memory the size
+        // of the page), then shrink it: three copies of every text page, and fresh pages
+        // faulted in for each.
+        .set_writer_version(WriterVersion::PARQUET_2_0)
+        // Version 2 would otherwise choose delta encodings where version 1 chose plain (text,
+        // booleans, integers without a dictionary); the columns that want delta say so above.
+        .set_encoding(Encoding::PLAIN)
         .build()
 }
 
@@ -83,7 +92,6 @@ fn properties(
         // A row group's column writers each hold the page they fill until it is compressed,
         // and the store encodes a batch's columns all at once: smaller pages keep that small.
         .set_data_page_size_limit(256 << 10);
-    use parquet::basic::Encoding;
     use parquet::schema::types::ColumnPath;
     // Long, nearly unique text: a dictionary would only cost memory and time before Parquet
     // gives up on it, and so would min/max statistics (each value compared with both; no
@@ -235,10 +243,13 @@ impl EventsBuilder {
         }
     }
 
-    /// Make every column's buffers the size the last batch needed.
+    /// Make every column's buffers twice the size the last batch needed: a column's share of a
+    /// batch varies from batch to batch (a tau2 batch's tool results by a third and more), and
+    /// a column that outgrows its buffer doubles it, copying all it holds. Room reserved and
+    /// never written costs address space, not memory: its pages are never touched.
     fn presize(&mut self, shape: BatchShape) {
-        let rows = shape.rows.min(BATCH_ROWS);
-        let v = shape.values.map(|bytes| bytes.min(self.reserve_cap));
+        let rows = (shape.rows * 2).min(BATCH_ROWS);
+        let v = shape.values.map(|bytes| (bytes * 2).min(self.reserve_cap));
         self.conversation_id = StringBuilder::with_capacity(rows, v[0]);
         self.run_id = StringBuilder::with_capacity(rows, v[1]);
         self.seq = UInt32Builder::with_capacity(rows);
@@ -482,6 +493,11 @@ pub struct RunsBuilder {
     record_index: UInt64Builder,
     partitions: MapBuilder<StringBuilder, StringBuilder>,
     rows: usize,
+    /// The last batch's rows and bytes of its long texts (person's message, answer, answer
+    /// forms), for the next batch's buffers, as [`EventsBuilder`] keeps them.
+    last: Option<(usize, [usize; 3])>,
+    /// Ceiling on the bytes reserved ahead for one column.
+    reserve_cap: usize,
 }
 
 fn partitions_builder() -> MapBuilder<StringBuilder, StringBuilder> {
@@ -493,8 +509,9 @@ fn partitions_builder() -> MapBuilder<StringBuilder, StringBuilder> {
     MapBuilder::new(Some(names), StringBuilder::new(), StringBuilder::new())
 }
 
-impl Default for RunsBuilder {
-    fn default() -> Self {
+impl RunsBuilder {
+    /// An empty builder that reserves at most `reserve_cap` bytes ahead for a column.
+    pub fn new(reserve_cap: usize) -> Self {
         RunsBuilder {
             bytes: 0,
             run_id: StringBuilder::new(),
@@ -518,12 +535,28 @@ impl Default for RunsBuilder {
             record_index: UInt64Builder::new(),
             partitions: partitions_builder(),
             rows: 0,
+            last: None,
+            reserve_cap,
         }
     }
-}
 
-impl RunsBuilder {
+    /// Make the long texts' buffers twice what the last batch needed (see
+    /// [`EventsBuilder::presize`]).
+    fn presize(&mut self, (rows, values): (usize, [usize; 3])) {
+        let rows = (rows * 2).min(BATCH_ROWS);
+        let [user_message, answer, answer_forms] =
+            values.map(|bytes| (bytes * 2).min(self.reserve_cap));
+        self.user_message = LargeStringBuilder::with_capacity(rows, user_message);
+        self.answer = LargeStringBuilder::with_capacity(rows, answer);
+        self.answer_forms = LargeStringBuilder::with_capacity(rows, answer_forms);
+    }
+
     pub fn push(&mut self, run: &Run, part: u32, origin: Origin) {
+        if self.rows == 0 {
+            if let Some(shape) = self.last.take() {
+                self.presize(shape);
+            }
+        }
         self.run_id.append_value(&run.run_id);
         self.conversation_id.append_value(&run.conversation_id);
         self.turn.append_value(run.turn);
@@ -576,6 +609,14 @@ impl RunsBuilder {
     }
 
     pub fn finish(&mut self) -> io::Result<RecordBatch> {
+        self.last = Some((
+            self.rows,
+            [
+                self.user_message.values_slice().len(),
+                self.answer.values_slice().len(),
+                self.answer_forms.values_slice().len(),
+            ],
+        ));
         let columns: Vec<ArrayRef> = vec![
             Arc::new(self.run_id.finish()),
             Arc::new(self.conversation_id.finish()),
@@ -792,7 +833,7 @@ impl StoreWriter {
             list.push(Part {
                 writer,
                 builder: EventsBuilder::new(spec.clone(), share),
-                runs: RunsBuilder::default(),
+                runs: RunsBuilder::new(share),
                 runs_writer,
                 copied: [Vec::new(), Vec::new()],
                 copied_bytes: [0, 0],
@@ -1231,11 +1272,8 @@ mod tests {
         );
     }
 
-    /// The store's parts keep statistics per column chunk (readers choose row groups by the
-    /// `part` column's range) and no page index, which a writer holds for every row group
-    /// until its file is closed.
-    #[test]
-    fn parts_have_chunk_statistics_and_no_page_index() {
+    /// A store of one part holding one conversation of three runs.
+    fn one_part_store() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let mut writer = StoreWriter::create(dir.path(), 1, crate::pipeline::store_spec()).unwrap();
         let origin = Origin {
@@ -1244,6 +1282,52 @@ mod tests {
         };
         writer.write(&conversation("c", 3, 10), origin).unwrap();
         writer.finish().unwrap();
+        dir
+    }
+
+    /// Parts are written in version 2 data pages (compressed where they lie) with the
+    /// encodings version 1 pages had.
+    #[test]
+    fn parts_are_written_in_version_2_pages_with_plain_text() {
+        use parquet::basic::{Encoding, PageType};
+        use parquet::file::reader::FileReader;
+        let dir = one_part_store();
+        let file = dir.path().join("events/part-00000.parquet");
+        let reader =
+            parquet::file::serialized_reader::SerializedFileReader::new(File::open(file).unwrap())
+                .unwrap();
+        let group = reader.get_row_group(0).unwrap();
+        // Each column's data pages: their kind and value encoding.
+        let pages = |name: &str| -> Vec<(PageType, Encoding)> {
+            let column = group
+                .metadata()
+                .columns()
+                .iter()
+                .position(|c| c.column_path().string() == name)
+                .unwrap();
+            group
+                .get_column_page_reader(column)
+                .unwrap()
+                .map(|page| page.unwrap())
+                .filter(|page| page.page_type() != PageType::DICTIONARY_PAGE)
+                .map(|page| (page.page_type(), page.encoding()))
+                .collect()
+        };
+        let v2 = PageType::DATA_PAGE_V2;
+        // Long text and booleans plain, as version 1 stored them; counters delta-encoded and
+        // names dictionary-encoded, as asked.
+        assert_eq!(pages("text"), [(v2, Encoding::PLAIN)]);
+        assert_eq!(pages("error"), [(v2, Encoding::PLAIN)]);
+        assert_eq!(pages("seq"), [(v2, Encoding::DELTA_BINARY_PACKED)]);
+        assert_eq!(pages("run_id"), [(v2, Encoding::RLE_DICTIONARY)]);
+    }
+
+    /// The store's parts keep statistics per column chunk (readers choose row groups by the
+    /// `part` column's range) and no page index, which a writer holds for every row group
+    /// until its file is closed.
+    #[test]
+    fn parts_have_chunk_statistics_and_no_page_index() {
+        let dir = one_part_store();
         for file in ["events/part-00000.parquet".to_string(), runs_part_name(0)] {
             let reader = parquet::file::serialized_reader::SerializedFileReader::new(
                 File::open(dir.path().join(&file)).unwrap(),
