@@ -433,6 +433,14 @@ impl DigestSink {
             self.kept.push('\n');
         }
     }
+
+    /// The digest of the forms offered so far, leaving the sink empty for the next text.
+    fn take(&mut self) -> EvidenceDigest {
+        let mut forms = std::mem::take(&mut self.kept);
+        forms.pop();
+        let offered = u32::try_from(std::mem::take(&mut self.offered)).unwrap_or(u32::MAX);
+        EvidenceDigest { forms, offered }
+    }
 }
 
 thread_local! {
@@ -449,14 +457,11 @@ fn digested(feed: impl FnOnce(&mut Collector)) -> EvidenceDigest {
     DIGESTER.with(|cell| {
         let mut collector = cell.borrow_mut();
         feed(&mut collector);
-        let sink = collector
+        collector
             .digest
             .as_mut()
-            .expect("the digesting collector has a sink");
-        let mut forms = std::mem::take(&mut sink.kept);
-        forms.pop();
-        let offered = u32::try_from(std::mem::take(&mut sink.offered)).unwrap_or(u32::MAX);
-        EvidenceDigest { forms, offered }
+            .expect("the digesting collector has a sink")
+            .take()
     })
 }
 
@@ -779,11 +784,7 @@ mod digest_tests {
         for form in forms.into_iter().filter(|f| !f.is_empty()) {
             sink.offer(&form);
         }
-        sink.kept.pop();
-        EvidenceDigest {
-            forms: sink.kept,
-            offered: sink.offered as u32,
-        }
+        sink.take()
     }
 
     /// Every form the reference walk makes of a parsed result, in its order.

@@ -73,8 +73,8 @@ pub fn store_writer_properties() -> WriterProperties {
         // of the page), then shrink it: three copies of every text page, and fresh pages
         // faulted in for each.
         .set_writer_version(WriterVersion::PARQUET_2_0)
-        // Version 2 would otherwise choose delta encodings where version 1 chose plain (text,
-        // booleans, integers without a dictionary); the columns that want delta say so above.
+        // Version 2 would otherwise choose other encodings where version 1 chose plain (delta
+        // for text and integers, RLE for booleans); the columns that want delta say so above.
         .set_encoding(Encoding::PLAIN)
         .build()
 }
@@ -160,6 +160,14 @@ pub fn to_io(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Erro
     io::Error::other(e)
 }
 
+/// What a builder reserves for a column (rows or value bytes) whose last batch needed `last`:
+/// twice that, at most `cap`. A column's share of a batch varies from batch to batch, and a
+/// column that outgrows its buffer doubles it, copying all it holds. Room reserved and never
+/// written costs address space, not memory: its pages are never touched.
+fn ahead(last: usize, cap: usize) -> usize {
+    last.saturating_mul(2).min(cap)
+}
+
 /// Column builders for the events table.
 pub struct EventsBuilder {
     conversation_id: StringBuilder,
@@ -243,13 +251,10 @@ impl EventsBuilder {
         }
     }
 
-    /// Make every column's buffers twice the size the last batch needed: a column's share of a
-    /// batch varies from batch to batch (a tau2 batch's tool results by a third and more), and
-    /// a column that outgrows its buffer doubles it, copying all it holds. Room reserved and
-    /// never written costs address space, not memory: its pages are never touched.
+    /// Make every column's buffers ready for what the last batch needed (see [`ahead`]).
     fn presize(&mut self, shape: BatchShape) {
-        let rows = (shape.rows * 2).min(BATCH_ROWS);
-        let v = shape.values.map(|bytes| (bytes * 2).min(self.reserve_cap));
+        let rows = ahead(shape.rows, BATCH_ROWS);
+        let v = shape.values.map(|bytes| ahead(bytes, self.reserve_cap));
         self.conversation_id = StringBuilder::with_capacity(rows, v[0]);
         self.run_id = StringBuilder::with_capacity(rows, v[1]);
         self.seq = UInt32Builder::with_capacity(rows);
@@ -540,12 +545,11 @@ impl RunsBuilder {
         }
     }
 
-    /// Make the long texts' buffers twice what the last batch needed (see
-    /// [`EventsBuilder::presize`]).
+    /// Make the long texts' buffers ready for what the last batch needed (see [`ahead`]).
     fn presize(&mut self, (rows, values): (usize, [usize; 3])) {
-        let rows = (rows * 2).min(BATCH_ROWS);
+        let rows = ahead(rows, BATCH_ROWS);
         let [user_message, answer, answer_forms] =
-            values.map(|bytes| (bytes * 2).min(self.reserve_cap));
+            values.map(|bytes| ahead(bytes, self.reserve_cap));
         self.user_message = LargeStringBuilder::with_capacity(rows, user_message);
         self.answer = LargeStringBuilder::with_capacity(rows, answer);
         self.answer_forms = LargeStringBuilder::with_capacity(rows, answer_forms);
