@@ -161,11 +161,12 @@ pub fn to_io(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Erro
 }
 
 /// What a builder reserves for a column (rows or value bytes) whose last batch needed `last`:
-/// twice that, at most `cap`. A column's share of a batch varies from batch to batch, and a
-/// column that outgrows its buffer doubles it, copying all it holds. Room reserved and never
-/// written costs address space, not memory: its pages are never touched.
+/// a quarter more than that, at most `cap`. A column's share of a batch varies from batch to
+/// batch, and a column that outgrows its buffer doubles it, copying all it holds. Room reserved
+/// and not written is not free either: the allocator hands out pages earlier buffers touched,
+/// so every byte reserved may be resident.
 fn ahead(last: usize, cap: usize) -> usize {
-    last.saturating_mul(2).min(cap)
+    last.saturating_add(last / 4).min(cap)
 }
 
 /// Column builders for the events table.
