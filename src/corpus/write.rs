@@ -1,12 +1,18 @@
 //! Writing corpus tables. Rows are serialised with serde into Arrow through arrow-json's
 //! decoder against the explicit schemas below, so nested columns (subjects, witnesses) and
 //! nulls come out typed; `schemas/corpus.md` documents every column and a test keeps the two
-//! in step.
+//! in step. The two tables every part fills, findings and dispositions, are built column by
+//! column instead ([`findings_batch`], [`dispositions_batch`]), and tests hold each to the
+//! decoder's batch.
 
-use crate::corpus::{DispositionRow, Finding, LedgerRow, CHECK_COLUMN};
+use crate::corpus::{DispositionRow, Finding, LedgerRow, Subject, CHECK_COLUMN};
 use crate::store::write::{to_io, writer_properties};
-use arrow::array::{ArrayRef, StringBuilder, UInt32Builder};
-use arrow::datatypes::{DataType, Field, Fields, Schema};
+use arrow::array::{
+    ArrayRef, BooleanArray, Float64Array, ListArray, StringArray, StringBuilder, StructArray,
+    UInt32Array, UInt32Builder,
+};
+use arrow::buffer::{NullBuffer, OffsetBuffer};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use serde::Serialize;
@@ -212,6 +218,150 @@ pub fn dispositions_batch(rows: &[DispositionRow<'_>]) -> io::Result<RecordBatch
         Arc::new(text(|r| r.reason).finish()),
     ];
     RecordBatch::try_new(dispositions_schema(), columns).map_err(to_io)
+}
+
+/// Findings as one record batch of [`findings_schema`], the batch arrow-json's decoder makes
+/// of them ([`rows_batch`]) without going through JSON: a part files thousands of findings,
+/// each with nested lists and some thirty columns, and the decoder's tape cost more than
+/// everything else the corpus does with them. A time that is not finite stays what it is, as
+/// the decoder keeps it (only the JSON line has it `null`).
+pub fn findings_batch(rows: &[&Finding]) -> io::Result<RecordBatch> {
+    let schema = findings_schema();
+    let text = |f: for<'r> fn(&'r Finding) -> &'r str| -> ArrayRef {
+        Arc::new(strings(rows.iter().map(|r| f(r))))
+    };
+    let maybe_text = |f: for<'r> fn(&'r Finding) -> Option<&'r str>| -> ArrayRef {
+        Arc::new(rows.iter().map(|r| f(r)).collect::<StringArray>())
+    };
+    let maybe_u32 = |f: fn(&Finding) -> Option<u32>| -> ArrayRef {
+        Arc::new(rows.iter().map(|r| f(r)).collect::<UInt32Array>())
+    };
+    let item = |name: &str| -> io::Result<FieldRef> {
+        match schema.field_with_name(name).map_err(to_io)?.data_type() {
+            DataType::List(item) => Ok(item.clone()),
+            other => Err(to_io(format!(
+                "findings column {name} is {other}, not a list"
+            ))),
+        }
+    };
+    let struct_fields = |field: &Field| -> io::Result<Fields> {
+        match field.data_type() {
+            DataType::Struct(fields) => Ok(fields.clone()),
+            other => Err(to_io(format!("{} is {other}, not a struct", field.name()))),
+        }
+    };
+
+    let subjects = {
+        let item = item("subjects")?;
+        let all = rows.iter().flat_map(|r| &r.subjects);
+        let values = subjects_array(struct_fields(&item)?, all);
+        let lengths = rows.iter().map(|r| r.subjects.len());
+        ListArray::try_new(item, OffsetBuffer::from_lengths(lengths), values, None)
+            .map_err(to_io)?
+    };
+    let witnesses = {
+        let item = item("witnesses")?;
+        let fields = struct_fields(&item)?;
+        let all = || rows.iter().flat_map(|r| &r.witnesses);
+        let subject = subjects_array(struct_fields(&fields[0])?, all().map(|w| &w.subject));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(subject),
+            Arc::new(strings(all().map(|w| w.predicate.as_str()))),
+            Arc::new(strings(all().map(|w| w.value.as_str()))),
+            Arc::new(strings(all().map(|w| w.stratum.as_str()))),
+            Arc::new(strings(all().map(|w| w.provenance.as_str()))),
+        ];
+        let values = StructArray::try_new(fields, columns, None).map_err(to_io)?;
+        let lengths = rows.iter().map(|r| r.witnesses.len());
+        ListArray::try_new(
+            item,
+            OffsetBuffer::from_lengths(lengths),
+            Arc::new(values),
+            None,
+        )
+        .map_err(to_io)?
+    };
+    let grounded_values = {
+        let item = item("grounded_values")?;
+        let lists = || rows.iter().map(|r| r.columns.grounded_values.as_deref());
+        let values = strings(lists().flatten().flatten().map(String::as_str));
+        let lengths = lists().map(|l| l.map_or(0, <[String]>::len));
+        let present = NullBuffer::from_iter(lists().map(|l| l.is_some()));
+        let nulls = (present.null_count() > 0).then_some(present);
+        let offsets = OffsetBuffer::from_lengths(lengths);
+        ListArray::try_new(item, offsets, Arc::new(values), nulls).map_err(to_io)?
+    };
+
+    let columns: Vec<ArrayRef> = vec![
+        text(|r| &r.finding_id),
+        text(|r| &r.check),
+        text(|r| &r.kind),
+        text(|r| &r.seam),
+        text(|r| &r.predicate),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(r.advisory))
+                .collect::<BooleanArray>(),
+        ),
+        text(|r| &r.source),
+        text(|r| &r.conversation_id),
+        text(|r| &r.run_id),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.turn))),
+        maybe_u32(|r| r.iteration),
+        Arc::new(subjects),
+        Arc::new(witnesses),
+        text(|r| &r.message),
+        maybe_text(|r| r.columns.tool_name.as_deref()),
+        maybe_text(|r| r.columns.tool_call_id.as_deref()),
+        maybe_text(|r| r.columns.key.as_deref()),
+        maybe_text(|r| r.columns.args_fingerprint.as_deref()),
+        maybe_text(|r| r.columns.result_fingerprint.as_deref()),
+        maybe_text(|r| r.columns.mode.as_deref()),
+        maybe_u32(|r| r.columns.occurrences),
+        maybe_u32(|r| r.columns.wasted_landings),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.columns.wasted_ms)
+                .collect::<Float64Array>(),
+        ),
+        maybe_u32(|r| r.columns.grounded_count),
+        Arc::new(grounded_values),
+        maybe_u32(|r| r.columns.latest_prior_turn),
+        maybe_u32(|r| r.columns.current_turn),
+        maybe_u32(|r| r.columns.turns_back),
+        maybe_u32(|r| r.columns.tool_results_this_turn),
+        maybe_u32(|r| r.columns.schema_attempt),
+        maybe_text(|r| r.columns.schema_outcome.as_deref()),
+        maybe_text(|r| r.columns.schema_stage.as_deref()),
+        maybe_text(|r| r.columns.schema_path.as_deref()),
+        maybe_text(|r| r.columns.schema_hash.as_deref()),
+        maybe_u32(|r| r.columns.schema_retries),
+    ];
+    RecordBatch::try_new(schema, columns).map_err(to_io)
+}
+
+/// Texts, none null, as one array, its value buffer made its final size up front.
+fn strings<'a>(values: impl Iterator<Item = &'a str> + Clone) -> StringArray {
+    let (count, bytes) = values
+        .clone()
+        .fold((0, 0), |(n, b), v| (n + 1, b + v.len()));
+    let mut b = StringBuilder::with_capacity(count, bytes);
+    for v in values {
+        b.append_value(v);
+    }
+    b.finish()
+}
+
+/// Subjects as a struct array of `fields` (kind, id).
+fn subjects_array<'a>(
+    fields: Fields,
+    subjects: impl Iterator<Item = &'a Subject> + Clone,
+) -> ArrayRef {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(strings(subjects.clone().map(|s| s.kind.as_str()))),
+        Arc::new(strings(subjects.map(|s| s.id.as_str()))),
+    ];
+    Arc::new(StructArray::new(fields, columns, None))
 }
 
 /// `rows` as JSON lines.
@@ -585,6 +735,64 @@ mod tests {
             ..base
         });
         out
+    }
+
+    /// A Parquet file of `batch`, as the corpus writes it.
+    fn parquet_bytes(batch: &RecordBatch) -> Vec<u8> {
+        let mut out = Vec::new();
+        let props = Some(writer_properties());
+        let mut w = ArrowWriter::try_new(&mut out, batch.schema(), props).unwrap();
+        w.write(batch).unwrap();
+        w.close().unwrap();
+        out
+    }
+
+    #[test]
+    fn findings_built_directly_are_the_serde_paths_batch() {
+        use crate::corpus::{FindingColumns, Subject};
+        let mut findings = awkward_findings();
+        // Grounded values absent, empty and present side by side, several subjects and
+        // witnesses in one finding, none in the next.
+        let first = findings[0].clone();
+        findings.push(Finding {
+            subjects: vec![Subject::new("answer", "final"), Subject::new("turn", "2")],
+            witnesses: [first.witnesses.clone(), first.witnesses.clone()].concat(),
+            columns: FindingColumns {
+                grounded_values: Some(vec![]),
+                latest_prior_turn: Some(2),
+                ..FindingColumns::default()
+            },
+            ..first.clone()
+        });
+        findings.push(Finding {
+            subjects: vec![],
+            witnesses: vec![],
+            columns: FindingColumns {
+                grounded_values: Some(vec!["41,200".into(), "x\u{0}y".into()]),
+                ..FindingColumns::default()
+            },
+            ..first
+        });
+        let rows: Vec<&Finding> = findings.iter().collect();
+        let schema = findings_schema();
+        let expected = rows_batch(&schema, &rows).unwrap();
+        let got = findings_batch(&rows).unwrap();
+        assert_eq!(got.num_rows(), findings.len());
+        assert_eq!(got, expected);
+        assert_eq!(parquet_bytes(&got), parquet_bytes(&expected));
+        // Each finding alone, and none.
+        for row in &rows {
+            let one = std::slice::from_ref(row);
+            assert_eq!(
+                findings_batch(one).unwrap(),
+                rows_batch(&schema, one).unwrap()
+            );
+        }
+        let none: Vec<&Finding> = Vec::new();
+        assert_eq!(
+            findings_batch(&none).unwrap(),
+            rows_batch(&schema, &none).unwrap()
+        );
     }
 
     #[test]

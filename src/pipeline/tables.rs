@@ -5,8 +5,8 @@
 
 use super::counts::{Contribution, PartAudit};
 use crate::corpus::write::{
-    agreement_schema, dispositions_batch, dispositions_schema, findings_schema, jsonl_lines,
-    rows_batch, TABLE_BATCH_ROWS,
+    agreement_schema, dispositions_batch, dispositions_schema, findings_batch, findings_schema,
+    jsonl_lines, rows_batch, TABLE_BATCH_ROWS,
 };
 use crate::passes::Pass;
 use arrow::datatypes::Schema;
@@ -93,7 +93,7 @@ pub(super) fn tables_of(
     let mut tables = Vec::new();
     for (table, schema) in part_tables(passes) {
         let batches = match table {
-            "findings" => serde_batches(&schema, &findings)?,
+            "findings" => batches_of(&findings, findings_batch)?,
             "dispositions" => batches_of(&dispositions, dispositions_batch)?,
             "agreement" => serde_batches(&schema, &agreement)?,
             own => {
