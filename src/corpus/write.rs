@@ -585,12 +585,14 @@ impl CorpusTables {
     pub fn write(
         &mut self,
         findings: &[RecordBatch],
-        findings_jsonl: &[u8],
+        findings_jsonl: &[Vec<u8>],
         dispositions: &[RecordBatch],
         agreement: &[RecordBatch],
     ) -> io::Result<()> {
         self.findings.write_batches(findings)?;
-        self.findings_jsonl.write_lines(findings_jsonl)?;
+        for lines in findings_jsonl {
+            self.findings_jsonl.write_lines(lines)?;
+        }
         self.dispositions.write_batches(dispositions)?;
         self.agreement.write_batches(agreement)
     }

@@ -161,7 +161,7 @@ pub fn audit_part(
     }
     Ok(AuditedPart {
         counted,
-        findings_jsonl: tables.findings_jsonl,
+        findings_jsonl: tables.findings_jsonl.concat(),
     })
 }
 

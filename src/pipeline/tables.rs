@@ -41,8 +41,9 @@ pub struct CorpusTable {
 pub(super) struct PartTables {
     /// Each table of [`part_tables`], in its order, with its batches (none without rows).
     pub tables: Vec<CorpusTable>,
-    /// The findings as JSON lines, for `findings.jsonl`.
-    pub findings_jsonl: Vec<u8>,
+    /// The findings as JSON lines, for `findings.jsonl`: one buffer for each batch of rows,
+    /// written one after another (joining them would copy every line once more).
+    pub findings_jsonl: Vec<Vec<u8>>,
     /// What the part counted.
     pub counted: PartAudit,
 }
@@ -115,8 +116,7 @@ pub(super) fn tables_of(
     let findings_jsonl = findings
         .par_chunks(TABLE_BATCH_ROWS)
         .map(jsonl_lines)
-        .collect::<io::Result<Vec<Vec<u8>>>>()?
-        .concat();
+        .collect::<io::Result<Vec<Vec<u8>>>>()?;
     Ok(PartTables {
         tables,
         findings_jsonl,
