@@ -9,7 +9,7 @@ use crate::corpus::{DispositionRow, Finding, LedgerRow, Subject, CHECK_COLUMN};
 use crate::store::write::{to_io, writer_properties};
 use arrow::array::{
     ArrayRef, BooleanArray, Float64Array, ListArray, StringArray, StringBuilder, StructArray,
-    UInt32Array, UInt32Builder,
+    UInt32Array,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
@@ -196,26 +196,17 @@ pub fn rows_batch<T: Serialize>(schema: &Arc<Schema>, rows: &[T]) -> io::Result<
 /// up front rather than through the serde decoder's tape: one allocation per column, no
 /// growth by doubling, the same arrays.
 pub fn dispositions_batch(rows: &[DispositionRow<'_>]) -> io::Result<RecordBatch> {
-    let n = rows.len();
-    let text = |f: for<'r> fn(&'r DispositionRow<'_>) -> &'r str| -> StringBuilder {
-        let mut b = StringBuilder::with_capacity(n, rows.iter().map(|r| f(r).len()).sum());
-        for r in rows {
-            b.append_value(f(r));
-        }
-        b
+    let text = |f: for<'r> fn(&'r DispositionRow<'_>) -> &'r str| -> ArrayRef {
+        Arc::new(strings(rows.iter().map(|r| f(r))))
     };
-    let mut turn = UInt32Builder::with_capacity(n);
-    for r in rows {
-        turn.append_value(r.turn);
-    }
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(text(|r| r.run_id).finish()),
-        Arc::new(text(|r| r.conversation_id).finish()),
-        Arc::new(turn.finish()),
-        Arc::new(text(|r| r.source).finish()),
-        Arc::new(text(|r| r.check).finish()),
-        Arc::new(text(|r| r.disposition.as_str()).finish()),
-        Arc::new(text(|r| r.reason).finish()),
+        text(|r| r.run_id),
+        text(|r| r.conversation_id),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.turn))),
+        text(|r| r.source),
+        text(|r| r.check),
+        text(|r| r.disposition.as_str()),
+        text(|r| r.reason),
     ];
     RecordBatch::try_new(dispositions_schema(), columns).map_err(to_io)
 }
