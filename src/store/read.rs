@@ -5,10 +5,10 @@ use crate::error::Error;
 use crate::model::digest::{Digest, DigestKind};
 use crate::model::Conversation;
 use crate::store::generations::GenerationFiles;
-use crate::store::parquet_file::ParquetFile;
 use crate::store::rebuild::{append_events, gather, runs_from, DigestNames, Pieces};
 use crate::store::row_groups::{
-    col, conversation_filter, corrupt, load_checked, read_row_groups, read_row_groups_of,
+    col, conversation_filter, corrupt, load_checked, read_ahead, read_row_groups,
+    read_row_groups_of,
 };
 use crate::store::write::{part_file_name, to_io, Origin};
 
@@ -678,8 +678,9 @@ impl Store {
                     && (results || !matches!(c.name(), "result_text" | "message_text"))
                     && !(skip_arguments && c.name() == "arguments")
             })
-            .map(|(i, _)| i);
-        let projection = ProjectionMask::leaves(metadata.parquet_schema(), columns);
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>();
+        let projection = ProjectionMask::leaves(metadata.parquet_schema(), columns.iter().copied());
         type Decoded = Vec<(String, Pieces)>;
         // The part's runs are read while its events are decoded (both on the caller's pool).
         let read_runs = || -> io::Result<Vec<RunRow>> {
@@ -709,9 +710,15 @@ impl Store {
                 .into_par_iter()
                 .map(|group| {
                     let mut runs = HashMap::new();
-                    // A handle of its own: a cloned handle would share the file position.
+                    // The group's column chunks, read ahead with a read or two: its pages are
+                    // then decoded from memory.
+                    let chunks = metadata.metadata().row_group(group).columns();
+                    let ranges = columns.iter().map(|&c| {
+                        let (start, length) = chunks[c].byte_range();
+                        start..start.saturating_add(length)
+                    });
                     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
-                        ParquetFile::open(&path)?,
+                        read_ahead(&path, ranges)?,
                         metadata.clone(),
                     )
                     .with_row_groups(vec![group])

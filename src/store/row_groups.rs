@@ -2,7 +2,7 @@
 //! row groups picked by their statistics, and rows picked by conversation before the other
 //! columns are decoded.
 
-use crate::store::parquet_file::ParquetFile;
+use crate::store::parquet_file::{ParquetFile, ReadAhead};
 use crate::store::write::to_io;
 use arrow::array::{Array, AsArray, LargeStringArray, StringArray};
 use arrow::record_batch::RecordBatch;
@@ -98,14 +98,23 @@ pub(super) fn read_row_groups_of(
         .map(|(i, _)| i)
         .collect();
     let schema = metadata.parquet_schema();
-    let columns = (schema.columns().iter().enumerate())
+    let columns: Vec<usize> = (schema.columns().iter().enumerate())
         .filter(|(_, c)| !leave_out.contains(&c.name()))
-        .map(|(i, _)| i);
+        .map(|(i, _)| i)
+        .collect();
+    // The column chunks decoded, read ahead (see `ReadAhead`).
+    let ranges = groups.iter().flat_map(|&g| {
+        let chunks = metadata.metadata().row_group(g).columns();
+        columns.iter().map(move |&c| {
+            let (start, length) = chunks[c].byte_range();
+            start..start.saturating_add(length)
+        })
+    });
     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
-        ParquetFile::open(path)?,
+        read_ahead(path, ranges)?,
         metadata.clone(),
     )
-    .with_projection(ProjectionMask::leaves(schema, columns))
+    .with_projection(ProjectionMask::leaves(schema, columns.iter().copied()))
     .with_row_groups(groups)
     .with_batch_size(8192);
     if let Some(only) = only {
@@ -113,6 +122,18 @@ pub(super) fn read_row_groups_of(
     }
     let reader = builder.build().map_err(|e| corrupt(path, e))?;
     reader.map(|b| b.map_err(|e| corrupt(path, e))).collect()
+}
+
+/// [`ReadAhead::read`], a footer naming bytes past the file's end reported as a corrupt file,
+/// and any other error naming the file.
+pub(super) fn read_ahead(
+    path: &Path,
+    ranges: impl IntoIterator<Item = std::ops::Range<u64>>,
+) -> io::Result<ReadAhead> {
+    ReadAhead::read(path, ranges).map_err(|e| match e.kind() {
+        io::ErrorKind::InvalidData => corrupt(path, e),
+        kind => io::Error::new(kind, format!("{}: {e}", path.display())),
+    })
 }
 
 /// A Parquet file of the store whose pages the decoder refused, named.
