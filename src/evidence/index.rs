@@ -124,7 +124,7 @@ impl EvidenceIndex {
         }
         collector.budget -= spend;
         let turn = collector.turn;
-        for form in digest.forms.split('\n').filter(|f| !f.is_empty()) {
+        for form in digest.listed() {
             for spelling in lookup_forms(form) {
                 if watched.contains(spelling) {
                     *collector.forms.entry_ref(spelling).or_insert(turn) = turn;

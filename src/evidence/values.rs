@@ -155,7 +155,7 @@ pub fn answer_values_from_digest(
     }
     let mut out: Vec<Candidate> = Vec::new();
     let mut seen = hashbrown::HashSet::new();
-    for token in digest.forms.split('\n').filter(|f| !f.is_empty()) {
+    for token in digest.listed() {
         if let Some(c) = classify_token(token, cfg) {
             if seen.insert(c.value.clone()) {
                 out.push(c);
