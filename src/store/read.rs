@@ -710,15 +710,10 @@ impl Store {
                 .into_par_iter()
                 .map(|group| {
                     let mut runs = HashMap::new();
-                    // The group's column chunks, read ahead with a read or two: its pages are
-                    // then decoded from memory.
-                    let chunks = metadata.metadata().row_group(group).columns();
-                    let ranges = columns.iter().map(|&c| {
-                        let (start, length) = chunks[c].byte_range();
-                        start..start.saturating_add(length)
-                    });
+                    // The group's column chunks, read with a read or two: its pages are then
+                    // decoded from memory.
                     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
-                        read_ahead(&path, ranges)?,
+                        read_ahead(&path, metadata.metadata(), &[group], &columns)?,
                         metadata.clone(),
                     )
                     .with_row_groups(vec![group])

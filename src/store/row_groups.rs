@@ -102,16 +102,8 @@ pub(super) fn read_row_groups_of(
         .filter(|(_, c)| !leave_out.contains(&c.name()))
         .map(|(i, _)| i)
         .collect();
-    // The column chunks decoded, read ahead (see `ReadAhead`).
-    let ranges = groups.iter().flat_map(|&g| {
-        let chunks = metadata.metadata().row_group(g).columns();
-        columns.iter().map(move |&c| {
-            let (start, length) = chunks[c].byte_range();
-            start..start.saturating_add(length)
-        })
-    });
     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
-        read_ahead(path, ranges)?,
+        read_ahead(path, metadata.metadata(), &groups, &columns)?,
         metadata.clone(),
     )
     .with_projection(ProjectionMask::leaves(schema, columns.iter().copied()))
@@ -124,12 +116,22 @@ pub(super) fn read_row_groups_of(
     reader.map(|b| b.map_err(|e| corrupt(path, e))).collect()
 }
 
-/// [`ReadAhead::read`], a footer naming bytes past the file's end reported as a corrupt file,
-/// and any other error naming the file.
+/// The column chunks of `columns` (leaf indices) in row groups `groups` of the file at `path`,
+/// read ahead ([`ReadAhead`]) for a reader that decodes just those. A footer naming bytes past
+/// the file's end is reported as a corrupt file, and any other error names the file.
 pub(super) fn read_ahead(
     path: &Path,
-    ranges: impl IntoIterator<Item = std::ops::Range<u64>>,
+    metadata: &parquet::file::metadata::ParquetMetaData,
+    groups: &[usize],
+    columns: &[usize],
 ) -> io::Result<ReadAhead> {
+    let ranges = groups.iter().flat_map(|&g| {
+        let chunks = metadata.row_group(g).columns();
+        columns.iter().map(move |&c| {
+            let (start, length) = chunks[c].byte_range();
+            start..start.saturating_add(length)
+        })
+    });
     ReadAhead::read(path, ranges).map_err(|e| match e.kind() {
         io::ErrorKind::InvalidData => corrupt(path, e),
         kind => io::Error::new(kind, format!("{}: {e}", path.display())),
