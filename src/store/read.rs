@@ -146,21 +146,24 @@ pub struct Store {
 /// A generation of an opened store.
 struct Generation {
     files: GenerationFiles,
-    /// The footers of its runs files, each read once when first needed: one per part, or the
-    /// one `runs.parquet` of a store written before runs were kept by part (its footer lists a
-    /// row group per part flush, thousands in a large store, and every part's read needs it).
-    runs_metadata: Vec<std::sync::OnceLock<ArrowReaderMetadata>>,
+    /// The footer of `runs.parquet`, in a store written before runs were kept by part, read
+    /// once when first needed: it lists a row group per part flush (thousands in a large
+    /// store) and every part's read needs it. A part's own runs file is read for each read of
+    /// the part and its footer dropped with it: kept, the footers of every part read so far
+    /// (a row group's metadata for each of 20 columns, thousands of row groups in a large
+    /// store) made the audit's memory grow with the store.
+    shared_runs: std::sync::OnceLock<ArrowReaderMetadata>,
 }
 
 /// A runs file of a generation, with its footer.
-struct RunsFile<'a> {
+struct RunsFile {
     path: PathBuf,
-    metadata: &'a ArrowReaderMetadata,
+    metadata: ArrowReaderMetadata,
     /// It holds the runs of every part of its generation (`runs.parquet`), a row group each.
     shared: bool,
 }
 
-impl RunsFile<'_> {
+impl RunsFile {
     /// May row group `group` hold runs of part `local`?
     fn may_hold(&self, group: &parquet::file::metadata::RowGroupMetaData, local: u32) -> bool {
         !self.shared || may_hold_part(group, local)
@@ -169,49 +172,53 @@ impl RunsFile<'_> {
 
 impl Generation {
     fn new(files: GenerationFiles) -> Generation {
-        let slots = if files.runs_by_part { files.parts } else { 1 };
         Generation {
-            runs_metadata: (0..slots).map(|_| std::sync::OnceLock::new()).collect(),
+            shared_runs: std::sync::OnceLock::new(),
             files,
         }
     }
 
     /// The runs file holding part `local`'s runs.
-    fn runs_of(&self, local: u32) -> io::Result<RunsFile<'_>> {
-        let (slot, path) = match self.files.runs_by_part {
-            true => (local as usize, self.files.runs_part_path(local)),
-            false => (0, self.files.runs_path()),
-        };
-        let cell = self.runs_metadata.get(slot).ok_or_else(|| {
-            io::Error::other(format!(
-                "generation {} has no part {local}",
-                self.files.number
-            ))
-        })?;
-        if let Some(metadata) = cell.get() {
+    fn runs_of(&self, local: u32) -> io::Result<RunsFile> {
+        if !self.files.runs_by_part {
+            let path = self.files.runs_path();
+            let metadata = match self.shared_runs.get() {
+                Some(metadata) => metadata.clone(),
+                None => {
+                    let loaded = load_checked(&path, &crate::store::schema::runs_read_schema())?;
+                    self.shared_runs.get_or_init(|| loaded).clone()
+                }
+            };
             return Ok(RunsFile {
                 path,
                 metadata,
-                shared: !self.files.runs_by_part,
+                shared: true,
             });
         }
-        let loaded = load_checked(&path, &crate::store::schema::runs_read_schema())?;
-        if self.files.runs_by_part {
-            refuse_runs_of_other_parts(&path, &loaded, local)?;
+        if local >= self.files.parts {
+            return Err(io::Error::other(format!(
+                "generation {} has no part {local}",
+                self.files.number
+            )));
         }
+        let path = self.files.runs_part_path(local);
+        let metadata = load_checked(&path, &crate::store::schema::runs_read_schema())?;
+        refuse_runs_of_other_parts(&path, &metadata, local)?;
         Ok(RunsFile {
             path,
-            metadata: cell.get_or_init(|| loaded),
-            shared: !self.files.runs_by_part,
+            metadata,
+            shared: false,
         })
     }
 
-    /// Every runs file of the generation, each once.
-    fn all_runs(&self) -> io::Result<Vec<RunsFile<'_>>> {
-        match self.files.runs_by_part {
-            true => (0..self.files.parts).map(|p| self.runs_of(p)).collect(),
-            false => Ok(vec![self.runs_of(0)?]),
-        }
+    /// Every runs file of the generation, each once, read as the caller comes to it.
+    fn all_runs(&self) -> impl Iterator<Item = io::Result<RunsFile>> + '_ {
+        let files = if self.files.runs_by_part {
+            self.files.parts
+        } else {
+            1
+        };
+        (0..files).map(|p| self.runs_of(p))
     }
 }
 
@@ -427,6 +434,7 @@ impl Store {
     fn refuse_runs_past_the_parts(&self, generation: &Generation) -> io::Result<()> {
         use parquet::file::statistics::Statistics;
         let metadata = generation.runs_of(0)?.metadata;
+        let metadata = &metadata;
         let highest = metadata
             .metadata()
             .row_groups()
@@ -474,7 +482,7 @@ impl Store {
         let mut runs = Vec::new();
         for batch in read_row_groups_of(
             &runs_file.path,
-            runs_file.metadata,
+            &runs_file.metadata,
             |g| runs_file.may_hold(g, local),
             &[],
             only_shared.as_ref(),
@@ -524,9 +532,10 @@ impl Store {
     pub fn runs(&self) -> io::Result<Vec<RunRow>> {
         let mut rows = Vec::new();
         for generation in &self.generations {
-            for file in generation.all_runs()? {
+            for file in generation.all_runs() {
+                let file = file?;
                 let mut these = runs_from(
-                    read_row_groups(&file.path, file.metadata, |_| true, &[])?,
+                    read_row_groups(&file.path, &file.metadata, |_| true, &[])?,
                     None,
                     None,
                     &generation.files.superseded,
@@ -547,7 +556,8 @@ impl Store {
     pub fn for_each_run_key(&self, mut each: impl FnMut(&str, &str, u32, u32)) -> io::Result<()> {
         for generation in &self.generations {
             let superseded = &generation.files.superseded;
-            for file in generation.all_runs()? {
+            for file in generation.all_runs() {
+                let file = file?;
                 let others: Vec<&str> = file
                     .metadata
                     .parquet_schema()
@@ -556,7 +566,7 @@ impl Store {
                     .map(|c| c.name())
                     .filter(|n| !matches!(*n, "run_id" | "conversation_id" | "part" | "events"))
                     .collect();
-                for batch in read_row_groups(&file.path, file.metadata, |_| true, &others)? {
+                for batch in read_row_groups(&file.path, &file.metadata, |_| true, &others)? {
                     let runs = col::<StringArray>(&batch, "run_id")?;
                     let conversations = col::<StringArray>(&batch, "conversation_id")?;
                     let parts = col::<UInt32Array>(&batch, "part")?;
@@ -687,7 +697,7 @@ impl Store {
             runs_from(
                 read_row_groups_of(
                     &runs_file.path,
-                    runs_file.metadata,
+                    &runs_file.metadata,
                     |g| runs_file.may_hold(g, local),
                     {
                         // No check reads the user message a run answers (they read the messages);
