@@ -250,7 +250,7 @@ pub(super) fn ingest_into(
             ..Counts::default()
         },
         entries: Vec::with_capacity(files.len()),
-        seen_runs: HashSet::new(),
+        seen_runs: super::run_keys::RunKeys::new(dir),
         held_runs: known_runs,
         replaced_runs: HashSet::new(),
         seen_conversations: Default::default(),

@@ -16,6 +16,7 @@ pub mod parts;
 pub mod queue;
 pub mod reader;
 pub mod remote;
+mod run_keys;
 pub mod shards;
 pub mod tables;
 pub mod tap;

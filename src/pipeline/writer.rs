@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::queue::{ByteBound, TapQueue};
 use super::reader::Message;
+use super::run_keys::RunKeys;
 use super::tap::TapFiles;
 
 /// An id as the writer remembers it: the first 128 bits of its SHA-256, about 20 bytes with
@@ -151,9 +152,9 @@ pub(super) struct Writer<'a> {
     pub(super) sizes: &'a [u64],
     pub(super) counts: Counts,
     pub(super) entries: Vec<InputEntry>,
-    /// The runs stored so far by this ingest, by [`id_key`]: a night holds hundreds of
-    /// thousands of run ids, and this set grows with it.
-    pub(super) seen_runs: HashSet<u128>,
+    /// The runs stored so far by this ingest, by [`id_key`]: a night holds millions of run
+    /// ids, so most of these keys wait in spill files (see [`RunKeys`]).
+    pub(super) seen_runs: RunKeys,
     /// The runs an earlier generation of the store holds, with their events: one read again is
     /// a duplicate, unless it has more events (then it replaces the stored one).
     pub(super) held_runs: HeldRuns,
@@ -348,6 +349,14 @@ impl Writer<'_> {
             &mut self.held_runs,
             &mut self.replaced_runs,
         );
+        let mut spill_failed = None;
+        let mut insert = |key| {
+            seen.insert(key).unwrap_or_else(|e| {
+                // The run is kept, and the ingest fails on the error after this conversation.
+                spill_failed.get_or_insert(e);
+                true
+            })
+        };
         conversation.runs.retain(|r| {
             let key = id_key(&r.run_id);
             let fresh = match held.get(&halves(key)) {
@@ -355,16 +364,19 @@ impl Writer<'_> {
                 Some(&stored) if r.events.len() as u64 > stored as u64 => {
                     held.remove(&halves(key));
                     replaced.insert(r.run_id.clone());
-                    seen.insert(key)
+                    insert(key)
                 }
                 Some(_) => false,
-                None => seen.insert(key),
+                None => insert(key),
             };
             if !fresh {
                 skipped.push(r.run_id.clone());
             }
             fresh
         });
+        if let Some(e) = spill_failed {
+            result = result.and(Err(e));
+        }
         let mut skipped_none = skipped.is_empty();
         let key = ConversationRows::key(&conversation.id);
         if self.cut_to_the_row_limit(i, &mut conversation, key, record) {

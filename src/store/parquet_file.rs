@@ -133,13 +133,14 @@ impl ChunkReader for ReadAhead {
     }
 }
 
+/// Read `buffer.len()` bytes of `file` at `offset`, without moving a shared cursor.
 #[cfg(unix)]
-fn read_exact_at(file: &File, buffer: &mut [u8], offset: u64) -> io::Result<()> {
+pub(crate) fn read_exact_at(file: &File, buffer: &mut [u8], offset: u64) -> io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(file, buffer, offset)
 }
 
 #[cfg(not(unix))]
-fn read_exact_at(mut file: &File, buffer: &mut [u8], offset: u64) -> io::Result<()> {
+pub(crate) fn read_exact_at(mut file: &File, buffer: &mut [u8], offset: u64) -> io::Result<()> {
     use std::io::Seek;
     file.seek(io::SeekFrom::Start(offset))?;
     file.read_exact(buffer)
