@@ -33,14 +33,14 @@ const EVENT_ROW_BYTES: usize = 160;
 /// Rows are held as Arrow builders, which hold up to twice what they are counted as (their
 /// buffers double as they grow), and the allocator keeps what they free for the next batches.
 const BUFFER_BUDGET: usize = 32 << 20;
-/// The least share of the budget a part gets: with more than 32 parts the budget grows by
+/// The least share of the budget a part gets: with more than 64 parts the budget grows by
 /// this a part, so that row groups stay at least this large however many parts there are. A
-/// fixed budget split over more parts made row groups smaller as well as more numerous: the
-/// store is slower to read, and (before [`OPEN_CHUNKS`] bounded it) the writer's row-group
-/// metadata grew with the square of the input. Measured on an 8 GB tau2 night (60 parts)
-/// before that bound, peak RSS: a fixed 32 MB 689 MB (18,163 row groups), this floor 592 MB
-/// (9,913), 2 MB 657 MB (4,991).
-const PART_SHARE_FLOOR: usize = 1 << 20;
+/// fixed budget split over ever more parts made row groups smaller as well as more numerous,
+/// and the store slower to read; a larger floor makes the budget, and the ingest's memory,
+/// grow with the night (a raw audit of 8 GB of tau2 has 60 parts: with a 1 MB floor its
+/// builders held 60 MB, at this floor they share the 32 MB budget). Halving it doubles a large
+/// night's row groups, which a store audit reads a few percent slower.
+const PART_SHARE_FLOOR: usize = 1 << 19;
 /// Column chunks whose metadata a writer's open files may hold together before the file that
 /// holds most is closed as a piece ([`PieceWriter`]): about 650 bytes each in memory (424 of
 /// them the chunk's metadata struct), so some 20 MB. A store's parts are all open until the
@@ -1004,7 +1004,7 @@ mod tests {
     }
 
     /// Every part holds a batch at once, so a batch is smaller when parts are many: the part's
-    /// share of the budget, which grows past 32 parts so that a share is never under the floor.
+    /// share of the budget, which grows past 64 parts so that a share is never under the floor.
     #[test]
     fn a_part_s_share_shrinks_to_a_floor() {
         let spec = crate::pipeline::store_spec();
@@ -1015,9 +1015,10 @@ mod tests {
         assert_eq!(batch(1), MAX_BATCH_BYTES);
         assert_eq!(batch(2), BUFFER_BUDGET / 2);
         assert_eq!(batch(16), BUFFER_BUDGET / 16);
-        assert_eq!(batch(32), PART_SHARE_FLOOR);
-        assert_eq!(batch(60), PART_SHARE_FLOOR);
-        assert_eq!(StoreWriter::budget(60), 60 * PART_SHARE_FLOOR);
+        assert_eq!(batch(60), BUFFER_BUDGET / 60);
+        assert_eq!(batch(64), PART_SHARE_FLOOR);
+        assert_eq!(batch(100), PART_SHARE_FLOOR);
+        assert_eq!(StoreWriter::budget(100), 100 * PART_SHARE_FLOOR);
 
         // A builder of a 16-part writer is full at its batch's bytes, before BATCH_ROWS.
         let mut builder = EventsBuilder::new(spec.clone(), BUFFER_BUDGET / 16);
@@ -1076,6 +1077,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spec = crate::pipeline::store_spec();
         let mut writer = StoreWriter::create(dir.path(), 40, spec).unwrap();
+        let share = StoreWriter::budget(40) / 40;
         let mut groups_written = false;
         for i in 0..400 {
             let origin = Origin {
@@ -1091,8 +1093,8 @@ mod tests {
                 assert_eq!(part.writer.in_progress_size(), 0);
                 assert_eq!(part.runs_writer.in_progress_size(), 0);
                 groups_written |= part.writer.open_chunks() > 0;
-                assert!(part.events_held() < PART_SHARE_FLOOR + 210_000);
-                assert!(part.runs_held() < PART_SHARE_FLOOR / 2 + 210_000);
+                assert!(part.events_held() < share + 210_000);
+                assert!(part.runs_held() < share / 2 + 210_000);
             }
         }
         assert!(groups_written);
