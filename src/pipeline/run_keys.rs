@@ -78,7 +78,8 @@ impl RunKeys {
     }
 
     fn spill(&mut self) -> io::Result<()> {
-        let mut keys: Vec<u128> = self.recent.drain().collect();
+        // The table's slots are given back: the next keys fill a table grown anew.
+        let mut keys: Vec<u128> = std::mem::take(&mut self.recent).into_iter().collect();
         keys.sort_unstable();
         let file = tempfile::tempfile_in(&self.dir).map_err(|e| {
             io::Error::new(
@@ -108,8 +109,6 @@ impl RunKeys {
             spilled.mark(key);
         }
         self.spilled.push(spilled);
-        // The table's slots are given back: the next keys fill a table grown anew.
-        self.recent = HashSet::new();
         Ok(())
     }
 }

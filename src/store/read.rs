@@ -433,9 +433,9 @@ impl Store {
     /// writer keeps. (A runs file per part is checked when it is first read.)
     fn refuse_runs_past_the_parts(&self, generation: &Generation) -> io::Result<()> {
         use parquet::file::statistics::Statistics;
-        let metadata = generation.runs_of(0)?.metadata;
-        let metadata = &metadata;
-        let highest = metadata
+        let runs = generation.runs_of(0)?;
+        let highest = runs
+            .metadata
             .metadata()
             .row_groups()
             .iter()
