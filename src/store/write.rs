@@ -29,6 +29,11 @@ const MAX_BATCH_BYTES: usize = 32 << 20;
 /// What an event row takes in the builders beyond its text: each column's offset or value,
 /// and validity bits (24 columns, 8 of them with 64-bit offsets).
 const EVENT_ROW_BYTES: usize = 160;
+/// What a run row takes in the builders beyond its texts and the 64 bytes [`run_bytes`] counts
+/// for every run: the values and offsets of its 20 columns come to about 112 bytes. A run of an
+/// agentfootprint log has short texts, and counted by them alone a part's runs held more than
+/// twice their share.
+const RUN_ROW_EXTRA: usize = 48;
 /// Bytes of events all parts together hold before they are written, when parts are few.
 /// Rows are held as Arrow builders, which hold up to twice what they are counted as (their
 /// buffers double as they grow), and the allocator keeps what they free for the next batches.
@@ -460,7 +465,8 @@ pub fn event_bytes(e: &Event) -> usize {
     text(&e.text) + text(&e.arguments) + text(&e.payload) + digest + 64
 }
 
-/// The bytes a run row (without its events) is counted as in the writer's buffers.
+/// The bytes a run row (without its events) is counted as in the writer's buffers: its texts
+/// and a fixed overhead for the rest.
 pub fn run_bytes(run: &Run) -> usize {
     let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
     let digest = match run.answer_digests.of_kind(DigestKind::Evidence) {
@@ -472,6 +478,10 @@ pub fn run_bytes(run: &Run) -> usize {
         + digest
         + run.run_id.len()
         + run.conversation_id.len()
+        + run.format.len()
+        + run.source.len()
+        + text(&run.agent)
+        + text(&run.model)
         + 64
 }
 
@@ -594,15 +604,17 @@ impl RunsBuilder {
         self.part.append_value(part);
         self.input_index.append_value(origin.input_index);
         self.record_index.append_value(origin.record_index);
+        let mut partition_bytes = 0;
         for (key, value) in crate::store::partitions::partition_values(&run.source) {
             self.partitions.keys().append_value(key);
             self.partitions.values().append_value(value);
+            partition_bytes += key.len() + value.len() + 8;
         }
         self.partitions
             .append(true)
             .expect("keys and values are appended in pairs");
         self.rows += 1;
-        self.bytes += run_bytes(run);
+        self.bytes += run_bytes(run) + partition_bytes + RUN_ROW_EXTRA;
     }
 
     pub fn len(&self) -> usize {
@@ -1000,6 +1012,40 @@ mod tests {
         assert_eq!(
             builder.bytes,
             event_bytes(&e) + run.run_id.len() + run.conversation_id.len() + EVENT_ROW_BYTES
+        );
+    }
+
+    /// A run row is counted as what its columns take, not by its long texts alone: the runs of
+    /// an agentfootprint log have short texts, and a part's runs held twice their count.
+    #[test]
+    fn a_run_row_counts_what_its_columns_take() {
+        let mut builder = RunsBuilder::new(1 << 20);
+        for i in 0..2_000 {
+            let mut run = run(&format!("run-{i:05}"));
+            run.format = "agentfootprint".into();
+            run.source = format!("logs/date=2026-12-0{}/agent-{}.ndjson", i % 7, i % 13);
+            run.agent = Some("support-bot".into());
+            run.user_message = Some("where is my order?".into());
+            run.answer = Some("It left the warehouse on Monday.".into());
+            builder.push(
+                &run,
+                3,
+                Origin {
+                    input_index: 0,
+                    record_index: i,
+                },
+            );
+        }
+        let counted = builder.bytes;
+        let batch = builder.finish().unwrap();
+        let used: usize = batch
+            .columns()
+            .iter()
+            .map(|c| c.to_data().get_slice_memory_size().unwrap())
+            .sum();
+        assert!(
+            counted * 10 >= used * 9 && counted * 10 <= used * 13,
+            "counted {counted} bytes for {used} used"
         );
     }
 
