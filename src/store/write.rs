@@ -1231,11 +1231,12 @@ mod tests {
         assert_same_parts(whole.path(), cut.path());
     }
 
-    /// The same on real recordings: every excerpt in `testdata` (each format's, with their
-    /// payloads, arguments, verdicts and times), read by its adapter. They are a few MB, so each
-    /// part writes its events every 16 KB to make row groups enough to cut.
-    #[test]
-    fn real_recordings_cut_into_pieces_make_the_same_store() {
+    /// Every recording under testdata (hostile files and schemas left out), read, with the
+    /// names of the formats read.
+    fn real_recordings() -> (
+        crate::ingest::Collect,
+        std::collections::BTreeSet<&'static str>,
+    ) {
         use crate::ingest::{read_file, read_head, Collect, Format, Input};
         let mut files = Vec::new();
         let mut folders = vec![std::path::PathBuf::from("testdata")];
@@ -1265,6 +1266,47 @@ mod tests {
             let display = path.display().to_string();
             read_file(format, &Input::new(path, &display), &mut read).unwrap();
         }
+        (read, formats)
+    }
+
+    /// A run row is counted as what its columns take in every format's recordings in
+    /// `testdata`, not only in runs made up: each format's runs are a batch of their own.
+    #[test]
+    fn real_run_rows_count_what_their_columns_take() {
+        let (read, formats) = real_recordings();
+        let mut by_format: std::collections::BTreeMap<&str, RunsBuilder> = Default::default();
+        for run in read.conversations.iter().flat_map(|(c, _)| &c.runs) {
+            let origin = Origin {
+                input_index: 0,
+                record_index: 0,
+            };
+            by_format
+                .entry(run.format.as_str())
+                .or_insert_with(|| RunsBuilder::new(1 << 20))
+                .push(run, 0, origin);
+        }
+        assert_eq!(by_format.len(), formats.len());
+        for (format, mut builder) in by_format {
+            let counted = builder.bytes;
+            let batch = builder.finish().unwrap();
+            let used: usize = batch
+                .columns()
+                .iter()
+                .map(|c| c.to_data().get_slice_memory_size().unwrap())
+                .sum();
+            assert!(
+                counted * 10 >= used * 9 && counted * 10 <= used * 13,
+                "{format}: counted {counted} bytes for {used} used"
+            );
+        }
+    }
+
+    /// The same on real recordings: every excerpt in `testdata` (each format's, with their
+    /// payloads, arguments, verdicts and times), read by its adapter. They are a few MB, so each
+    /// part writes its events every 16 KB to make row groups enough to cut.
+    #[test]
+    fn real_recordings_cut_into_pieces_make_the_same_store() {
+        let (read, formats) = real_recordings();
         assert_eq!(formats.len(), 16, "formats read: {formats:?}");
         let conversations = || read.conversations.iter().map(|(c, _)| c.clone());
         let share = Some(16 << 10);
