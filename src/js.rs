@@ -279,16 +279,16 @@ pub struct Fields(pub &'static [&'static str]);
 
 /// An object key, read without copying it: its index in the names wanted, or `None`.
 #[derive(Clone, Copy)]
-pub struct Key(pub &'static [&'static str]);
+pub struct Key<'a>(pub &'a [&'a str]);
 
-impl<'de> serde::de::DeserializeSeed<'de> for Key {
+impl<'de> serde::de::DeserializeSeed<'de> for Key<'_> {
     type Value = Option<usize>;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
         d.deserialize_str(self)
     }
 }
 
-impl serde::de::Visitor<'_> for Key {
+impl serde::de::Visitor<'_> for Key<'_> {
     type Value = Option<usize>;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a key")
@@ -349,6 +349,118 @@ pub fn parse_members(text: &str, names: &'static [&'static str]) -> Option<Map<S
             }
             _ => None,
         },
+    }
+}
+
+/// The members named in `inner` of the object member `outer` of the JSON object `text` (of a
+/// name given twice, the last), as [`parse_json`] would read them: every other member, at
+/// either level, is skipped as the text is parsed, not built. `None` when the text is not a
+/// JSON object, or its `outer` member is missing or not an object. Text the one-pass parse
+/// refuses is parsed whole instead, as in [`parse_members`]. Of
+/// `{"payload":{"content":"...","stopReason":"end"}}`, `payload` and `["stopReason"]` give
+/// `{"stopReason":"end"}`, the content passed over unbuilt.
+pub fn parse_member_members(
+    text: &str,
+    outer: &'static str,
+    inner: &'static [&'static str],
+) -> Option<Map<String, Value>> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let skimmed = Member { outer, inner }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    match skimmed {
+        Ok(found) => found,
+        Err(_) => match parse_json(text).ok()? {
+            Value::Object(mut all) => match all.swap_remove(outer)? {
+                Value::Object(mut kept) => {
+                    kept.retain(|k, _| inner.contains(&k.as_str()));
+                    Some(kept)
+                }
+                _ => None,
+            },
+            _ => None,
+        },
+    }
+}
+
+/// The object member `outer` of an object, with only its members named in `inner` built
+/// ([`parse_member_members`]); `None` when it is missing or not an object.
+#[derive(Clone, Copy)]
+struct Member {
+    outer: &'static str,
+    inner: &'static [&'static str],
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Member {
+    type Value = Option<Map<String, Value>>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Member {
+    type Value = Option<Map<String, Value>>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(index) = map.next_key_seed(Key(std::slice::from_ref(&self.outer)))? {
+            match index {
+                Some(_) => found = map.next_value_seed(ObjectOrNot(Fields(self.inner)))?,
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A value read as [`Fields`] when it is an object, and skipped (`None`) when it is not.
+#[derive(Clone, Copy)]
+struct ObjectOrNot(Fields);
+
+impl<'de> serde::de::DeserializeSeed<'de> for ObjectOrNot {
+    type Value = Option<Map<String, Value>>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ObjectOrNot {
+    type Value = Option<Map<String, Value>>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        match serde::de::Visitor::visit_map(self.0, map)? {
+            Value::Object(kept) => Ok(Some(kept)),
+            _ => Ok(None),
+        }
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 
@@ -481,6 +593,64 @@ mod tests {
         for text in [r#"{"meta":1e400,"payload":2}"#, deep.as_str()] {
             assert!(parse_json(text).is_err());
             assert_eq!(parse_members(text, NAMES).unwrap()["payload"], json!(2));
+        }
+    }
+
+    /// A member's members kept are what a whole parse holds of that member under those names,
+    /// whatever the text: a member given twice is its last, and one that is not an object is
+    /// none.
+    #[test]
+    fn member_members_are_the_whole_parses() {
+        const INNER: &[&str] = &["stopReason", "toolCallCount"];
+        let texts = [
+            r#"{"type":"x","payload":{"content":"long","toolCallCount":2,"stopReason":"end"}}"#,
+            r#"{"payload":{"stopReason":"a"},"payload":{"toolCallCount":1}}"#,
+            r#"{"payload":{"stopReason":"a"},"payload":[1,{"stopReason":"b"}]}"#,
+            r#"{"payload":[1],"payload":{"stopReason":"b","stopReason":"c"}}"#,
+            r#"{"payload":"text"}"#,
+            r#"{"payload":null}"#,
+            r#"{"payload":true,"meta":{"payload":{"stopReason":"deep"}}}"#,
+            r#"{"payload":-1.5e3}"#,
+            r#"{"payload":{}}"#,
+            r#"{"meta":{}}"#,
+            r#"{"payload":{"stopReason":"\ud800 alone"}}"#,
+            r#"{"payload":{"content":"\udc00","stopReason":"s"}}"#,
+            r#"[{"payload":{"stopReason":"a"}}]"#,
+            r#"{"payload":{"stopReason":"a"}} trailing"#,
+            r#"{"payload":{"stopReason":"a"},"#,
+            "",
+        ];
+        for text in texts {
+            let whole = match parse_json(text) {
+                Ok(Value::Object(mut all)) => match all.swap_remove("payload") {
+                    Some(Value::Object(mut kept)) => {
+                        kept.retain(|k, _| INNER.contains(&k.as_str()));
+                        Some(kept)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            assert_eq!(
+                parse_member_members(text, "payload", INNER),
+                whole,
+                "{text}"
+            );
+        }
+        let first = r#"{"payload":{"content":"c","toolCallCount":0,"stopReason":"end"}}"#;
+        let kept = parse_member_members(first, "payload", INNER).unwrap();
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept["toolCallCount"], json!(0));
+        // Beyond f64 or past serde_json's nesting limit in a member skipped: JSON.parse takes it.
+        let deep = format!(
+            r#"{{"payload":{{"content":{}1{},"stopReason":"s"}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for text in [r#"{"payload":{"n":1e400,"stopReason":"s"}}"#, deep.as_str()] {
+            assert!(parse_json(text).is_err());
+            let kept = parse_member_members(text, "payload", INNER).unwrap();
+            assert_eq!(kept["stopReason"], json!("s"));
         }
     }
 

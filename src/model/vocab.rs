@@ -20,6 +20,13 @@ pub const OUTPUT_ATTEMPTS: &str = "output-attempts";
 /// `text`.
 pub const OUTPUT_CONTRACT: &str = "output-contract";
 
+/// Source type of an agentfootprint model call's end: its envelope's payload says whether the
+/// response called tools, and why it stopped.
+pub const AGENTFOOTPRINT_LLM_END: &str = "agentfootprint.stream.llm_end";
+/// Source type of an agentfootprint model call's start: its envelope holds the request, which no
+/// check reads, so stores archive it with the envelopes audits leave undecoded.
+pub const AGENTFOOTPRINT_LLM_START: &str = "agentfootprint.stream.llm_start";
+
 /// Opening of the correction the evidence gate appends as a `role: user` message.
 pub const EVIDENCE_FRAME_PREFIX: &str = "[evidence check";
 /// Opening of the output-schema correction (the re-ask), also a `role: user` message the

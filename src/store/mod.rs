@@ -26,7 +26,7 @@ pub use read::Store;
 pub use write::{Origin, StoreWriter};
 
 use crate::model::digest::{Digest, DigestKind};
-use crate::model::EventKind;
+use crate::model::{vocab, EventKind};
 use serde::{Deserialize, Serialize};
 
 /// The entries of a store, for [`atomic::Layout`]: what an existing store may hold to be
@@ -215,11 +215,12 @@ impl StoreSpec {
     /// Does some check read the recorded envelope of an event of this kind and source type?
     /// Those envelopes are stored in the `payload` column, every other one in
     /// `archived_payload`, which audits leave undecoded. Checks read the envelope of verdicts,
-    /// model calls and the `other` rows they name; everything else they read from its own
-    /// columns.
+    /// model calls (but an agentfootprint model call's start, whose request none reads) and
+    /// the `other` rows they name; everything else they read from its own columns.
     pub fn envelope_is_checked(&self, kind: EventKind, source_type: Option<&str>) -> bool {
         match kind {
-            EventKind::Verdict | EventKind::ModelCall => true,
+            EventKind::Verdict => true,
+            EventKind::ModelCall => source_type != Some(vocab::AGENTFOOTPRINT_LLM_START),
             EventKind::Other => source_type.is_none_or(|t| self.envelope_types.contains(&t)),
             _ => false,
         }
@@ -267,6 +268,42 @@ impl StoreManifest {
 #[cfg(test)]
 mod tests {
     use super::schema::*;
+    use crate::model::{vocab, EventKind};
+
+    /// The envelopes kept where audits read them: every verdict's and model call's but an
+    /// agentfootprint model call's start, and the `other` rows' of the types the checks name.
+    #[test]
+    fn envelopes_are_checked_where_a_check_reads_them() {
+        let spec = crate::pipeline::store_spec();
+        let checked = |kind, source_type| spec.envelope_is_checked(kind, source_type);
+        assert!(checked(
+            EventKind::Verdict,
+            Some("agentfootprint.agent.evidence_checked")
+        ));
+        assert!(checked(
+            EventKind::ModelCall,
+            Some(vocab::AGENTFOOTPRINT_LLM_END)
+        ));
+        assert!(!checked(
+            EventKind::ModelCall,
+            Some(vocab::AGENTFOOTPRINT_LLM_START)
+        ));
+        assert!(checked(EventKind::ModelCall, Some("chat")));
+        assert!(checked(EventKind::ModelCall, None));
+        assert!(checked(EventKind::Other, Some(vocab::OUTPUT_CONTRACT)));
+        assert!(checked(
+            EventKind::Other,
+            Some("agentfootprint.agent.route_decided")
+        ));
+        assert!(!checked(
+            EventKind::Other,
+            Some("agentfootprint.agent.turn_start")
+        ));
+        assert!(!checked(
+            EventKind::Landing,
+            Some("agentfootprint.stream.tool_end")
+        ));
+    }
 
     #[test]
     fn schema_document_matches_code() {

@@ -20,6 +20,15 @@ fn envelope_payload(e: &Event) -> Option<Value> {
     js::parse_members(e.payload.as_deref()?, &["payload"])?.remove("payload")
 }
 
+/// The members `names` of a row's envelope's `payload` (`Null` when it has none, or none that
+/// is an object): the rest, such as a model call's answer text, is skipped unbuilt.
+fn envelope_payload_members(e: &Event, names: &'static [&'static str]) -> Value {
+    e.payload
+        .as_deref()
+        .and_then(|t| js::parse_member_members(t, "payload", names))
+        .map_or(Value::Null, Value::Object)
+}
+
 /// A retry verdict: the framework asked again after a failed answer.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct RetryVerdict {
@@ -35,7 +44,16 @@ pub(super) struct RetryVerdict {
 impl RetryVerdict {
     /// Read a `schema-retry` verdict row.
     fn read(e: &Event) -> RetryVerdict {
-        let p = envelope_payload(e).unwrap_or(Value::Null);
+        const READ: &[&str] = &[
+            "attempt",
+            "retriesRemaining",
+            "iteration",
+            "stage",
+            "error",
+            "path",
+            "correctiveMessageHash",
+        ];
+        let p = envelope_payload_members(e, READ);
         RetryVerdict {
             attempt: u32_of(p.get("attempt")),
             retries_remaining: u32_of(p.get("retriesRemaining")),
@@ -63,7 +81,16 @@ pub(super) struct UnmetVerdict {
 impl UnmetVerdict {
     /// Read a `contract-unmet` verdict row.
     fn read(e: &Event) -> UnmetVerdict {
-        let p = envelope_payload(e).unwrap_or(Value::Null);
+        const READ: &[&str] = &[
+            "attempts",
+            "retriesSpent",
+            "iteration",
+            "stage",
+            "error",
+            "path",
+            "brokenBy",
+        ];
+        let p = envelope_payload_members(e, READ);
         UnmetVerdict {
             attempts: u32_of(p.get("attempts")),
             retries_spent: u32_of(p.get("retriesSpent")),
@@ -183,6 +210,22 @@ pub(super) struct Facts<'a> {
     /// Set when the judgement fell back on the run's answer ([`Run::answer`]), which an audit
     /// of a store reads from digests without ([`super::SchemaAttempt`]'s `check_digested`).
     pub(super) read_run_answer: std::cell::Cell<bool>,
+    /// [`Facts::history_hashes`], worked out when first asked for.
+    history_hashes: std::cell::OnceCell<Vec<Option<u32>>>,
+}
+
+impl Facts<'_> {
+    /// The FNV-1a hash ([`js::fnv1a`]) of each history message a corrective-message hash may
+    /// name (a user or tool message; `None` for the others), in history order: every retried
+    /// row of the ledger is joined to the history, twice, so a message is hashed once a run.
+    pub(super) fn history_hashes(&self) -> &[Option<u32>] {
+        self.history_hashes.get_or_init(|| {
+            self.history
+                .iter()
+                .map(|m| matches!(m.role, Role::User | Role::Tool).then(|| js::fnv1a(m.text)))
+                .collect()
+        })
+    }
 }
 
 /// What the run says about its output contract, or `None` when it shows none and the
@@ -251,6 +294,7 @@ pub(super) fn gather<'a>(
         corrections,
         contract,
         read_run_answer: std::cell::Cell::new(false),
+        history_hashes: std::cell::OnceCell::new(),
     })
 }
 
@@ -260,8 +304,8 @@ fn candidates_of(run: &Run) -> Vec<Candidate> {
     let mut routes: BTreeMap<u32, String> = BTreeMap::new();
     for e in run.events_of(EventKind::Other) {
         if e.source_type.as_deref() == Some("agentfootprint.agent.route_decided") {
-            if let (Some(p), Some(i)) = (envelope_payload(e), e.iteration) {
-                if let Some(chosen) = str_of(&p, "chosen") {
+            if let Some(i) = e.iteration {
+                if let Some(chosen) = str_of(&envelope_payload_members(e, &["chosen"]), "chosen") {
                     routes.insert(i, chosen);
                 }
             }
@@ -269,8 +313,12 @@ fn candidates_of(run: &Run) -> Vec<Candidate> {
     }
     let mut out = Vec::new();
     for e in run.events_of(EventKind::ModelCall) {
-        if e.source_type.as_deref() == Some("agentfootprint.stream.llm_end") {
-            let p = envelope_payload(e).unwrap_or(Value::Null);
+        if e.source_type.as_deref() == Some(vocab::AGENTFOOTPRINT_LLM_START) {
+            // The request: the answer, if any, is its end's.
+            continue;
+        }
+        if e.source_type.as_deref() == Some(vocab::AGENTFOOTPRINT_LLM_END) {
+            let p = envelope_payload_members(e, &["toolCallCount", "stopReason"]);
             if u32_of(p.get("toolCallCount")).unwrap_or(0) > 0 {
                 continue;
             }

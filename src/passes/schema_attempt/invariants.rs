@@ -10,7 +10,6 @@ use super::judge::RowCheck;
 use super::ledger::answer_of;
 use super::row::{AttemptRow, Outcome};
 use crate::corpus::{Subject, Witness};
-use crate::js;
 use crate::model::Role;
 use serde_json::json;
 
@@ -528,10 +527,13 @@ fn hash_join_applies(f: &Facts<'_>, row: &AttemptRow) -> bool {
 
 /// The history message (a user or tool message) the row's corrective-message hash names.
 fn correction_of(f: &Facts<'_>, row: &AttemptRow) -> Option<usize> {
-    let hash = row.corrective_message_hash.as_deref().unwrap_or("");
-    f.history
-        .iter()
-        .position(|m| matches!(m.role, Role::User | Role::Tool) && js::hash_hex(m.text) == hash)
+    let hash = row.corrective_message_hash.as_deref()?;
+    // The framework writes the hash as `js::hash_hex` does (lowercase, no leading zeros): a
+    // hash written any other way names no message.
+    let wanted = u32::from_str_radix(hash, 16)
+        .ok()
+        .filter(|h| format!("{h:x}") == hash)?;
+    f.history_hashes().iter().position(|h| *h == Some(wanted))
 }
 
 /// A retried row's hash is the hash of a message of the history.

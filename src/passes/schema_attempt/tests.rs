@@ -773,3 +773,59 @@ fn a_judgement_that_reads_the_runs_answer_declines_without_it() {
     let without = leaving_out_answers(&from_candidates);
     assert_eq!(SchemaAttempt.check_digested(&without, &ctx), Some(whole));
 }
+
+/// An agentfootprint model call's start holds the request, not an answer: even an envelope that
+/// carries an ingest's would-be-answer mark adds no attempt, so an audit reads the same whether
+/// the store archived that envelope or not.
+#[test]
+fn a_model_calls_start_is_no_answer() {
+    let mut fixture = retried_then_passed();
+    let mut start = Event::new(EventKind::ModelCall);
+    start.source_type = Some(crate::model::vocab::AGENTFOOTPRINT_LLM_START.into());
+    start.iteration = Some(3);
+    start.payload = Some(js::stringify(&json!({
+        "type": "agentfootprint.stream.llm_start",
+        "answer": {"text": PROSE},
+        "payload": {"iteration": 3, "messages": []},
+    })));
+    fixture.events.push(start);
+    let out = run_check(&fixture.conversation(), with_schema(None));
+    assert_eq!(out.disposition, Disposition::CheckedPass);
+    assert_eq!(outcomes(&out), ["1:retried", "2:retried", "3:passed"]);
+}
+
+/// A corrective-message hash joins the history message it is the hash of, written as the
+/// framework writes it (lowercase hex, no leading zeros); the same number written otherwise
+/// joins nothing.
+#[test]
+fn a_correction_hash_joins_only_as_the_framework_writes_it() {
+    let text = correction(1, 3, ERR);
+    let hash = js::hash_hex(&text);
+    for (written, joined) in [
+        (hash.clone(), true),
+        (hash.to_uppercase(), false),
+        (format!("0{hash}"), false),
+        (format!("+{hash}"), false),
+        (String::new(), false),
+    ] {
+        let conv = Fixture::default()
+            .declared()
+            .user("How much?")
+            .answer(1, PROSE, "output-retry", "stop")
+            .retry_verdict(json!({
+                "attempt": 1, "retriesRemaining": 1, "iteration": 1,
+                "stage": "json-parse", "error": ERR, "correctiveMessageHash": written,
+            }))
+            .answer(2, GOOD, "final", "stop");
+        let mut conv = conv;
+        conv.context.push((Role::Assistant, PROSE.to_string()));
+        conv.context.push((Role::User, text.clone()));
+        let out = run_check(&conv.conversation(), with_schema(None));
+        assert_eq!(
+            out.rows[0].1["hash_joined"],
+            json!(joined),
+            "{written:?}: {:?}",
+            predicates(&out)
+        );
+    }
+}
