@@ -808,7 +808,7 @@ fn a_correction_hash_joins_only_as_the_framework_writes_it() {
         (format!("+{hash}"), false),
         (String::new(), false),
     ] {
-        let conv = Fixture::default()
+        let mut fixture = Fixture::default()
             .declared()
             .user("How much?")
             .answer(1, PROSE, "output-retry", "stop")
@@ -817,10 +817,9 @@ fn a_correction_hash_joins_only_as_the_framework_writes_it() {
                 "stage": "json-parse", "error": ERR, "correctiveMessageHash": written,
             }))
             .answer(2, GOOD, "final", "stop");
-        let mut conv = conv;
-        conv.context.push((Role::Assistant, PROSE.to_string()));
-        conv.context.push((Role::User, text.clone()));
-        let out = run_check(&conv.conversation(), with_schema(None));
+        fixture.context.push((Role::Assistant, PROSE.to_string()));
+        fixture.context.push((Role::User, text.clone()));
+        let out = run_check(&fixture.conversation(), with_schema(None));
         assert_eq!(
             out.rows[0].1["hash_joined"],
             json!(joined),
